@@ -1,0 +1,132 @@
+"""Validation of requests against the installed botocore SageMaker service model.
+
+``ParamValidator`` checks structure, types, required members and minimums, but not enums or
+patterns; AWS checks those server-side, so we do too (the emulator shares this code).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import botocore.session
+from botocore.model import ListShape, MapShape, OperationModel, ServiceModel, Shape, StringShape, StructureShape
+from botocore.validate import ParamValidator
+
+from hyperpod_scheduler.errors import Problem
+
+SERVICE = "sagemaker"
+
+
+@functools.cache
+def service_model() -> ServiceModel:
+    return botocore.session.get_session().get_service_model(SERVICE)
+
+
+@functools.cache
+def operation_model(operation: str) -> OperationModel:
+    return service_model().operation_model(operation)
+
+
+@functools.cache
+def enum_values(shape_name: str) -> tuple[str, ...]:
+    """The allowed values of an enum shape, e.g. ``enum_values("ClusterInstanceType")``."""
+    shape = service_model().shape_for(shape_name)
+    return tuple(shape.enum) if isinstance(shape, StringShape) else ()
+
+
+@functools.cache
+def _pattern(expr: str) -> re.Pattern[str] | None:
+    try:
+        return re.compile(expr)
+    except re.error:  # a Java-only construct: AWS enforces it, we cannot, so we skip it
+        return None
+
+
+def _group_of(path: str, params: Mapping[str, Any]) -> str | None:
+    match = re.match(r"InstanceGroups\[(\d+)\]", path)
+    if not match:
+        return None
+    groups = params.get("InstanceGroups")
+    try:
+        name = groups[int(match.group(1))].get("InstanceGroupName")  # type: ignore[index]
+    except (IndexError, TypeError, AttributeError, KeyError):
+        return None
+    return name if isinstance(name, str) else None
+
+
+def _walk_values(shape: Shape, value: Any, path: str, out: list[tuple[str, str]]) -> None:
+    """Collect enum, pattern and maximum violations, which ParamValidator does not check."""
+    if isinstance(shape, StructureShape) and isinstance(value, Mapping):
+        for name, member in shape.members.items():
+            if name in value:
+                _walk_values(member, value[name], f"{path}.{name}" if path else name, out)
+    elif isinstance(shape, ListShape) and isinstance(value, list):
+        maximum = shape.metadata.get("max")
+        if maximum is not None and len(value) > maximum:
+            out.append((path, f"has {len(value)} items, at most {maximum} allowed"))
+        for i, item in enumerate(value):
+            _walk_values(shape.member, item, f"{path}[{i}]", out)
+    elif isinstance(shape, MapShape) and isinstance(value, Mapping):
+        for key, item in value.items():
+            _walk_values(shape.value, item, f"{path}.{key}", out)
+    elif isinstance(shape, StringShape) and isinstance(value, str):
+        if shape.enum and value not in shape.enum:
+            shown = ", ".join(shape.enum[:8]) + (", ..." if len(shape.enum) > 8 else "")
+            out.append((path, f"unknown value {value!r} (allowed: {shown})"))
+            return
+        maximum = shape.metadata.get("max")
+        if maximum is not None and len(value) > maximum:
+            out.append((path, f"is {len(value)} characters long, at most {maximum} allowed"))
+        expr = shape.metadata.get("pattern")
+        compiled = _pattern(expr) if expr else None
+        if compiled is not None and not compiled.fullmatch(value):
+            out.append((path, f"value {value!r} does not match the pattern {expr}"))
+    elif shape.type_name in ("integer", "long") and isinstance(value, int) and not isinstance(value, bool):
+        maximum = shape.metadata.get("max")
+        if maximum is not None and value > maximum:
+            out.append((path, f"value {value} is above the maximum {maximum}"))
+
+
+_REPORT_LINE = re.compile(r"^(?:Invalid|Missing|Unknown)[^\"]*\"?(?P<body>.*)$")
+
+
+def validate_request(operation: str, params: Mapping[str, Any]) -> list[Problem]:
+    """All model violations of ``params`` as the input of ``operation``; empty when valid."""
+    shape = operation_model(operation).input_shape
+    if shape is None:
+        return []
+    problems: list[Problem] = []
+    report = ParamValidator().validate(params, shape)
+    if report.has_errors():
+        for line in report.generate_report().splitlines():
+            text = line.strip()
+            if not text:
+                continue
+            path = _path_in_report_line(text)
+            problems.append(Problem(field=path or operation, message=text, group=_group_of(path, params)))
+    found: list[tuple[str, str]] = []
+    _walk_values(shape, params, "", found)
+    for path, message in found:
+        problems.append(Problem(field=path, message=message, group=_group_of(path, params)))
+    return problems
+
+
+def _path_in_report_line(line: str) -> str:
+    # botocore lines look like: Invalid type for parameter InstanceGroups[0].InstanceCount, value: ...
+    # or: Missing required parameter in InstanceGroups[0]: "ExecutionRole"
+    # or: Unknown parameter in InstanceGroups[0]: "Foo", must be one of: ...
+    m = re.search(r"parameter (?:in )?(?P<path>[A-Za-z0-9_.\[\]]+)", line)
+    if m is None:
+        m = re.search(r"in (?P<path>[A-Za-z0-9_.\[\]]+):", line)
+    if m is None:
+        return ""
+    path = m.group("path").rstrip(",:")
+    extra = re.search(r'(?:required parameter in [^:]+|Unknown parameter in [^:]+): "(?P<name>[^"]+)"', line)
+    if extra and path not in ("input",):
+        return f"{path}.{extra.group('name')}"
+    if extra:
+        return extra.group("name")
+    return path

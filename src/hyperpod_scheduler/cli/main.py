@@ -1,0 +1,62 @@
+"""The ``hyperpod-scheduler`` console script."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from botocore.exceptions import BotoCoreError, ClientError
+
+from hyperpod_scheduler import __version__
+from hyperpod_scheduler.cli import cluster, emulator, schedule
+from hyperpod_scheduler.cli.output import error_line
+from hyperpod_scheduler.errors import HyperpodSchedulerError
+
+app = typer.Typer(
+    help="Put SageMaker HyperPod clusters on a schedule and keep them healthy across it.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.add_typer(cluster.app, name="cluster", help="Cluster specs: validate, render, create, describe.")
+app.add_typer(emulator.app, name="emulator", help="The local HyperPod control plane (emulator).")
+app.add_typer(schedule.app, name="schedule", help="Evaluate schedule expressions: check, next.")
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"hyperpod-scheduler {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version."
+    ),
+) -> None:
+    """Put SageMaker HyperPod clusters on a schedule and keep them healthy across it."""
+
+
+def main() -> None:
+    """Entry point: every expected failure becomes one line on stderr and a non-zero exit."""
+    try:
+        app()
+    except HyperpodSchedulerError as exc:
+        error_line(str(exc))
+        sys.exit(exc.exit_code)
+    except ClientError as exc:
+        err = exc.response.get("Error", {})
+        op = getattr(exc, "operation_name", "call")
+        error_line(f"AWS {op} failed: {err.get('Code', 'Error')}: {err.get('Message', '')}")
+        sys.exit(1)
+    except BotoCoreError as exc:
+        error_line(f"AWS: {exc}")
+        sys.exit(1)
+    except KeyboardInterrupt:
+        error_line("interrupted")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

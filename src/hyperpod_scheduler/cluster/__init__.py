@@ -1,0 +1,1 @@
+"""Cluster specs: the YAML spec, the CreateCluster request it renders to, tiers, and validation rules."""

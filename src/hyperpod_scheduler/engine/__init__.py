@@ -1,0 +1,1 @@
+"""The scheduler engine: plan and apply stop/start transitions through UpdateCluster."""

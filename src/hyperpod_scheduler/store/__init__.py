@@ -1,0 +1,1 @@
+"""The state store: recorded sizes, last applied state, action history, leases."""
