@@ -1,1 +1,80 @@
-"""The state store: recorded sizes, last applied state, action history, leases."""
+"""The state store: recorded sizes, last applied state, action history, leases.
+
+``open_store`` picks a backend from a URL or path; everything else talks to the ``StateStore``
+protocol, so the DynamoDB backend (issue 6) plugs in here without touching the engine.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.store.base import StateStore, lease_owner_id, update
+from hyperpod_scheduler.store.errors import ConflictError, CorruptRecordError, StoreError
+from hyperpod_scheduler.store.memory import MemoryStore
+from hyperpod_scheduler.store.records import (
+    ClusterRecord,
+    GroupOutcome,
+    GroupSize,
+    HistoryEntry,
+    Hold,
+    PendingAction,
+    Snapshot,
+    cluster_key,
+    request_digest,
+)
+from hyperpod_scheduler.store.sqlite import SqliteStore, default_path
+
+ENV_VAR = "HYPERPOD_SCHEDULER_STATE"
+
+# A scheme needs two letters or more, so a Windows drive ("C:\\...") still reads as a path.
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")
+
+__all__ = [
+    "ENV_VAR",
+    "ClusterRecord",
+    "ConflictError",
+    "CorruptRecordError",
+    "GroupOutcome",
+    "GroupSize",
+    "HistoryEntry",
+    "Hold",
+    "MemoryStore",
+    "PendingAction",
+    "Snapshot",
+    "SqliteStore",
+    "StateStore",
+    "StoreError",
+    "cluster_key",
+    "default_path",
+    "lease_owner_id",
+    "open_store",
+    "request_digest",
+    "update",
+]
+
+
+def open_store(url_or_path: str | os.PathLike[str] | None = None) -> StateStore:
+    """Open the store named by ``url_or_path``, else by ``$HYPERPOD_SCHEDULER_STATE``, else the
+    default SQLite file. Accepted: ``memory:``, ``sqlite:///abs/path`` (``sqlite:rel/path`` too), or
+    a plain file path.
+    """
+    location = str(url_or_path) if url_or_path not in (None, "") else os.environ.get(ENV_VAR, "")
+    if not location:
+        return SqliteStore(default_path())
+    if location in ("memory:", "memory://"):
+        return MemoryStore()
+    if location.startswith("sqlite:"):
+        path = location.removeprefix("sqlite:")
+        path = path[2:] if path.startswith("//") else path
+        if not path:
+            raise UsageError(f"state store '{location}': the sqlite URL names no file")
+        return SqliteStore(path)
+    scheme = _SCHEME.match(location)
+    if scheme:
+        name = scheme.group(1).lower()
+        if name == "dynamodb":
+            raise UsageError(f"state store '{location}': the DynamoDB store is not available in this release")
+        raise UsageError(f"state store '{location}': unknown scheme '{name}' (use memory:, sqlite:/// or a path)")
+    return SqliteStore(location)

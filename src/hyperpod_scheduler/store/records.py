@@ -1,0 +1,195 @@
+"""What the scheduler remembers per cluster, as versioned, JSON-serialisable pydantic models.
+
+Every model tolerates and keeps fields it does not know (``extra="allow"``): a row written by a
+newer release survives a read-modify-write by an older one, which matters once several runners
+share one DynamoDB table. Models are frozen; change them with ``evolve`` (which re-validates).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+
+# Bumped when a stored shape changes incompatibly; readers migrate older formats on load.
+RECORD_FORMAT = 1
+# Enough start timings for a stable "ready-by" lead time, small enough to keep rows tiny.
+MAX_START_DURATIONS = 50
+MAX_KEY_BYTES = 1024
+
+Action = Literal["stop", "start"]
+Phase = Literal["intent", "sent", "settled"]
+Outcome = Literal["restored", "partial", "failed", "stopped", "kept"]
+State = Literal["running", "stopped"]
+Count = Annotated[int, Field(ge=0)]
+Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+def key_problem(key: object) -> str | None:
+    """Why ``key`` cannot name a record, or None. Shared by models and store arguments."""
+    if not isinstance(key, str) or not key:
+        return "must be a non-empty string"
+    if len(key.encode("utf-8")) > MAX_KEY_BYTES:
+        return f"is longer than {MAX_KEY_BYTES} bytes"
+    if any(ord(c) < 32 or ord(c) == 127 for c in key):
+        return "contains a control character"
+    return None
+
+
+def cluster_key(name: str, region: str, account: str | None = None) -> str:
+    """The conventional record key: cluster names are unique per account and region."""
+    return f"{account or 'default'}/{region}/{name}"
+
+
+def request_digest(request: Mapping[str, Any]) -> str:
+    """A stable digest of an UpdateCluster request, so a re-run can tell whether it is the same one."""
+    canonical = json.dumps(request, sort_keys=True, separators=(",", ":"), default=str)
+    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+class Stored(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    def evolve(self, **changes: Any) -> Self:
+        """A copy with ``changes`` applied and validated (``model_copy`` would skip validation)."""
+        return self.model_validate({**self.model_dump(), **changes})
+
+
+class GroupSize(Stored):
+    count: Count
+    min_count: Count | None = None
+
+
+class Snapshot(Stored):
+    """The sizes recorded when a cluster was stopped: what a start restores."""
+
+    taken_at: AwareDatetime
+    sizes: dict[str, GroupSize]
+    transition_id: str
+    reason: str = ""
+
+
+class PendingAction(Stored):
+    """Write-ahead intent for one UpdateCluster.
+
+    ``intent`` is stored before the call, ``sent`` once AWS accepted it, ``settled`` when the cluster
+    finished updating. After a crash, ``intent`` means the call may or may not have gone out (compare
+    the cluster with ``request_digest``); ``sent`` means it did.
+    """
+
+    transition_id: str
+    action: Action
+    phase: Phase
+    request_digest: str
+    created_at: AwareDatetime
+    updated_at: AwareDatetime
+    # The per-group counts the request asks for, so a resumed run can rebuild or recognise it.
+    targets: dict[str, Count] = Field(default_factory=dict)
+    # The schedule instant this action carries out (recorded as applied once it settles).
+    transition_at: AwareDatetime | None = None
+
+
+class GroupOutcome(Stored):
+    group: str
+    outcome: Outcome
+    current: Count
+    target: Count
+    detail: str = ""
+
+
+class Hold(Stored):
+    """A manual override of the schedule; ``until=None`` holds until released."""
+
+    state: State
+    until: AwareDatetime | None = None
+    by: str
+    reason: str = ""
+
+    def active(self, now: datetime) -> bool:
+        return self.until is None or now < self.until
+
+
+class ClusterRecord(Stored):
+    """Everything remembered about one cluster. ``version`` is owned by the store (compare-and-set)."""
+
+    key: str
+    version: Count = 0
+    snapshot: Snapshot | None = None
+    applied_state: State | None = None
+    applied_transition_at: AwareDatetime | None = None
+    pending: PendingAction | None = None
+    last_outcomes: list[GroupOutcome] = Field(default_factory=list)
+    hold: Hold | None = None
+    start_durations_s: list[Seconds] = Field(default_factory=list)
+    updated_at: AwareDatetime
+    record_format: int = RECORD_FORMAT
+
+    @field_validator("key")
+    @classmethod
+    def _valid_key(cls, key: str) -> str:
+        problem = key_problem(key)
+        if problem:
+            raise ValueError(f"key {key!r} {problem}")
+        return key
+
+    @field_validator("start_durations_s")
+    @classmethod
+    def _bounded(cls, durations: list[float]) -> list[float]:
+        # Trim rather than reject: an older row kept under a larger bound must still load.
+        return durations[-MAX_START_DURATIONS:]
+
+    @classmethod
+    def new(cls, key: str, now: datetime) -> ClusterRecord:
+        """A record never stored yet (version 0)."""
+        return cls(key=key, updated_at=now)
+
+    def add_start_duration(self, seconds: float, now: datetime) -> ClusterRecord:
+        return self.evolve(start_durations_s=[*self.start_durations_s, seconds], updated_at=now)
+
+
+class HistoryEntry(Stored):
+    """One line of the action log: what happened to which cluster, when, by whom, and how long it took."""
+
+    key: str
+    at: AwareDatetime
+    action: str
+    actor: str
+    outcome: str
+    duration_s: Seconds | None = None
+    # Anything JSON-serialisable, or convertible (see ``_jsonable``); always plain JSON once stored.
+    detail: dict[str, Any] = Field(default_factory=dict)
+    record_format: int = RECORD_FORMAT
+
+    @field_validator("key")
+    @classmethod
+    def _valid_key(cls, key: str) -> str:
+        problem = key_problem(key)
+        if problem:
+            raise ValueError(f"key {key!r} {problem}")
+        return key
+
+    @field_validator("detail", mode="before")
+    @classmethod
+    def _jsonable(cls, detail: Any) -> Any:
+        # Callers pass whatever they have (datetimes, models, tuples); store its JSON form so the
+        # entry reads back exactly as written. NaN and infinity are refused: JSON cannot carry them.
+        if not isinstance(detail, Mapping):
+            return detail
+        try:
+            return json.loads(json.dumps(dict(detail), default=_json_fallback, allow_nan=False))
+        except TypeError as exc:  # e.g. a tuple used as a key
+            raise ValueError(f"detail is not JSON-serialisable: {exc}") from None
+
+
+def _json_fallback(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, set | frozenset):
+        return sorted(value, key=str)
+    return str(value)
