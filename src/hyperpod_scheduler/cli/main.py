@@ -8,7 +8,7 @@ import typer
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_scheduler import __version__
-from hyperpod_scheduler.cli import cluster, emulator, schedule
+from hyperpod_scheduler.cli import cluster, demo, emulator, ops, schedule
 from hyperpod_scheduler.cli.output import error_line
 from hyperpod_scheduler.errors import HyperpodSchedulerError
 
@@ -21,6 +21,8 @@ app = typer.Typer(
 app.add_typer(cluster.app, name="cluster", help="Cluster specs: validate, render, create, describe.")
 app.add_typer(emulator.app, name="emulator", help="The local HyperPod control plane (emulator).")
 app.add_typer(schedule.app, name="schedule", help="Evaluate schedule expressions: check, next.")
+ops.register(app)
+demo.register(app)
 
 
 def _version(value: bool) -> None:

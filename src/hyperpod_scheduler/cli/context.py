@@ -1,0 +1,108 @@
+"""Wiring shared by the scheduler commands: config, store, clients, clock and the event printer."""
+
+from __future__ import annotations
+
+import getpass
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from functools import cache
+from typing import TYPE_CHECKING
+
+from hyperpod_scheduler.aws.clients import sagemaker_client
+from hyperpod_scheduler.cli.output import console
+from hyperpod_scheduler.config.load import load_config
+from hyperpod_scheduler.config.model import Config
+from hyperpod_scheduler.engine.events import Event, Sink
+from hyperpod_scheduler.engine.fleet import Fleet
+from hyperpod_scheduler.engine.runner import ClusterRef, Engine
+from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.store import open_store
+
+if TYPE_CHECKING:
+    from mypy_boto3_sagemaker import SageMakerClient
+
+    from hyperpod_scheduler.store.base import StateStore
+
+STYLE = {
+    "sent": "bold cyan",
+    "settled": "green",
+    "failed": "bold red",
+    "error": "red",
+    "skip": "yellow",
+    "noop": "dim",
+    "dry-run": "magenta",
+    "progress": "blue",
+    "note": "white",
+}
+
+
+def parse_instant(text: str, field: str) -> datetime:
+    """ISO 8601; a missing offset means UTC."""
+    try:
+        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(
+            f"{field}: {text!r} is not an ISO 8601 date-time (e.g. 2026-12-01T08:00+01:00)"
+        ) from None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def printer(as_json: bool) -> Sink:
+    def emit(event: Event) -> None:
+        if as_json:
+            return
+        style = STYLE.get(event.kind, "white")
+        console.print(
+            f"[dim]{event.at:%a %Y-%m-%d %H:%M}Z[/] [bold]{event.cluster}[/] "
+            f"[{style}]{event.kind}[/] {event.message}",
+            highlight=False,
+        )
+
+    return emit
+
+
+@cache
+def _client(region: str | None, profile: str | None) -> SageMakerClient:
+    return sagemaker_client(profile=profile, region=region)
+
+
+def client_for(ref: ClusterRef) -> SageMakerClient:
+    return _client(ref.region, ref.profile)
+
+
+@dataclass
+class Context:
+    config: Config
+    store: StateStore
+    now: Callable[[], datetime]
+    events: Sink
+
+    def engine(self, actor: str | None = None) -> Engine:
+        timeout = timedelta(minutes=self.config.defaults.settle_timeout_minutes)
+        return Engine(
+            self.store,
+            client_for,
+            self.now,
+            events=self.events,
+            actor=actor or _whoami(),
+            settle_timeout=timeout,
+        )
+
+    def fleet(self) -> Fleet:
+        return Fleet(self.config, client_for)
+
+
+def make_context(config_path: str | None, state: str | None, as_json: bool, at: str | None = None) -> Context:
+    config = load_config(config_path)
+    store = open_store(state or config.state)
+    fixed = parse_instant(at, "--at") if at else None
+    now: Callable[[], datetime] = (lambda: fixed) if fixed else (lambda: datetime.now(UTC))
+    return Context(config, store, now, printer(as_json))
+
+
+def _whoami() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no passwd entry in some containers
+        return "unknown"

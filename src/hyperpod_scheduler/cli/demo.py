@@ -1,0 +1,70 @@
+"""`hyperpod-scheduler demo`: the scheduler across a simulated week on the embedded emulator."""
+
+from __future__ import annotations
+
+import typer
+from rich.table import Table
+
+from hyperpod_scheduler.cli.context import printer
+from hyperpod_scheduler.cli.output import console, print_json
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def demo(
+        days: float = typer.Option(7.0, "--days", min=0.1, max=62, help="Virtual days to simulate."),
+        step_minutes: float = typer.Option(
+            10.0, "--step-minutes", min=1, max=120, help="Virtual minutes per tick."
+        ),
+        seed: int = typer.Option(7, "--seed", help="Emulator seed (same seed, same run)."),
+        examples: str | None = typer.Option(None, "--examples", help="Folder with the example specs."),
+        as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    ) -> None:
+        """Create three example clusters in the emulator and schedule them across a virtual week."""
+        from hyperpod_scheduler.demo.run import run_demo, summary_rows
+
+        if not as_json:
+            console.print(
+                "[bold]hyperpod-scheduler demo[/]: three clusters on the embedded HyperPod emulator, "
+                f"{days:g} virtual days, a tick every {step_minutes:g} virtual minutes\n"
+            )
+        result = run_demo(
+            days=days,
+            step_minutes=step_minutes,
+            seed=seed,
+            examples=examples,
+            events=printer(as_json),
+            on_ready=None if as_json else lambda ep: console.print(f"emulator: {ep}; fleet InService\n"),
+        )
+        rows = summary_rows(result)
+        if as_json:
+            print_json(rows)
+            return
+        table = Table(title=f"{days:g} virtual days")
+        for col in (
+            "cluster",
+            "schedule",
+            "stops",
+            "starts",
+            "recorded sizes",
+            "last outcome",
+            "instance-h used",
+            "always-on",
+            "saved",
+        ):
+            table.add_column(col)
+        for r in rows:
+            table.add_row(
+                f"{r['cluster']}\n[dim]{r['story']}[/]",
+                r["schedule"],
+                str(r["stops"]),
+                str(r["starts"]),
+                ", ".join(f"{g}={c}" for g, c in r["recorded_sizes"].items()),
+                "\n".join(f"{g}: {o}" for g, o in r["last_outcomes"].items()),
+                f"{r['instance_hours']:.0f}",
+                f"{r['always_on_hours']:.0f}",
+                f"{r['saved_pct']:.0f}%",
+            )
+        console.print(table)
+        if any(r["failures"] for r in rows):
+            raise typer.Exit(1)

@@ -1,0 +1,282 @@
+"""The scheduler commands: stop, start, status, plan, tick, run, history, hold, release."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from hyperpod_scheduler.cli.context import Context, make_context, parse_instant
+from hyperpod_scheduler.cli.output import console, print_json
+from hyperpod_scheduler.engine.fleet import (
+    HORIZON,
+    Governed,
+    as_mapping,
+    next_transition,
+    plan,
+    ref_for,
+    tick,
+)
+from hyperpod_scheduler.engine.planner import Action, effective_hold
+from hyperpod_scheduler.engine.runner import ClusterRef, Result
+from hyperpod_scheduler.errors import UsageError
+
+ConfigOpt = typer.Option(None, "--config", "-c", help="Config file (default: ./hyperpod-scheduler.yaml if present).")
+StateOpt = typer.Option(None, "--state", help="State store: a SQLite path, sqlite:///path, or memory:.")
+JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON.")
+DryRunOpt = typer.Option(False, "--dry-run", help="Show what would be sent; change nothing.")
+RegionOpt = typer.Option(None, "--region", help="AWS region (default: from the config, else the AWS chain).")
+ProfileOpt = typer.Option(None, "--profile", help="AWS profile.")
+
+
+def _ref(ctx: Context, name: str, region: str | None, profile: str | None) -> ClusterRef:
+    governed = ctx.fleet().find(name, region) if ctx.config.targets else None
+    if governed is not None:
+        return governed.ref
+    return ref_for(name, region, profile)
+
+
+def _exit_for(results: list[Result]) -> None:
+    if any(r.kind in ("error", "failed") for r in results):
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def stop(
+        cluster: str = typer.Argument(..., help="Cluster name."),
+        region: str | None = RegionOpt,
+        profile: str | None = ProfileOpt,
+        wait: bool = typer.Option(False, "--wait", help="Follow the cluster until every group is at 0."),
+        dry_run: bool = DryRunOpt,
+        config: str | None = ConfigOpt,
+        state: str | None = StateOpt,
+        as_json: bool = JsonOpt,
+    ) -> None:
+        """Record every group's size, then scale every group to 0 in one UpdateCluster."""
+        _manual(cluster, "stop", region, profile, wait, dry_run, config, state, as_json)
+
+    @app.command()
+    def start(
+        cluster: str = typer.Argument(..., help="Cluster name."),
+        region: str | None = RegionOpt,
+        profile: str | None = ProfileOpt,
+        wait: bool = typer.Option(False, "--wait", help="Follow the cluster until every group is restored."),
+        dry_run: bool = DryRunOpt,
+        config: str | None = ConfigOpt,
+        state: str | None = StateOpt,
+        as_json: bool = JsonOpt,
+    ) -> None:
+        """Restore every group to its recorded size in one UpdateCluster."""
+        _manual(cluster, "start", region, profile, wait, dry_run, config, state, as_json)
+
+    @app.command("tick")
+    def tick_cmd(
+        at: str | None = typer.Option(None, "--at", help="Evaluate schedules at this ISO instant instead of now."),
+        dry_run: bool = DryRunOpt,
+        config: str | None = ConfigOpt,
+        state: str | None = StateOpt,
+        as_json: bool = JsonOpt,
+    ) -> None:
+        """One reconcile pass over every governed cluster (for cron)."""
+        ctx = make_context(config, state, as_json, at)
+        results = tick(ctx.engine(), ctx.fleet().governed(), ctx.now(), dry_run=dry_run)
+        if as_json:
+            print_json([r.__dict__ for r in results])
+        _exit_for(results)
+
+    @app.command()
+    def run(
+        interval: float = typer.Option(60.0, "--interval", help="Seconds between ticks."),
+        ticks: int = typer.Option(0, "--ticks", help="Stop after N ticks (0: run until interrupted)."),
+        dry_run: bool = DryRunOpt,
+        config: str | None = ConfigOpt,
+        state: str | None = StateOpt,
+    ) -> None:
+        """The long-running loop: tick every --interval seconds."""
+        ctx = make_context(config, state, False)
+        engine, count = ctx.engine(), 0
+        while True:
+            tick(engine, ctx.fleet().governed(), ctx.now(), dry_run=dry_run)
+            count += 1
+            if ticks and count >= ticks:
+                return
+            time.sleep(interval)
+
+    @app.command()
+    def status(
+        config: str | None = ConfigOpt,
+        state: str | None = StateOpt,
+        as_json: bool = JsonOpt,
+    ) -> None:
+        """A table of governed clusters: schedule, state, recorded sizes, next transition, last outcome."""
+        ctx = make_context(config, state, as_json)
+        rows = [_status_row(ctx, g) for g in ctx.fleet().governed()]
+        known = {r["key"] for r in rows}
+        for key in ctx.store.list_keys():
+            if key not in known:
+                rows.append(_status_row(ctx, None, key))
+        if as_json:
+            print_json(rows)
+            return
+        table = Table(title="hyperpod-scheduler status")
+        for col in ("cluster", "schedule", "state", "recorded sizes", "next transition", "last outcome"):
+            table.add_column(col)
+        for r in rows:
+            table.add_row(r["cluster"], r["schedule"], r["state"], r["sizes_text"], r["next_text"], r["outcome_text"])
+        console.print(table)
+
+    @app.command("plan")
+    def plan_cmd(
+        until: str | None = typer.Option(None, "--until", help="Plan up to this ISO instant (default: 7 days)."),
+        config: str | None = ConfigOpt,
+        state: str | None = StateOpt,
+        as_json: bool = JsonOpt,
+    ) -> None:
+        """What would happen, and when, touching nothing."""
+        ctx = make_context(config, state, as_json)
+        now = ctx.now()
+        end = parse_instant(until, "--until") if until else now + HORIZON
+        steps = plan(ctx.fleet().governed(), now, end)
+        if as_json:
+            print_json(as_mapping(steps))
+            return
+        table = Table(title=f"plan {now:%Y-%m-%d %H:%M}Z .. {end:%Y-%m-%d %H:%M}Z")
+        for col in ("when (UTC)", "cluster", "action", "schedule"):
+            table.add_column(col)
+        for s in steps:
+            table.add_row(f"{s.at.astimezone(UTC):%a %Y-%m-%d %H:%M}", s.cluster, s.action, s.schedule)
+        console.print(table)
+
+    @app.command()
+    def history(
+        cluster: str = typer.Argument(..., help="Cluster name."),
+        region: str | None = RegionOpt,
+        limit: int = typer.Option(20, "--limit", min=1),
+        config: str | None = ConfigOpt,
+        state: str | None = StateOpt,
+        as_json: bool = JsonOpt,
+    ) -> None:
+        """The actions taken on a cluster, newest first, with timings."""
+        ctx = make_context(config, state, as_json)
+        ref = _ref(ctx, cluster, region, None)
+        entries = ctx.store.history(ref.key, limit=limit)
+        if as_json:
+            print_json([e.model_dump(mode="json") for e in entries])
+            return
+        table = Table(title=f"history of {cluster}")
+        for col in ("at (UTC)", "action", "actor", "outcome", "duration", "detail"):
+            table.add_column(col)
+        for e in entries:
+            dur = "" if e.duration_s is None else f"{e.duration_s / 60:.1f} min"
+            table.add_row(
+                f"{e.at.astimezone(UTC):%Y-%m-%d %H:%M}",
+                e.action,
+                e.actor,
+                e.outcome,
+                dur,
+                ", ".join(f"{k}={v}" for k, v in e.detail.items()),
+            )
+        console.print(table)
+
+    @app.command()
+    def hold(
+        cluster: str = typer.Argument(..., help="Cluster name."),
+        until: str | None = typer.Option(None, "--until", help="ISO instant the hold ends (default: until released)."),
+        hold_state: str = typer.Option("running", "--state-wanted", help="Keep the cluster 'running' or 'stopped'."),
+        reason: str = typer.Option("", "--reason"),
+        region: str | None = RegionOpt,
+        dry_run: bool = DryRunOpt,
+        config: str | None = ConfigOpt,
+        state: str | None = StateOpt,
+    ) -> None:
+        """Override the schedule: keep a cluster running (or stopped) until a time or until released."""
+        if hold_state not in ("running", "stopped"):
+            raise UsageError(f"--state-wanted: {hold_state!r} is not 'running' or 'stopped'")
+        ctx = make_context(config, state, False)
+        end = parse_instant(until, "--until") if until else None
+        ref = _ref(ctx, cluster, region, None)
+        if dry_run:
+            console.print(f"{cluster}: would hold {hold_state}" + (f" until {end.isoformat()}" if end else ""))
+            return
+        ctx.engine().set_hold(ref, hold_state, end, reason)  # type: ignore[arg-type]
+        console.print(f"{cluster}: held {hold_state}" + (f" until {end.isoformat()}" if end else " until released"))
+
+    @app.command()
+    def release(
+        cluster: str = typer.Argument(..., help="Cluster name."),
+        region: str | None = RegionOpt,
+        dry_run: bool = DryRunOpt,
+        config: str | None = ConfigOpt,
+        state: str | None = StateOpt,
+    ) -> None:
+        """End a hold; the next tick applies what the schedule wants."""
+        ctx = make_context(config, state, False)
+        if dry_run:
+            record = ctx.store.get(_ref(ctx, cluster, region, None).key)
+            console.print(f"{cluster}: " + ("would release the hold" if record and record.hold else "no hold"))
+            return
+        released = ctx.engine().release(_ref(ctx, cluster, region, None))
+        console.print(f"{cluster}: " + ("released" if released else "no hold to release"))
+
+
+def _manual(
+    cluster: str,
+    action: Action,
+    region: str | None,
+    profile: str | None,
+    wait: bool,
+    dry_run: bool,
+    config: str | None,
+    state: str | None,
+    as_json: bool,
+) -> None:
+    ctx = make_context(config, state, as_json)
+    ref = _ref(ctx, cluster, region, profile)
+    now = ctx.now()
+    poll = ctx.config.defaults.poll_seconds
+    result = ctx.engine().act(
+        ref,
+        action,
+        transition_id=f"manual-{action}@{now.isoformat()}",
+        reason="manual",
+        dry_run=dry_run,
+        wait=wait,
+        poll_seconds=poll,
+    )
+    if as_json:
+        print_json(result.__dict__)
+    _exit_for([result])
+
+
+def _status_row(ctx: Context, g: Governed | None, key: str | None = None) -> dict[str, Any]:
+    record = ctx.store.get(g.ref.key if g else key or "")
+    now = ctx.now()
+    nxt = next_transition(g.schedule, now) if g else None
+    held = effective_hold(record, now)
+    state: str = record.applied_state if record and record.applied_state else "unknown"
+    if record and record.pending:
+        state = f"{record.pending.action}ping" if record.pending.action == "stop" else "starting"
+    if held:
+        state += f" (held {held})"
+    sizes = {n: s.count for n, s in record.snapshot.sizes.items()} if record and record.snapshot else {}
+    outcomes = [o.model_dump(mode="json") for o in record.last_outcomes] if record else []
+    return {
+        "key": g.ref.key if g else key,
+        "cluster": g.ref.name if g else (key or "").rsplit("/", 1)[-1],
+        "region": g.ref.region if g else None,
+        "schedule": g.schedule_label if g else "(not governed)",
+        "state": state,
+        "recorded_sizes": sizes,
+        "next_transition": {"at": nxt[0].isoformat(), "state": nxt[1]} if nxt else None,
+        "last_outcomes": outcomes,
+        "sizes_text": ", ".join(f"{n}={c}" for n, c in sizes.items()) or "-",
+        "next_text": f"{nxt[1]} at {nxt[0].astimezone(UTC):%a %H:%M}Z" if nxt else "-",
+        "outcome_text": ", ".join(f"{o['group']} {o['outcome']} {o['current']}/{o['target']}" for o in outcomes) or "-",
+    }
+
+
+__all__ = ["datetime", "register", "timedelta"]

@@ -1,0 +1,179 @@
+"""Run the demo: create the fleet in the emulator, then tick the scheduler across a virtual week."""
+
+from __future__ import annotations
+
+import tempfile
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import boto3
+
+from hyperpod_scheduler.cluster.load import load_request
+from hyperpod_scheduler.config.model import ClusterEntry, Config, Defaults, Target
+from hyperpod_scheduler.demo.scenario import CLUSTERS, SCHEDULES, VIRTUAL_START, examples_dir
+from hyperpod_scheduler.emulator import Emulator, running_emulator
+from hyperpod_scheduler.engine.events import Collector, Event, Sink
+from hyperpod_scheduler.engine.fleet import Fleet, tick
+from hyperpod_scheduler.engine.runner import ClusterRef, Engine
+from hyperpod_scheduler.errors import HyperpodSchedulerError
+from hyperpod_scheduler.store import open_store
+
+if TYPE_CHECKING:
+    from mypy_boto3_sagemaker import SageMakerClient
+
+REGION = "us-east-1"
+
+
+@dataclass
+class ClusterSummary:
+    name: str
+    schedule: str
+    story: str
+    stops: int = 0
+    starts: int = 0
+    failures: int = 0
+    instance_hours: float = 0.0
+    always_on_hours: float = 0.0
+    recorded: dict[str, int] = field(default_factory=dict)
+    restored: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def saved_pct(self) -> float:
+        return 0.0 if not self.always_on_hours else 100 * (1 - self.instance_hours / self.always_on_hours)
+
+
+@dataclass
+class DemoResult:
+    clusters: list[ClusterSummary]
+    events: list[Event]
+    virtual_days: float
+    endpoint: str
+
+
+def _client(endpoint: str) -> SageMakerClient:
+    session = boto3.Session(aws_access_key_id="demo", aws_secret_access_key="demo", region_name=REGION)
+    return session.client("sagemaker", endpoint_url=endpoint)
+
+
+def _wait_in_service(
+    emu: Emulator, client: SageMakerClient, names: list[str], limit_s: float = 6 * 3600
+) -> None:
+    waited = 0.0
+    while waited < limit_s:
+        states = {n: client.describe_cluster(ClusterName=n)["ClusterStatus"] for n in names}
+        if all(s == "InService" for s in states.values()):
+            return
+        failed = [n for n, s in states.items() if s == "Failed"]
+        if failed:
+            raise HyperpodSchedulerError(f"demo: cluster(s) {failed} failed to create in the emulator")
+        emu.advance(60)
+        waited += 60
+    raise HyperpodSchedulerError("demo: clusters did not reach InService in six virtual hours")
+
+
+def _counts(emu: Emulator, name: str) -> dict[str, int]:
+    answer = emu.backend.dispatch("DescribeCluster", {"ClusterName": name}, region=REGION)
+    return {g["InstanceGroupName"]: int(g.get("CurrentCount", 0)) for g in answer["InstanceGroups"]}
+
+
+def run_demo(
+    *,
+    days: float = 7.0,
+    step_minutes: float = 10.0,
+    seed: int = 7,
+    examples: str | Path | None = None,
+    events: Sink | None = None,
+    on_ready: Callable[[str], None] | None = None,
+) -> DemoResult:
+    folder = examples_dir(examples)
+    requests = [(c, load_request(folder / c.spec_file)) for c in CLUSTERS]
+    collector = Collector(events) if events else Collector()
+    with (
+        running_emulator(virtual_start=VIRTUAL_START, seed=seed) as emu,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
+        client = _client(emu.endpoint)
+        for _, request in requests:
+            client.create_cluster(**request)
+        names = [r["ClusterName"] for _, r in requests]
+        _wait_in_service(emu, client, names)
+        if on_ready:
+            on_ready(emu.endpoint)
+        config = Config(
+            defaults=Defaults(settle_timeout_minutes=120),
+            schedules=SCHEDULES,
+            targets=[
+                Target(
+                    region=REGION,
+                    clusters=[ClusterEntry(name=r["ClusterName"], schedule=c.schedule) for c, r in requests],
+                )
+            ],
+        )
+        store = open_store(str(Path(tmp) / "state.sqlite"))
+        clock = emu.clock.now
+        engine = Engine(
+            store,
+            lambda ref: client,
+            clock,
+            events=collector,
+            actor="demo",
+            settle_timeout=timedelta(minutes=config.defaults.settle_timeout_minutes),
+        )
+        governed = Fleet(config, lambda ref: client).governed()
+        summaries = {
+            r["ClusterName"]: ClusterSummary(r["ClusterName"], c.schedule, c.story) for c, r in requests
+        }
+        full = {n: _counts(emu, n) for n in names}
+        used: dict[str, float] = defaultdict(float)
+        step = timedelta(minutes=step_minutes)
+        end = clock() + timedelta(days=days)
+        while clock() < end:
+            tick(engine, governed, clock())
+            emu.advance(step.total_seconds())
+            for n in names:
+                used[n] += sum(_counts(emu, n).values()) * step.total_seconds() / 3600
+        for n, s in summaries.items():
+            s.instance_hours = used[n]
+            s.always_on_hours = sum(full[n].values()) * days * 24
+            record = store.get(ClusterRef(f"default/{REGION}/{n}", n).key)
+            if record and record.snapshot:
+                s.recorded = {g: size.count for g, size in record.snapshot.sizes.items()}
+            if record:
+                s.restored = {o.group: f"{o.outcome} {o.current}/{o.target}" for o in record.last_outcomes}
+        for e in collector.events:
+            s = summaries[e.cluster]
+            if e.kind == "sent":
+                if e.message.startswith("stop"):
+                    s.stops += 1
+                else:
+                    s.starts += 1
+            elif e.kind in ("failed", "error"):
+                s.failures += 1
+        store.close()
+        return DemoResult(list(summaries.values()), collector.events, days, emu.endpoint)
+
+
+def summary_rows(result: DemoResult) -> list[dict[str, Any]]:
+    return [
+        {
+            "cluster": s.name,
+            "schedule": s.schedule,
+            "story": s.story,
+            "stops": s.stops,
+            "starts": s.starts,
+            "failures": s.failures,
+            "instance_hours": round(s.instance_hours, 1),
+            "always_on_hours": round(s.always_on_hours, 1),
+            "saved_pct": round(s.saved_pct, 1),
+            "recorded_sizes": s.recorded,
+            "last_outcomes": s.restored,
+        }
+        for s in result.clusters
+    ]
+
+
+__all__ = ["DemoResult", "datetime", "run_demo", "summary_rows"]

@@ -1,0 +1,53 @@
+"""The demo fleet: three example clusters, one per lifecycle tier, each on its own schedule."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from hyperpod_scheduler.errors import UsageError
+
+
+@dataclass(frozen=True)
+class DemoCluster:
+    spec_file: str  # under examples/
+    schedule: str  # a name in SCHEDULES
+    story: str
+
+
+CLUSTERS = (
+    DemoCluster(
+        "p5-continuous-ami.yaml", "training-hours", "P5 training, AMI-based, Continuous provisioning"
+    ),
+    DemoCluster("g5-dev-extension.yaml", "berlin-office", "G5 development, AMI + extension script"),
+    DemoCluster("trn1-legacy-custom.yaml", "research-cron", "Trn1 research, custom scripts, legacy topology"),
+)
+
+SCHEDULES: dict[str, Any] = {
+    "training-hours": {
+        "windows": ["Mon-Fri 07:00-21:00"],
+        "timezone": "America/Los_Angeles",
+        "holidays": "US-CA",
+    },
+    "berlin-office": {"windows": ["Mon-Fri 08:00-19:00"], "timezone": "Europe/Berlin", "holidays": "DE-BE"},
+    "research-cron": {"timezone": "UTC", "start": ["0 6 * * 1-6"], "stop": ["0 22 * * 1-6"]},
+}
+
+# Sunday noon: the clusters are created and come up before the week starts.
+VIRTUAL_START = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+
+
+def examples_dir(explicit: str | Path | None = None) -> Path:
+    """The bundled examples: --examples, else the source checkout's examples/ folder."""
+    candidates = [Path(explicit)] if explicit else []
+    candidates.append(Path(__file__).resolve().parents[3] / "examples")
+    candidates.append(Path.cwd() / "examples")
+    for c in candidates:
+        if (c / CLUSTERS[0].spec_file).is_file():
+            return c
+    raise UsageError(
+        f"demo: example specs not found (looked in {', '.join(str(c) for c in candidates)}); "
+        "pass --examples DIR"
+    )

@@ -1,0 +1,47 @@
+"""What the engine reports while it works. The CLI renders these; the fleet runner logs them as JSON."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+Kind = Literal["skip", "noop", "sent", "dry-run", "progress", "settled", "failed", "note", "error"]
+
+
+@dataclass(frozen=True)
+class Event:
+    at: datetime
+    cluster: str
+    kind: Kind
+    message: str
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "at": self.at.isoformat(),
+            "cluster": self.cluster,
+            "kind": self.kind,
+            "message": self.message,
+            **({"detail": self.detail} if self.detail else {}),
+        }
+
+
+Sink = Callable[[Event], None]
+
+
+def discard(_: Event) -> None:
+    return None
+
+
+class Collector:
+    """A sink that keeps every event (tests, the demo's summary)."""
+
+    def __init__(self, forward: Sink = discard) -> None:
+        self.events: list[Event] = []
+        self._forward = forward
+
+    def __call__(self, event: Event) -> None:
+        self.events.append(event)
+        self._forward(event)

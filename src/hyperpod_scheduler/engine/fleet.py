@@ -1,0 +1,138 @@
+"""The fleet: which clusters the config governs, with which schedule, and one reconcile pass over them.
+
+Named clusters cost no API call on a quiet tick. Tag-selected clusters need ListClusters and ListTags
+to be found; that discovery is the only read a quiet tick makes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from hyperpod_scheduler.config.model import SCHEDULE_TAG, Config, Target
+from hyperpod_scheduler.engine.planner import Action, ScheduleState
+from hyperpod_scheduler.engine.runner import ClusterRef, Engine, Result
+from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.schedule import Schedule, load_schedules, resolve
+from hyperpod_scheduler.store.records import cluster_key
+
+if TYPE_CHECKING:
+    from mypy_boto3_sagemaker import SageMakerClient
+
+DEFAULT_REGION = "us-east-1"
+
+
+@dataclass(frozen=True)
+class Governed:
+    """A cluster under a schedule."""
+
+    ref: ClusterRef
+    schedule_label: str
+    schedule: Schedule
+    enforced: bool
+
+
+def schedule_state(schedule: Schedule, now: datetime) -> ScheduleState:
+    last = schedule.last_transition(now)
+    actions: tuple[Action, ...] = ("stop", "start")
+    allowed = {a for a in actions if schedule.allows(a)}
+    return ScheduleState(desired=schedule.state_at(now), last_transition_at=last.at if last else None, allowed=frozenset(allowed))
+
+
+def ref_for(name: str, region: str | None, profile: str | None = None, account: str | None = None) -> ClusterRef:
+    region = region or DEFAULT_REGION
+    return ClusterRef(key=cluster_key(name, region, account), name=name, region=region, profile=profile)
+
+
+class Fleet:
+    """The config resolved against schedules; tag-selected clusters are found through ``client_for``."""
+
+    def __init__(self, config: Config, client_for: Callable[[ClusterRef], SageMakerClient]) -> None:
+        self.config = config
+        self.client_for = client_for
+        self.schedules = load_schedules(config.schedules)
+
+    def _schedule(self, label: str | None, where: str) -> tuple[str, Schedule]:
+        label = label or self.config.defaults.schedule
+        if not label:
+            raise UsageError(f"{where}: no schedule (set `schedule` on the cluster, its target, or `defaults`)")
+        return label, resolve(label, self.schedules)
+
+    def governed(self) -> list[Governed]:
+        out: dict[str, Governed] = {}
+        for i, target in enumerate(self.config.targets):
+            for entry in target.clusters:
+                where = f"targets[{i}] cluster '{entry.name}'"
+                label, schedule = self._schedule(entry.schedule or target.schedule, where)
+                ref = ref_for(entry.name, target.region, target.profile)
+                enforced = _first(entry.enforced, target.enforced, self.config.defaults.enforced)
+                out[ref.key] = Governed(ref, label, schedule, enforced)
+            if target.tag_selector:
+                for ref, label in self._discover(target):
+                    if ref.key in out:
+                        continue  # an explicit entry wins over the tag
+                    _, schedule = self._schedule(label, f"cluster '{ref.name}' tag {SCHEDULE_TAG}")
+                    enforced = _first(target.enforced, self.config.defaults.enforced)
+                    out[ref.key] = Governed(ref, label, schedule, enforced)
+        return list(out.values())
+
+    def _discover(self, target: Target) -> Iterable[tuple[ClusterRef, str]]:
+        probe = ref_for("-", target.region, target.profile)
+        client = self.client_for(probe)
+        for page in client.get_paginator("list_clusters").paginate():
+            for summary in page.get("ClusterSummaries", []):
+                tags = client.list_tags(ResourceArn=summary["ClusterArn"]).get("Tags", [])
+                label = next((t["Value"] for t in tags if t.get("Key") == SCHEDULE_TAG), None)
+                if label:
+                    yield ref_for(summary["ClusterName"], target.region, target.profile), label
+
+    def find(self, name: str, region: str | None = None) -> Governed | None:
+        for g in self.governed():
+            if g.ref.name == name and (region is None or g.ref.region == region):
+                return g
+        return None
+
+
+def tick(engine: Engine, governed: Iterable[Governed], now: datetime, *, dry_run: bool = False) -> list[Result]:
+    """One reconcile pass: each cluster is judged on its own; one failure never stops the others."""
+    results = []
+    for g in governed:
+        results.append(engine.reconcile(g.ref, schedule_state(g.schedule, now), enforced=g.enforced, dry_run=dry_run))
+    return results
+
+
+@dataclass(frozen=True)
+class PlannedStep:
+    at: datetime
+    cluster: str
+    action: Action
+    schedule: str
+
+
+def plan(governed: Iterable[Governed], start: datetime, until: datetime) -> list[PlannedStep]:
+    """What the schedules will ask for between ``start`` and ``until``, touching nothing."""
+    steps: list[PlannedStep] = []
+    for g in governed:
+        for t in g.schedule.transitions(start, until):
+            action: Action = "start" if t.state == "running" else "stop"
+            if g.schedule.allows(action):
+                steps.append(PlannedStep(t.at, g.ref.name, action, g.schedule_label))
+    return sorted(steps, key=lambda s: (s.at, s.cluster))
+
+
+def next_transition(schedule: Schedule, now: datetime) -> tuple[datetime, str] | None:
+    found = schedule.next_transitions(now, 1)
+    return (found[0].at, found[0].state) if found else None
+
+
+def _first(*values: Any) -> bool:
+    return next(bool(v) for v in values if v is not None)
+
+
+def as_mapping(steps: Iterable[PlannedStep]) -> list[Mapping[str, Any]]:
+    return [{"at": s.at.isoformat(), "cluster": s.cluster, "action": s.action, "schedule": s.schedule} for s in steps]
+
+
+HORIZON = timedelta(days=7)

@@ -1,0 +1,231 @@
+"""What to do with one cluster, as pure functions of (record, schedule state, cluster view, now).
+
+Two steps keep a quiet tick free of API calls: ``due`` decides from the stored record and the schedule
+alone whether anything might be needed; only then does the caller describe the cluster and ask
+``plan_stop`` / ``plan_start`` / ``assess`` what exactly to send or record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Literal
+
+from hyperpod_scheduler.engine.cluster_view import ClusterView
+from hyperpod_scheduler.store.records import ClusterRecord, GroupOutcome, GroupSize, Outcome, Snapshot
+
+State = Literal["running", "stopped"]
+Action = Literal["stop", "start"]
+
+
+def action_for(state: State) -> Action:
+    return "start" if state == "running" else "stop"
+
+
+@dataclass(frozen=True)
+class ScheduleState:
+    """What the schedule says at ``now``: the desired state and the latest transition at or before now."""
+
+    desired: State
+    last_transition_at: datetime | None
+    allowed: frozenset[Action] = frozenset({"stop", "start"})
+
+
+@dataclass(frozen=True)
+class Due:
+    """Work for this tick. ``follow`` means an update we sent is still settling."""
+
+    kind: Literal["stop", "start", "follow", "check"]
+    transition_id: str
+    reason: str
+    transition_at: datetime | None = None
+
+
+def effective_hold(record: ClusterRecord | None, now: datetime) -> State | None:
+    if record is None or record.hold is None:
+        return None
+    if record.hold.until is not None and record.hold.until <= now:
+        return None
+    return record.hold.state
+
+
+def due(record: ClusterRecord | None, sched: ScheduleState, *, enforced: bool, now: datetime) -> Due | None:
+    """Whether this cluster needs attention this tick, decided without any API call."""
+    if record is not None and record.pending is not None:
+        return Due("follow", record.pending.transition_id, f"following {record.pending.action}")
+    held = effective_hold(record, now)
+    if held is not None:
+        if record is not None and record.applied_state == held:
+            return None
+        return Due(action_for(held), f"hold-{action_for(held)}@{now.isoformat()}", f"held {held}")
+    action = action_for(sched.desired)
+    if action not in sched.allowed:
+        return None
+    hold_lapsed = record is not None and record.hold is not None
+    never_applied = record is None or record.applied_transition_at is None or hold_lapsed
+    if never_applied:
+        if record is not None and record.applied_state == sched.desired and not enforced:
+            return None
+        at = sched.last_transition_at
+        tid = f"{action}@{(at or now).isoformat()}"
+        return Due(action, tid, "first run for this cluster" if record is None else "schedule resumed", at)
+    assert record is not None and record.applied_transition_at is not None
+    at = sched.last_transition_at
+    if at is not None and at > record.applied_transition_at:
+        return Due(action, f"{action}@{at.isoformat()}", f"schedule turned {sched.desired} at {at.isoformat()}", at)
+    if enforced:
+        return Due("check", f"{action}@{(at or now).isoformat()}", f"enforced: keep {sched.desired}", at)
+    return None
+
+
+# ---- after DescribeCluster -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Skip:
+    reason: str
+
+
+@dataclass(frozen=True)
+class Noop:
+    """Nothing to send; record the state as applied (and say why)."""
+
+    state: State
+    reason: str
+    snapshot: Snapshot | None = None
+
+
+@dataclass(frozen=True)
+class Send:
+    action: Action
+    counts: Mapping[str, tuple[int, int | None]]  # group -> (InstanceCount, MinInstanceCount)
+    snapshot: Snapshot | None  # the sizes to remember before a stop
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+Plan = Skip | Noop | Send
+
+
+def snapshot_for_stop(
+    view: ClusterView, previous: Snapshot | None, applied: State | None, now: datetime, transition_id: str
+) -> tuple[Snapshot, tuple[str, ...]]:
+    """The sizes to remember. A group at 0 keeps its earlier recorded size only while the cluster was
+    stopped by us (someone restarted part of it by hand); zeroed by hand during the day, 0 is what the
+    user meant and is recorded as such."""
+    sizes: dict[str, GroupSize] = {}
+    notes: list[str] = []
+    for g in view.groups:
+        size = max(g.target, g.current)
+        if size == 0 and previous is not None and applied == "stopped" and g.name in previous.sizes:
+            sizes[g.name] = previous.sizes[g.name]
+            notes.append(f"group '{g.name}' is at 0: keeping its recorded size {previous.sizes[g.name].count}")
+            continue
+        if previous is not None and g.name in previous.sizes and previous.sizes[g.name].count != size:
+            notes.append(
+                f"group '{g.name}' was resized by hand to {size} (recorded {previous.sizes[g.name].count}): "
+                f"remembering {size}"
+            )
+        sizes[g.name] = GroupSize(count=size, min_count=g.min_count)
+    return Snapshot(taken_at=now, sizes=sizes, transition_id=transition_id, reason="stop"), tuple(notes)
+
+
+def plan_stop(view: ClusterView, record: ClusterRecord | None, now: datetime, transition_id: str) -> Plan:
+    if view.busy:
+        return Skip(f"cluster is {view.status}: not touched this tick")
+    previous = record.snapshot if record else None
+    if view.all_zero:
+        why = "already stopped; recorded sizes kept" if previous else "already stopped; nothing to record"
+        return Noop("stopped", why)
+    applied = record.applied_state if record else None
+    snapshot, notes = snapshot_for_stop(view, previous, applied, now, transition_id)
+    counts = {g.name: (0, 0 if g.min_count is not None else None) for g in view.groups}
+    return Send("stop", counts, snapshot, notes)
+
+
+def plan_start(view: ClusterView, record: ClusterRecord | None) -> Plan:
+    snapshot = record.snapshot if record else None
+    if snapshot is None:
+        return Noop("running", "nothing recorded for this cluster: start does nothing")
+    if view.busy:
+        return Skip(f"cluster is {view.status}: not touched this tick")
+    counts: dict[str, tuple[int, int | None]] = {}
+    notes: list[str] = []
+    for g in view.groups:
+        recorded = snapshot.sizes.get(g.name)
+        if recorded is None:
+            notes.append(f"group '{g.name}' has no recorded size (added since the stop): left at {g.target}")
+            continue
+        if g.target > 0 and g.target != recorded.count:
+            notes.append(f"group '{g.name}' was set to {g.target} by hand while stopped: keeping {g.target}")
+            continue
+        counts[g.name] = (recorded.count, recorded.min_count)
+    for name in sorted(set(snapshot.sizes) - {g.name for g in view.groups}):
+        notes.append(f"group '{name}' was recorded but no longer exists: skipped")
+    if all(view.group(n) is not None and view.group(n).target == c for n, (c, _) in counts.items()):  # type: ignore[union-attr]
+        return Noop("running", "already at the recorded sizes")
+    return Send("start", counts, None, tuple(notes))
+
+
+# ---- following an update ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InProgress:
+    detail: str
+
+
+@dataclass(frozen=True)
+class Settled:
+    state: State
+    outcomes: tuple[GroupOutcome, ...]
+    ok: bool
+    detail: str
+
+
+Assessment = InProgress | Settled
+
+
+def assess(
+    view: ClusterView,
+    action: Action,
+    targets: Mapping[str, int],
+    started: datetime,
+    now: datetime,
+    timeout: timedelta,
+) -> Assessment:
+    """Has the update we sent settled? Rollbacks and timeouts settle with per-group outcomes."""
+    if view.status in ("RollingBack", "Updating", "Creating", "SystemUpdating"):
+        return InProgress(f"cluster is {view.status}")
+    rolled_back = view.status == "InService" and any(
+        (g := view.group(name)) is not None and g.target != want for name, want in targets.items()
+    )
+    timed_out = now - started >= timeout
+    outcomes: list[GroupOutcome] = []
+    pending = False
+    kind: Outcome
+    for name, want in targets.items():
+        g = view.group(name)
+        if g is None:
+            outcomes.append(GroupOutcome(group=name, outcome="failed", current=0, target=want, detail="group vanished"))
+            continue
+        if g.current == want:
+            kind = "stopped" if action == "stop" else "restored"
+            outcomes.append(GroupOutcome(group=name, outcome=kind, current=g.current, target=want, detail=""))
+        elif rolled_back or view.status == "Failed":
+            detail = view.failure_message or f"cluster {view.status}; group target is {g.target}"
+            outcomes.append(GroupOutcome(group=name, outcome="failed", current=g.current, target=want, detail=detail))
+        else:
+            pending = True
+            kind = "partial" if g.current > 0 or action == "start" else "failed"
+            outcomes.append(
+                GroupOutcome(group=name, outcome=kind, current=g.current, target=want, detail=f"{g.current} of {want}")
+            )
+    state: State = "stopped" if action == "stop" else "running"
+    if rolled_back or view.status == "Failed":
+        return Settled(state, tuple(outcomes), False, view.failure_message or f"cluster {view.status}")
+    if pending and not timed_out:
+        done = sum(1 for o in outcomes if o.outcome in ("stopped", "restored"))
+        return InProgress(f"{done}/{len(outcomes)} groups settled")
+    ok = all(o.outcome in ("stopped", "restored") for o in outcomes)
+    return Settled(state, tuple(outcomes), ok, "settled" if ok else f"not settled after {timeout}")

@@ -1,0 +1,393 @@
+"""The imperative shell: describe, remember, send, follow. Every decision comes from ``planner``.
+
+Crash rules (never lose a remembered size; never send one transition twice):
+1. The snapshot and a write-ahead ``intent`` are stored (compare-and-set) before UpdateCluster.
+2. After AWS accepts the update the intent becomes ``sent``.
+3. A re-run that finds ``intent`` compares the cluster's target counts with the intended ones to tell
+   whether the call went out, and only re-sends if it did not.
+Two runners at once: the compare-and-set on the record lets only one of them store the intent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from hyperpod_scheduler.engine import planner
+from hyperpod_scheduler.engine.cluster_view import ClusterView, MalformedAnswer, parse_cluster
+from hyperpod_scheduler.engine.events import Event, Sink, discard
+from hyperpod_scheduler.engine.update_request import build_update
+from hyperpod_scheduler.errors import HyperpodSchedulerError, SpecError
+from hyperpod_scheduler.store.errors import ConflictError
+from hyperpod_scheduler.store.records import (
+    ClusterRecord,
+    HistoryEntry,
+    PendingAction,
+    request_digest,
+)
+
+if TYPE_CHECKING:
+    from mypy_boto3_sagemaker import SageMakerClient
+
+    from hyperpod_scheduler.store.base import StateStore
+
+
+@dataclass(frozen=True)
+class ClusterRef:
+    """A cluster the engine may act on: its store key, name and where to reach it."""
+
+    key: str
+    name: str
+    region: str | None = None
+    profile: str | None = None
+
+
+@dataclass(frozen=True)
+class Result:
+    cluster: str
+    kind: str  # skip | noop | sent | dry-run | in-progress | settled | failed | error | quiet
+    message: str
+
+
+class Engine:
+    def __init__(
+        self,
+        store: StateStore,
+        client_for: Callable[[ClusterRef], SageMakerClient],
+        now: Callable[[], datetime],
+        *,
+        events: Sink = discard,
+        actor: str = "scheduler",
+        settle_timeout: timedelta = timedelta(hours=3),
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.store = store
+        self.client_for = client_for
+        self.now = now
+        self.events = events
+        self.actor = actor
+        self.settle_timeout = settle_timeout
+        self.sleep = sleep
+
+    # ---- reporting -------------------------------------------------------------------------------
+    def _emit(self, ref: ClusterRef, kind: Any, message: str, **detail: Any) -> None:
+        self.events(Event(self.now(), ref.name, kind, message, detail))
+
+    def _history(
+        self, ref: ClusterRef, action: str, outcome: str, duration_s: float | None = None, **detail: Any
+    ) -> None:
+        self.store.append_history(
+            HistoryEntry(
+                key=ref.key,
+                at=self.now(),
+                action=action,
+                actor=self.actor,
+                outcome=outcome,
+                duration_s=duration_s,
+                detail=detail,
+            )
+        )
+
+    # ---- AWS edge --------------------------------------------------------------------------------
+    def describe(self, ref: ClusterRef) -> ClusterView:
+        answer = self.client_for(ref).describe_cluster(ClusterName=ref.name)
+        return parse_cluster(dict(answer))
+
+    # ---- one cluster, one tick -------------------------------------------------------------------
+    def reconcile(
+        self, ref: ClusterRef, sched: planner.ScheduleState, *, enforced: bool = False, dry_run: bool = False
+    ) -> Result:
+        record = self.store.get(ref.key)
+        due = planner.due(record, sched, enforced=enforced, now=self.now())
+        if due is None:
+            return Result(ref.name, "quiet", "nothing due")
+        try:
+            if due.kind == "follow":
+                return self.follow(ref, wait=False)
+            action: planner.Action = "stop" if due.kind == "stop" else "start"
+            if due.kind == "check":
+                action = planner.action_for(sched.desired)
+            return self.act(
+                ref,
+                action,
+                transition_id=due.transition_id,
+                transition_at=due.transition_at,
+                reason=due.reason,
+                dry_run=dry_run,
+            )
+        except (ClientError, BotoCoreError, MalformedAnswer) as exc:
+            message = _describe_error(exc)
+            self._emit(ref, "error", message)
+            return Result(ref.name, "error", message)
+
+    # ---- stop / start ----------------------------------------------------------------------------
+    def act(
+        self,
+        ref: ClusterRef,
+        action: planner.Action,
+        *,
+        transition_id: str,
+        transition_at: datetime | None = None,
+        reason: str = "manual",
+        dry_run: bool = False,
+        wait: bool = False,
+        poll_seconds: float = 30.0,
+    ) -> Result:
+        record = self.store.get(ref.key)
+        if record is not None and record.pending is not None:
+            self._emit(ref, "note", f"an earlier {record.pending.action} is still settling; following it first")
+            result = self.follow(ref, wait=True, poll_seconds=poll_seconds) if wait else self.follow(ref, wait=False)
+            if result.kind == "in-progress":
+                return result
+            record = self.store.get(ref.key)
+        view = self.describe(ref)
+        now = self.now()
+        plan = (
+            planner.plan_stop(view, record, now, transition_id)
+            if action == "stop"
+            else planner.plan_start(view, record)
+        )
+        if isinstance(plan, planner.Skip):
+            self._emit(ref, "skip", plan.reason)
+            return Result(ref.name, "skip", plan.reason)
+        if isinstance(plan, planner.Noop):
+            if not dry_run:
+                self._mark_applied(ref, record, plan.state, transition_at or now)
+                self._history(ref, action, "noop", reason=plan.reason)
+            self._emit(ref, "noop", plan.reason)
+            return Result(ref.name, "noop", plan.reason)
+        request = build_update(view, plan.counts)
+        targets = {name: count for name, (count, _) in plan.counts.items()}
+        for note in plan.notes:
+            self._emit(ref, "note", note)
+        if dry_run:
+            self._emit(ref, "dry-run", f"would {action}: {_fmt_targets(view, targets)}", request=request)
+            return Result(ref.name, "dry-run", f"would {action}")
+        base = record or ClusterRecord.new(ref.key, now)
+        pending = PendingAction(
+            transition_id=transition_id,
+            action=action,
+            phase="intent",
+            request_digest=request_digest(request),
+            created_at=now,
+            updated_at=now,
+            targets=targets,
+            transition_at=transition_at or now,
+        )
+        changes: dict[str, Any] = {"pending": pending, "updated_at": now}
+        if plan.snapshot is not None:
+            changes["snapshot"] = plan.snapshot
+        try:
+            stored = self.store.put(base.evolve(**changes), expected_version=record.version if record else None)
+        except ConflictError:
+            self._emit(ref, "skip", "another runner is acting on this cluster")
+            return Result(ref.name, "skip", "another runner is acting on this cluster")
+        if plan.snapshot is not None:
+            sizes = {n: s.count for n, s in plan.snapshot.sizes.items()}
+            self._emit(ref, "note", f"recorded sizes {sizes}", sizes=sizes)
+        return self._send(ref, stored, view, request, action, targets, reason, wait, poll_seconds)
+
+    def _send(
+        self,
+        ref: ClusterRef,
+        record: ClusterRecord,
+        view: ClusterView,
+        request: Mapping[str, Any],
+        action: planner.Action,
+        targets: Mapping[str, int],
+        reason: str,
+        wait: bool,
+        poll_seconds: float,
+    ) -> Result:
+        try:
+            self.client_for(ref).update_cluster(**request)
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code in ("ConflictException", "ValidationException", "ResourceNotFound"):
+                # Not accepted: nothing is in flight, so the intent is withdrawn (the snapshot stays).
+                self._clear_pending(ref, record)
+                message = f"UpdateCluster refused: {code}: {exc.response.get('Error', {}).get('Message', '')}"
+                self._emit(ref, "skip" if code == "ConflictException" else "error", message)
+                self._history(ref, action, "refused", error=message)
+                return Result(ref.name, "skip" if code == "ConflictException" else "error", message)
+            raise  # unknown outcome: the intent stays; the next run compares the cluster and decides
+        pending = record.pending
+        assert pending is not None
+        record = self.store.put(
+            record.evolve(pending=pending.evolve(phase="sent", updated_at=self.now()), updated_at=self.now()),
+            expected_version=record.version,
+        )
+        self._emit(ref, "sent", f"{action} sent ({reason}): {_fmt_targets(view, targets)}", targets=dict(targets))
+        if wait:
+            return self.follow(ref, wait=True, poll_seconds=poll_seconds)
+        return Result(ref.name, "sent", f"{action} sent")
+
+    # ---- following -------------------------------------------------------------------------------
+    def follow(self, ref: ClusterRef, *, wait: bool, poll_seconds: float = 30.0) -> Result:
+        last_detail = ""
+        while True:
+            record = self.store.get(ref.key)
+            if record is None or record.pending is None:
+                return Result(ref.name, "noop", "nothing in flight")
+            pending = record.pending
+            targets = dict(pending.targets)
+            view = self.describe(ref)
+            if pending.phase == "intent":
+                outcome = self._resolve_intent(ref, record, view, targets)
+                if outcome is not None:
+                    return outcome
+                continue
+            verdict = planner.assess(view, pending.action, targets, pending.created_at, self.now(), self.settle_timeout)
+            if isinstance(verdict, planner.Settled):
+                return self._settle(ref, record, verdict)
+            if verdict.detail != last_detail:
+                self._emit(ref, "progress", f"{pending.action}: {verdict.detail}", counts=view.currents())
+                last_detail = verdict.detail
+            if not wait:
+                return Result(ref.name, "in-progress", verdict.detail)
+            self.sleep(poll_seconds)
+
+    def _resolve_intent(
+        self, ref: ClusterRef, record: ClusterRecord, view: ClusterView, targets: Mapping[str, int]
+    ) -> Result | None:
+        """An intent without ``sent``: did the call go out before the crash?"""
+        pending = record.pending
+        assert pending is not None
+        went_out = all((g := view.group(n)) is not None and g.target == c for n, c in targets.items())
+        if went_out or view.busy:
+            self._emit(ref, "note", f"{pending.action} had gone out before an interruption; following it")
+            self.store.put(
+                record.evolve(pending=pending.evolve(phase="sent", updated_at=self.now())),
+                expected_version=record.version,
+            )
+            return None
+        counts = {n: (c, _min_for(view, record, n, c, pending.action)) for n, c in targets.items()}
+        request = build_update(view, counts)
+        self._emit(ref, "note", f"{pending.action} was interrupted before it went out; sending it now")
+        return self._send(ref, record, view, request, pending.action, targets, "resumed", False, 0)
+
+    def _settle(self, ref: ClusterRef, record: ClusterRecord, verdict: planner.Settled) -> Result:
+        pending = record.pending
+        assert pending is not None
+        now = self.now()
+        duration = (now - pending.created_at).total_seconds()
+        applied_at = pending.transition_at or now
+        updated = record.evolve(
+            pending=None,
+            applied_state=verdict.state,
+            applied_transition_at=applied_at,
+            last_outcomes=list(verdict.outcomes),
+            updated_at=now,
+        )
+        if pending.action == "start" and verdict.ok:
+            updated = updated.add_start_duration(duration, now)
+        self.store.put(updated, expected_version=record.version)
+        outcomes = {o.group: f"{o.outcome} {o.current}/{o.target}" for o in verdict.outcomes}
+        kind = "settled" if verdict.ok else "failed"
+        self._history(
+            ref,
+            pending.action,
+            "ok" if verdict.ok else "failed",
+            duration,
+            outcomes=outcomes,
+            message=verdict.detail,
+        )
+        self._emit(
+            ref,
+            kind,
+            f"{pending.action} {'settled' if verdict.ok else 'did not settle'} after "
+            f"{_fmt_duration(duration)}: {verdict.detail}",
+            outcomes=outcomes,
+        )
+        return Result(ref.name, kind, verdict.detail)
+
+    # ---- small writes ----------------------------------------------------------------------------
+    def _mark_applied(self, ref: ClusterRef, record: ClusterRecord | None, state: planner.State, at: datetime) -> None:
+        now = self.now()
+        base = record or ClusterRecord.new(ref.key, now)
+        # A conflict means another runner recorded the same conclusion.
+        with contextlib.suppress(ConflictError):
+            self.store.put(
+                base.evolve(applied_state=state, applied_transition_at=at, updated_at=now),
+                expected_version=record.version if record else None,
+            )
+
+    def _clear_pending(self, ref: ClusterRef, record: ClusterRecord) -> None:
+        with contextlib.suppress(ConflictError):
+            self.store.put(record.evolve(pending=None, updated_at=self.now()), expected_version=record.version)
+
+    # ---- manual holds ----------------------------------------------------------------------------
+    def set_hold(self, ref: ClusterRef, state: planner.State, until: datetime | None, reason: str = "") -> None:
+        from hyperpod_scheduler.store.records import Hold
+
+        now = self.now()
+
+        def change(rec: ClusterRecord | None) -> ClusterRecord:
+            base = rec or ClusterRecord.new(ref.key, now)
+            return base.evolve(hold=Hold(state=state, until=until, by=self.actor, reason=reason), updated_at=now)
+
+        self._update(ref, change)
+        self._history(ref, "hold", "ok", state=state, until=until.isoformat() if until else None)
+
+    def release(self, ref: ClusterRef) -> bool:
+        now = self.now()
+        record = self.store.get(ref.key)
+        if record is None or record.hold is None:
+            return False
+        # The schedule resumes: the next tick applies whatever the schedule wants now.
+        self._update(
+            ref,
+            lambda rec: (rec or ClusterRecord.new(ref.key, now)).evolve(
+                hold=None, applied_transition_at=None, updated_at=now
+            ),
+        )
+        self._history(ref, "release", "ok")
+        return True
+
+    def _update(self, ref: ClusterRef, change: Callable[[ClusterRecord | None], ClusterRecord]) -> ClusterRecord:
+        for _ in range(10):
+            record = self.store.get(ref.key)
+            try:
+                return self.store.put(change(record), expected_version=record.version if record else None)
+            except ConflictError:
+                continue
+        raise HyperpodSchedulerError(f"cluster '{ref.name}': the state store kept changing; try again")
+
+
+def _min_for(view: ClusterView, record: ClusterRecord, name: str, count: int, action: str) -> int | None:
+    g = view.group(name)
+    if g is None or g.min_count is None:
+        return None
+    if action == "start" and record.snapshot and name in record.snapshot.sizes:
+        return record.snapshot.sizes[name].min_count
+    return min(g.min_count, count)
+
+
+def _fmt_targets(view: ClusterView, targets: Mapping[str, int]) -> str:
+    parts = []
+    for g in view.groups:
+        if g.name in targets:
+            parts.append(f"{g.name} {g.target}->{targets[g.name]}")
+    return ", ".join(parts)
+
+
+def _fmt_duration(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
+def _describe_error(exc: Exception) -> str:
+    if isinstance(exc, ClientError):
+        err = exc.response.get("Error", {})
+        return f"{err.get('Code', 'Error')}: {err.get('Message', '')}"
+    return str(exc)
+
+
+__all__ = ["ClusterRef", "Engine", "Result", "SpecError"]
