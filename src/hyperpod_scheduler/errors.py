@@ -23,8 +23,12 @@ class Problem:
     severity: Severity = "error"
 
     def __str__(self) -> str:
+        return f"{self.severity}: {self.located()}"
+
+    def located(self) -> str:
+        """The finding without its severity: ``group 'gpu' InstanceGroups[1].InstanceType: ...``."""
         where = f"group '{self.group}' " if self.group else ""
-        return f"{self.severity}: {where}{self.field}: {self.message}"
+        return f"{where}{self.field}: {self.message}"
 
 
 def errors_only(problems: Iterable[Problem]) -> list[Problem]:
@@ -54,7 +58,8 @@ class SpecError(UsageError):
         self.problems = list(problems)
         self.source = source
         head = f"{source}: " if source else ""
-        super().__init__(head + "; ".join(str(p) for p in errors_only(self.problems) or self.problems))
+        shown = errors_only(self.problems) or self.problems
+        super().__init__(head + "; ".join(p.located() for p in shown))
 
 
 class AwsError(HyperpodSchedulerError):

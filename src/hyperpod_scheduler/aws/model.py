@@ -99,7 +99,11 @@ def validate_request(operation: str, params: Mapping[str, Any]) -> list[Problem]
     if shape is None:
         return []
     problems: list[Problem] = []
-    report = ParamValidator().validate(params, shape)
+    try:
+        report = ParamValidator().validate(params, shape)
+    except (RuntimeError, OverflowError, ValueError) as exc:
+        # botocore raises instead of reporting on some values (a timestamp past year 9999).
+        return [Problem(field=operation, message=f"invalid request value: {exc}")]
     if report.has_errors():
         for line in report.generate_report().splitlines():
             text = line.strip()

@@ -1,7 +1,184 @@
-"""`hyperpod-scheduler cluster ...` commands."""
+"""`hyperpod-scheduler cluster ...`: validate, render, create and describe cluster specs.
+
+A thin shell: parsing, rendering and the rules live in ``hyperpod_scheduler.cluster``; AWS calls go
+through the standard client (point it at the emulator with ``AWS_ENDPOINT_URL_SAGEMAKER``).
+"""
 
 from __future__ import annotations
 
-import typer
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any
 
-app = typer.Typer(help="cluster commands.", no_args_is_help=True)
+import typer
+import yaml
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from hyperpod_scheduler.aws.clients import sagemaker_client
+from hyperpod_scheduler.cli.output import console, err_console, print_json
+from hyperpod_scheduler.cluster.check import SpecReport, check_spec
+from hyperpod_scheduler.cluster.describe import request_from_describe, summarize_groups
+from hyperpod_scheduler.cluster.render import spec_from_request
+from hyperpod_scheduler.cluster.spec import load_spec
+from hyperpod_scheduler.errors import Problem, UsageError
+
+app = typer.Typer(help="Cluster specs: validate, render, create, describe.", no_args_is_help=True)
+
+EXAMPLES = ("slurm", "eks")
+
+_SPEC = typer.Argument(..., help="The cluster spec (YAML).", show_default=False)
+_JSON = typer.Option(False, "--json", help="Machine-readable output on stdout.")
+_REGION = typer.Option(None, "--region", help="AWS region (default: the usual AWS chain).")
+_PROFILE = typer.Option(None, "--profile", help="AWS profile (default: the usual AWS chain).")
+
+
+def _problem_json(report: SpecReport, i: int, p: Problem) -> dict[str, Any]:
+    return {
+        "severity": p.severity,
+        "field": p.field,
+        "api_field": report.api_fields.get(i, p.field),
+        "group": p.group,
+        "message": p.message,
+    }
+
+
+def _checked(path: Path) -> SpecReport:
+    return check_spec(load_spec(path))
+
+
+@app.command()
+def validate(
+    spec: Path = _SPEC,
+    as_json: bool = _JSON,
+    strict: bool = typer.Option(False, "--strict", help="Treat warnings as failures."),
+) -> None:
+    """Check a spec against the API model and HyperPod's rules; list every problem found.
+
+    Exit 0 when valid, 2 when there are errors (or warnings with --strict).
+    """
+    report = _checked(spec)
+    failed = bool(report.errors) or (strict and bool(report.warnings))
+    if as_json:
+        print_json(
+            {
+                "ok": not failed,
+                "source": str(spec),
+                "cluster": report.spec.name,
+                "tiers": {name: tier.value for name, tier in report.tiers().items()},
+                "problems": [_problem_json(report, i, p) for i, p in enumerate(report.problems)],
+                "request": report.request,
+            }
+        )
+    else:
+        for p in report.problems:
+            (err_console if p.severity == "error" else console).print(
+                str(p), markup=False, highlight=False, soft_wrap=True
+            )
+        groups = ", ".join(f"{n} ({t.value})" for n, t in report.tiers().items())
+        n_err, n_warn = len(report.errors), len(report.warnings)
+        verdict = "invalid" if report.errors else "valid"
+        console.print(
+            f"{spec}: {verdict}: cluster {report.spec.name!r}, groups {groups}; {n_err} error(s), {n_warn} warning(s)",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    if failed:
+        raise typer.Exit(2)
+
+
+@app.command()
+def render(
+    spec: Path = _SPEC,
+    output: Path | None = typer.Option(None, "--output", "-o", help="Write the request here, not stdout."),
+) -> None:
+    """Print the CreateCluster request a spec renders to (JSON, as `aws sagemaker create-cluster
+    --cli-input-json` takes it). Refuses a spec with errors; warnings go to stderr."""
+    report = _checked(spec)
+    report.raise_for_errors(str(spec))
+    for p in report.warnings:
+        err_console.print(str(p), markup=False)
+    text = json.dumps(report.request, indent=2) + "\n"
+    if output is None:
+        print(text, end="")
+    else:
+        output.write_text(text, encoding="utf-8")
+
+
+@app.command()
+def create(
+    spec: Path = _SPEC,
+    region: str | None = _REGION,
+    profile: str | None = _PROFILE,
+    dry_run: bool = typer.Option(False, "--dry-run", help="Validate and show the request; call nothing."),
+    as_json: bool = _JSON,
+) -> None:
+    """Validate a spec and call CreateCluster with the request it renders to."""
+    report = _checked(spec)
+    report.raise_for_errors(str(spec))
+    for p in report.warnings:
+        err_console.print(str(p), markup=False)
+    if dry_run:
+        print_json(report.request)
+        return
+    client = sagemaker_client(profile=profile, region=region)
+    answer = client.create_cluster(**report.request)
+    arn = answer["ClusterArn"]
+    if as_json:
+        print_json({"ClusterArn": arn, "ClusterName": report.spec.name})
+    else:
+        console.print(f"creating cluster {report.spec.name!r}: {arn}", markup=False, highlight=False, soft_wrap=True)
+
+
+@app.command()
+def describe(
+    name: str = typer.Argument(..., help="Cluster name or ARN.", show_default=False),
+    region: str | None = _REGION,
+    profile: str | None = _PROFILE,
+    as_json: bool = _JSON,
+    as_spec: bool = typer.Option(False, "--as-spec", help="Print the cluster as a spec (YAML)."),
+) -> None:
+    """Show a cluster's status and groups: sizes, lifecycle tier, Slurm role."""
+    if as_json and as_spec:
+        raise UsageError("--json and --as-spec are exclusive: pick one output")
+    client = sagemaker_client(profile=profile, region=region)
+    response: dict[str, Any] = dict(client.describe_cluster(ClusterName=name))
+    response.pop("ResponseMetadata", None)
+    if as_json:
+        print_json(response)
+        return
+    if as_spec:
+        spec = spec_from_request(request_from_describe(response))
+        data = spec.model_dump(mode="json", exclude_defaults=True)
+        print(yaml.safe_dump(data, sort_keys=False), end="")
+        return
+    status = response.get("ClusterStatus", "?")
+    console.print(f"{response.get('ClusterName', name)}: {status}", markup=False, highlight=False, soft_wrap=True)
+    if response.get("FailureMessage"):
+        console.print(f"failure: {response['FailureMessage']}", markup=False, highlight=False, soft_wrap=True)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    for title in ("group", "type", "current", "target", "min", "status", "tier", "slurm"):
+        # Names are what people copy into the next command: never break them across lines.
+        table.add_column(title, no_wrap=title in ("group", "type"))
+    for g in summarize_groups(response):
+        slurm = "-" if g.node_type is None else g.node_type + (f" ({g.partition})" if g.partition else "")
+        table.add_row(
+            g.name, g.instance_type, str(g.current), str(g.target),
+            "-" if g.minimum is None else str(g.minimum), g.status, g.tier.value, slurm,
+        )  # fmt: skip
+    # Rich assumes 80 columns when piped; a file or pager can take the whole row.
+    (console if console.is_terminal else Console(width=160)).print(table)
+
+
+@app.command()
+def example(
+    kind: str = typer.Argument("slurm", help=f"Which example: {', '.join(EXAMPLES)}."),
+) -> None:
+    """Print an example spec to start from (each validates as is; replace the placeholder ARNs)."""
+    if kind not in EXAMPLES:
+        raise UsageError(f"unknown example {kind!r} (choose from {', '.join(EXAMPLES)})")
+    text = resources.files("hyperpod_scheduler.cluster").joinpath(f"examples/{kind}.yaml").read_text("utf-8")
+    print(text, end="")
