@@ -1,0 +1,80 @@
+"""Turn parsed terms and options into a :class:`Schedule` (the one place defaults are applied)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from datetime import date
+
+from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.schedule.calendar import Exclusions, holiday_calendar
+from hyperpod_scheduler.schedule.clock import zone
+from hyperpod_scheduler.schedule.cron import CronSource
+from hyperpod_scheduler.schedule.sources import AbsoluteSource, AlwaysSource, Source, WindowSource
+from hyperpod_scheduler.schedule.terms import AbsoluteRange, Always, CronRule, Term, Window
+from hyperpod_scheduler.schedule.timeline import Mode, Schedule
+
+
+def build_schedule(
+    terms: Sequence[Term] = (),
+    *,
+    cron: Sequence[CronRule] = (),
+    timezone: str | None = None,
+    skip_dates: Iterable[date] = (),
+    holidays: Sequence[str] = (),
+    mode: Mode = "both",
+    ready_by: bool = False,
+    name: str | None = None,
+    expression: str = "",
+) -> Schedule:
+    default = zone(timezone) if timezone else None
+    windows = []
+    for term in terms:
+        if isinstance(term, Window):
+            if term.tz is None and default is None:
+                raise UsageError(
+                    f"window '{term.text}' names no timezone (end it with one, e.g. "
+                    f"'{term.text} Europe/Berlin', or set the schedule's timezone)"
+                )
+            windows.append(term if term.tz is not None else replace(term, tz=default))
+    named = sorted({w.tz.key for w in windows if w.tz is not None})
+    conflict = None
+    if default is not None:
+        tz = default
+    elif len(named) == 1:
+        tz = zone(named[0])
+    else:
+        tz = zone("UTC")
+        if len(named) > 1:
+            conflict = (
+                f"windows use several timezones ({', '.join(named)}): set the schedule's timezone "
+                "to say which local day holidays and skip dates mean"
+            )
+    if cron and default is None:
+        raise UsageError("timezone: required with start/stop cron entries (e.g. timezone: Europe/Berlin)")
+
+    sources: list[Source] = []
+    if windows:
+        sources.append(WindowSource(tuple(windows)))
+    ranges = tuple(t for t in terms if isinstance(t, AbsoluteRange))
+    if ranges:
+        sources.append(AbsoluteSource(ranges))
+    if any(isinstance(t, Always) for t in terms):
+        sources.append(AlwaysSource())
+    if cron:
+        sources.append(CronSource(tuple(cron), tz))
+
+    calendars = tuple(holiday_calendar(spec) for spec in holidays)
+    exclusions = Exclusions(tz, frozenset(skip_dates), calendars)
+    if exclusions and conflict:
+        raise UsageError(conflict)
+    return Schedule(
+        sources,
+        timezone=tz,
+        exclusions=exclusions,
+        name=name,
+        expression=expression,
+        mode=mode,
+        ready_by=ready_by,
+        timezone_conflict=conflict,
+    )
