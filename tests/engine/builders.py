@@ -44,9 +44,7 @@ def group(
     return g
 
 
-def cluster(
-    *groups: dict[str, Any], status: str = "InService", name: str = "c1", **extra: Any
-) -> ClusterView:
+def cluster(*groups: dict[str, Any], status: str = "InService", name: str = "c1", **extra: Any) -> ClusterView:
     return parse_cluster(
         {
             "ClusterArn": "arn:aws:sagemaker:us-east-1:123456789012:cluster/abcdefghij12",

@@ -99,7 +99,5 @@ def settle(emu: Emulator, client: Any, name: str, limit_s: float = 8 * 3600) -> 
 def engine(emu: Emulator, counting: CountingClient) -> tuple[Engine, Collector, MemoryStore]:
     store = MemoryStore()
     events = Collector()
-    eng = Engine(
-        store, lambda ref: counting.client, emu.clock.now, events=events, sleep=lambda s: emu.advance(s)
-    )
+    eng = Engine(store, lambda ref: counting.client, emu.clock.now, events=events, sleep=lambda s: emu.advance(s))
     return eng, events, store

@@ -28,10 +28,7 @@ class StopStart(RuleBasedStateMachine):
 
     def view(self) -> Any:
         return cluster(
-            *(
-                group(n, c, node_type="Controller" if n == "controller" else "Compute")
-                for n, c in self.sizes.items()
-            )
+            *(group(n, c, node_type="Controller" if n == "controller" else "Compute") for n, c in self.sizes.items())
         )
 
     @rule()

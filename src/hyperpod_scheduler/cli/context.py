@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import getpass
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from functools import cache
 from typing import TYPE_CHECKING
 
 from hyperpod_scheduler.aws.clients import sagemaker_client
@@ -42,9 +41,7 @@ def parse_instant(text: str, field: str) -> datetime:
     try:
         value = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise UsageError(
-            f"{field}: {text!r} is not an ISO 8601 date-time (e.g. 2026-12-01T08:00+01:00)"
-        ) from None
+        raise UsageError(f"{field}: {text!r} is not an ISO 8601 date-time (e.g. 2026-12-01T08:00+01:00)") from None
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
@@ -54,21 +51,12 @@ def printer(as_json: bool) -> Sink:
             return
         style = STYLE.get(event.kind, "white")
         console.print(
-            f"[dim]{event.at:%a %Y-%m-%d %H:%M}Z[/] [bold]{event.cluster}[/] "
-            f"[{style}]{event.kind}[/] {event.message}",
+            f"[dim]{event.at:%a %Y-%m-%d %H:%M}Z[/] [bold]{event.cluster}[/] [{style}]{event.kind}[/] {event.message}",
             highlight=False,
+            soft_wrap=True,
         )
 
     return emit
-
-
-@cache
-def _client(region: str | None, profile: str | None) -> SageMakerClient:
-    return sagemaker_client(profile=profile, region=region)
-
-
-def client_for(ref: ClusterRef) -> SageMakerClient:
-    return _client(ref.region, ref.profile)
 
 
 @dataclass
@@ -77,12 +65,20 @@ class Context:
     store: StateStore
     now: Callable[[], datetime]
     events: Sink
+    _clients: dict[tuple[str | None, str | None], SageMakerClient] = field(default_factory=dict)
+
+    def client_for(self, ref: ClusterRef) -> SageMakerClient:
+        """One client per region and profile for this command (clients are thread-safe and reusable)."""
+        key = (ref.region, ref.profile)
+        if key not in self._clients:
+            self._clients[key] = sagemaker_client(profile=ref.profile, region=ref.region)
+        return self._clients[key]
 
     def engine(self, actor: str | None = None) -> Engine:
         timeout = timedelta(minutes=self.config.defaults.settle_timeout_minutes)
         return Engine(
             self.store,
-            client_for,
+            self.client_for,
             self.now,
             events=self.events,
             actor=actor or _whoami(),
@@ -90,7 +86,7 @@ class Context:
         )
 
     def fleet(self) -> Fleet:
-        return Fleet(self.config, client_for)
+        return Fleet(self.config, self.client_for)
 
 
 def make_context(config_path: str | None, state: str | None, as_json: bool, at: str | None = None) -> Context:

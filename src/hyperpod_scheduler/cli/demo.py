@@ -13,9 +13,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def demo(
         days: float = typer.Option(7.0, "--days", min=0.1, max=62, help="Virtual days to simulate."),
-        step_minutes: float = typer.Option(
-            10.0, "--step-minutes", min=1, max=120, help="Virtual minutes per tick."
-        ),
+        step_minutes: float = typer.Option(10.0, "--step-minutes", min=1, max=120, help="Virtual minutes per tick."),
         seed: int = typer.Option(7, "--seed", help="Emulator seed (same seed, same run)."),
         examples: str | None = typer.Option(None, "--examples", help="Folder with the example specs."),
         as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
@@ -40,29 +38,18 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(rows)
             return
-        table = Table(title=f"{days:g} virtual days")
-        for col in (
-            "cluster",
-            "schedule",
-            "stops",
-            "starts",
-            "recorded sizes",
-            "last outcome",
-            "instance-h used",
-            "always-on",
-            "saved",
-        ):
-            table.add_column(col)
+        table = Table(title=f"after {days:g} virtual days")
+        for col in ("cluster", "schedule", "stops", "starts", "restored", "recorded sizes", "instance-h", "saved"):
+            table.add_column(col, overflow="fold")
         for r in rows:
             table.add_row(
                 f"{r['cluster']}\n[dim]{r['story']}[/]",
                 r["schedule"],
                 str(r["stops"]),
                 str(r["starts"]),
-                ", ".join(f"{g}={c}" for g, c in r["recorded_sizes"].items()),
-                "\n".join(f"{g}: {o}" for g, o in r["last_outcomes"].items()),
-                f"{r['instance_hours']:.0f}",
-                f"{r['always_on_hours']:.0f}",
+                f"{r['restores']}" + (f" [red]({r['failures']} failed)[/]" if r["failures"] else ""),
+                "\n".join(f"{g}={c}" for g, c in r["recorded_sizes"].items()),
+                f"{r['instance_hours']:.0f} of {r['always_on_hours']:.0f}",
                 f"{r['saved_pct']:.0f}%",
             )
         console.print(table)

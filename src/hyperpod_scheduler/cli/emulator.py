@@ -2,6 +2,108 @@
 
 from __future__ import annotations
 
+import ipaddress
+import signal
+import sys
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from types import FrameType
+
 import typer
 
+from hyperpod_scheduler.errors import UsageError
+
 app = typer.Typer(help="emulator commands.", no_args_is_help=True)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_options(host: str, port: int, speed: float, allow_remote: bool) -> None:
+    if not _is_loopback(host) and not allow_remote:
+        raise UsageError(
+            f"--host {host} is not a loopback address; the emulator is an unauthenticated control plane, "
+            "so pass --allow-remote to listen there anyway"
+        )
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--port must be between 0 and 65535, got {port}")
+    if not speed > 0:
+        raise UsageError(f"--speed must be a positive number, got {speed}")
+
+
+def _parse_start(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        start = datetime.fromisoformat(value)
+    except ValueError:
+        raise UsageError(f"--virtual-start: {value!r} is not an ISO 8601 time") from None
+    return start if start.tzinfo is not None else start.replace(tzinfo=UTC)
+
+
+@app.command()
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (loopback only by default)."),
+    port: int = typer.Option(0, "--port", help="Port to listen on; 0 picks a free one."),
+    state: Path | None = typer.Option(None, "--state", help="SQLite file that keeps state across restarts."),
+    capacity: Path | None = typer.Option(None, "--capacity", help="Capacity model YAML (default: built in)."),
+    speed: float = typer.Option(1.0, "--speed", help="Emulated seconds per real second (600: 10 min in 1 s)."),
+    virtual_start: str | None = typer.Option(
+        None,
+        "--virtual-start",
+        help="Run on a virtual clock starting at this ISO 8601 time, moved only by POST /_emulator/clock.",
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed of every random choice (same seed, same run)."),
+    throttle_rate: float = typer.Option(0.0, "--throttle-rate", help="Share of calls throttled (0-1)."),
+    error_rate: float = typer.Option(0.0, "--error-rate", help="Share of calls failing with HTTP 500 (0-1)."),
+    latency_ms: float = typer.Option(0.0, "--latency-ms", help="Latency added to every call, in ms."),
+    allow_remote: bool = typer.Option(
+        False, "--allow-remote", help="Allow a non-loopback --host (nothing is authenticated)."
+    ),
+) -> None:
+    """Serve the emulated SageMaker HyperPod API until SIGTERM or Ctrl-C; prints `endpoint: URL` when ready."""
+    from hyperpod_scheduler.emulator import start_emulator
+    from hyperpod_scheduler.emulator.protocol import Faults
+
+    _check_options(host, port, speed, allow_remote)
+    start = _parse_start(virtual_start)
+    if state is not None and not state.parent.is_dir():
+        raise UsageError(f"--state {state}: the folder {state.parent} does not exist")
+    if capacity is not None and not capacity.is_file():
+        raise UsageError(f"--capacity {capacity}: no such file")
+    faults = Faults(throttle_rate=throttle_rate, error_rate=error_rate, latency_ms=latency_ms, seed=seed)
+    stop = threading.Event()
+
+    def _stop(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    # Handlers go in before the server starts, so a signal right after the endpoint line is not lost.
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    try:
+        emulator = start_emulator(
+            host=host,
+            port=port,
+            speed=None if start is not None else speed,
+            virtual_start=start,
+            capacity=capacity,
+            seed=seed,
+            state_path=state,
+            faults=faults,
+        )
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    try:
+        print(f"endpoint: {emulator.endpoint}", flush=True)
+        while not stop.wait(0.5):
+            pass
+    finally:
+        emulator.close()
+    print("emulator stopped", file=sys.stderr, flush=True)

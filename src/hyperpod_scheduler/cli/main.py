@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -33,9 +34,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(
-        False, "--version", callback=_version, is_eager=True, help="Print the version."
-    ),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
 ) -> None:
     """Put SageMaker HyperPod clusters on a schedule and keep them healthy across it."""
 
@@ -58,6 +57,11 @@ def main() -> None:
     except KeyboardInterrupt:
         error_line("interrupted")
         sys.exit(130)
+    except Exception as exc:  # a bug of ours: still one line, the traceback only on request
+        if os.environ.get("HYPERPOD_SCHEDULER_DEBUG"):
+            raise
+        error_line(f"internal error: {type(exc).__name__}: {exc} (set HYPERPOD_SCHEDULER_DEBUG=1 for the traceback)")
+        sys.exit(70)
 
 
 if __name__ == "__main__":

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import sys
 from datetime import date, datetime
 from typing import Any
 
 from rich.console import Console
 
-console = Console()
+# Logs and CI output are not terminals: Rich would wrap them at 80 columns.
+console = Console(width=None if sys.stdout.isatty() else 150)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 

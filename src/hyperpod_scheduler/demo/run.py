@@ -35,6 +35,7 @@ class ClusterSummary:
     story: str
     stops: int = 0
     starts: int = 0
+    restores: int = 0
     failures: int = 0
     instance_hours: float = 0.0
     always_on_hours: float = 0.0
@@ -59,13 +60,17 @@ def _client(endpoint: str) -> SageMakerClient:
     return session.client("sagemaker", endpoint_url=endpoint)
 
 
-def _wait_in_service(
-    emu: Emulator, client: SageMakerClient, names: list[str], limit_s: float = 6 * 3600
-) -> None:
+def _wait_in_service(emu: Emulator, client: SageMakerClient, names: list[str], limit_s: float = 6 * 3600) -> None:
     waited = 0.0
     while waited < limit_s:
-        states = {n: client.describe_cluster(ClusterName=n)["ClusterStatus"] for n in names}
-        if all(s == "InService" for s in states.values()):
+        answers = {n: client.describe_cluster(ClusterName=n) for n in names}
+        states = {n: a["ClusterStatus"] for n, a in answers.items()}
+        settled = all(
+            a["ClusterStatus"] == "InService"
+            and all(g["CurrentCount"] == g.get("TargetCount", g["CurrentCount"]) for g in a["InstanceGroups"])
+            for a in answers.values()
+        )
+        if settled:
             return
         failed = [n for n, s in states.items() if s == "Failed"]
         if failed:
@@ -124,12 +129,14 @@ def run_demo(
             settle_timeout=timedelta(minutes=config.defaults.settle_timeout_minutes),
         )
         governed = Fleet(config, lambda ref: client).governed()
-        summaries = {
-            r["ClusterName"]: ClusterSummary(r["ClusterName"], c.schedule, c.story) for c, r in requests
-        }
-        full = {n: _counts(emu, n) for n in names}
+        summaries = {r["ClusterName"]: ClusterSummary(r["ClusterName"], c.schedule, c.story) for c, r in requests}
+        full = {r["ClusterName"]: sum(g["InstanceCount"] for g in r["InstanceGroups"]) for _, r in requests}
         used: dict[str, float] = defaultdict(float)
         step = timedelta(minutes=step_minutes)
+        # Tick on step boundaries (08:00, 08:10, ...), as a cron-driven scheduler would.
+        behind = clock().timestamp() % step.total_seconds()
+        if behind:
+            emu.advance(step.total_seconds() - behind)
         end = clock() + timedelta(days=days)
         while clock() < end:
             tick(engine, governed, clock())
@@ -138,7 +145,7 @@ def run_demo(
                 used[n] += sum(_counts(emu, n).values()) * step.total_seconds() / 3600
         for n, s in summaries.items():
             s.instance_hours = used[n]
-            s.always_on_hours = sum(full[n].values()) * days * 24
+            s.always_on_hours = full[n] * days * 24
             record = store.get(ClusterRef(f"default/{REGION}/{n}", n).key)
             if record and record.snapshot:
                 s.recorded = {g: size.count for g, size in record.snapshot.sizes.items()}
@@ -151,6 +158,8 @@ def run_demo(
                     s.stops += 1
                 else:
                     s.starts += 1
+            elif e.kind == "settled" and e.message.startswith("start"):
+                s.restores += 1
             elif e.kind in ("failed", "error"):
                 s.failures += 1
         store.close()
@@ -165,6 +174,7 @@ def summary_rows(result: DemoResult) -> list[dict[str, Any]]:
             "story": s.story,
             "stops": s.stops,
             "starts": s.starts,
+            "restores": s.restores,
             "failures": s.failures,
             "instance_hours": round(s.instance_hours, 1),
             "always_on_hours": round(s.always_on_hours, 1),

@@ -18,9 +18,7 @@ class DemoCluster:
 
 
 CLUSTERS = (
-    DemoCluster(
-        "p5-continuous-ami.yaml", "training-hours", "P5 training, AMI-based, Continuous provisioning"
-    ),
+    DemoCluster("p5-continuous-ami.yaml", "training-hours", "P5 training, AMI-based, Continuous provisioning"),
     DemoCluster("g5-dev-extension.yaml", "berlin-office", "G5 development, AMI + extension script"),
     DemoCluster("trn1-legacy-custom.yaml", "research-cron", "Trn1 research, custom scripts, legacy topology"),
 )
@@ -48,6 +46,5 @@ def examples_dir(explicit: str | Path | None = None) -> Path:
         if (c / CLUSTERS[0].spec_file).is_file():
             return c
     raise UsageError(
-        f"demo: example specs not found (looked in {', '.join(str(c) for c in candidates)}); "
-        "pass --examples DIR"
+        f"demo: example specs not found (looked in {', '.join(str(c) for c in candidates)}); pass --examples DIR"
     )

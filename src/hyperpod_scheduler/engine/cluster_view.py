@@ -16,6 +16,8 @@ from hyperpod_scheduler.errors import AwsError
 # States in which the scheduler must not send an update (issue 4: not touched that tick).
 BUSY_CLUSTER_STATES = frozenset({"Creating", "Updating", "SystemUpdating", "RollingBack", "Deleting", "Failed"})
 KNOWN_CLUSTER_STATES = BUSY_CLUSTER_STATES | {"InService"}
+# In Continuous mode the cluster stays InService while a group changes; UpdateCluster is refused then.
+BUSY_GROUP_STATES = frozenset({"Creating", "Updating", "Deleting", "SystemUpdating"})
 
 
 class MalformedAnswer(AwsError):
@@ -48,7 +50,16 @@ class ClusterView:
 
     @property
     def busy(self) -> bool:
-        return self.status in BUSY_CLUSTER_STATES
+        return self.status in BUSY_CLUSTER_STATES or bool(self.busy_groups)
+
+    @property
+    def busy_groups(self) -> list[str]:
+        return [g.name for g in self.groups if g.status in BUSY_GROUP_STATES]
+
+    def busy_reason(self) -> str:
+        if self.status in BUSY_CLUSTER_STATES:
+            return f"cluster is {self.status}"
+        return ", ".join(f"group '{g.name}' is {g.status}" for g in self.groups if g.status in BUSY_GROUP_STATES)
 
     @property
     def cluster_id(self) -> str:

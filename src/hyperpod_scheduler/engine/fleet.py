@@ -38,7 +38,9 @@ def schedule_state(schedule: Schedule, now: datetime) -> ScheduleState:
     last = schedule.last_transition(now)
     actions: tuple[Action, ...] = ("stop", "start")
     allowed = {a for a in actions if schedule.allows(a)}
-    return ScheduleState(desired=schedule.state_at(now), last_transition_at=last.at if last else None, allowed=frozenset(allowed))
+    return ScheduleState(
+        desired=schedule.state_at(now), last_transition_at=last.at if last else None, allowed=frozenset(allowed)
+    )
 
 
 def ref_for(name: str, region: str | None, profile: str | None = None, account: str | None = None) -> ClusterRef:

@@ -132,7 +132,7 @@ def snapshot_for_stop(
 
 def plan_stop(view: ClusterView, record: ClusterRecord | None, now: datetime, transition_id: str) -> Plan:
     if view.busy:
-        return Skip(f"cluster is {view.status}: not touched this tick")
+        return Skip(f"{view.busy_reason()}: not touched this tick")
     previous = record.snapshot if record else None
     if view.all_zero:
         why = "already stopped; recorded sizes kept" if previous else "already stopped; nothing to record"
@@ -148,7 +148,7 @@ def plan_start(view: ClusterView, record: ClusterRecord | None) -> Plan:
     if snapshot is None:
         return Noop("running", "nothing recorded for this cluster: start does nothing")
     if view.busy:
-        return Skip(f"cluster is {view.status}: not touched this tick")
+        return Skip(f"{view.busy_reason()}: not touched this tick")
     counts: dict[str, tuple[int, int | None]] = {}
     notes: list[str] = []
     for g in view.groups:

@@ -24,6 +24,7 @@ from hyperpod_scheduler.engine.cluster_view import ClusterView, MalformedAnswer,
 from hyperpod_scheduler.engine.events import Event, Sink, discard
 from hyperpod_scheduler.engine.update_request import build_update
 from hyperpod_scheduler.errors import HyperpodSchedulerError, SpecError
+from hyperpod_scheduler.store.base import lease_owner_id
 from hyperpod_scheduler.store.errors import ConflictError
 from hyperpod_scheduler.store.records import (
     ClusterRecord,
@@ -66,6 +67,7 @@ class Engine:
         actor: str = "scheduler",
         settle_timeout: timedelta = timedelta(hours=3),
         sleep: Callable[[float], None] = time.sleep,
+        lease_ttl_s: float = 900.0,
     ) -> None:
         self.store = store
         self.client_for = client_for
@@ -74,6 +76,9 @@ class Engine:
         self.actor = actor
         self.settle_timeout = settle_timeout
         self.sleep = sleep
+        self.owner = lease_owner_id()
+        self._last_progress: dict[str, str] = {}  # only report progress that changed
+        self.lease_ttl_s = lease_ttl_s
 
     # ---- reporting -------------------------------------------------------------------------------
     def _emit(self, ref: ClusterRef, kind: Any, message: str, **detail: Any) -> None:
@@ -107,13 +112,22 @@ class Engine:
         due = planner.due(record, sched, enforced=enforced, now=self.now())
         if due is None:
             return Result(ref.name, "quiet", "nothing due")
+        if dry_run:
+            if due.kind == "follow":
+                message = f"would follow the {due.reason.split()[-1]} in flight"
+                self._emit(ref, "dry-run", message)
+                return Result(ref.name, "dry-run", message)
+            return self._reconcile(ref, sched, due, dry_run)
+        return self._with_lease(ref, lambda: self._reconcile(ref, sched, due, dry_run))
+
+    def _reconcile(self, ref: ClusterRef, sched: planner.ScheduleState, due: planner.Due, dry_run: bool) -> Result:
         try:
             if due.kind == "follow":
-                return self.follow(ref, wait=False)
+                return self._follow(ref, wait=False)
             action: planner.Action = "stop" if due.kind == "stop" else "start"
             if due.kind == "check":
                 action = planner.action_for(sched.desired)
-            return self.act(
+            return self._act(
                 ref,
                 action,
                 transition_id=due.transition_id,
@@ -139,10 +153,54 @@ class Engine:
         wait: bool = False,
         poll_seconds: float = 30.0,
     ) -> Result:
+        """Stop or start one cluster now (holding its lease), whatever the schedule says."""
+
+        def work() -> Result:
+            return self._act(
+                ref,
+                action,
+                transition_id=transition_id,
+                transition_at=transition_at,
+                reason=reason,
+                dry_run=dry_run,
+                wait=wait,
+                poll_seconds=poll_seconds,
+            )
+
+        return work() if dry_run else self._with_lease(ref, work)
+
+    def follow(self, ref: ClusterRef, *, wait: bool, poll_seconds: float = 30.0) -> Result:
+        """Follow an update in flight until it settles (``wait``) or for one look."""
+        return self._with_lease(ref, lambda: self._follow(ref, wait=wait, poll_seconds=poll_seconds))
+
+    def _with_lease(self, ref: ClusterRef, work: Callable[[], Result]) -> Result:
+        # The record's compare-and-set already stops two runners storing two intents; the lease also
+        # stops a second runner from re-sending a first runner's intent that is still on its way out.
+        if not self.store.acquire_lease(ref.key, self.owner, self.lease_ttl_s, self.now()):
+            message = "another runner holds this cluster's lease; left to it this time"
+            self._emit(ref, "skip", message)
+            return Result(ref.name, "skip", message)
+        try:
+            return work()
+        finally:
+            self.store.release_lease(ref.key, self.owner)
+
+    def _act(
+        self,
+        ref: ClusterRef,
+        action: planner.Action,
+        *,
+        transition_id: str,
+        transition_at: datetime | None = None,
+        reason: str = "manual",
+        dry_run: bool = False,
+        wait: bool = False,
+        poll_seconds: float = 30.0,
+    ) -> Result:
         record = self.store.get(ref.key)
         if record is not None and record.pending is not None:
             self._emit(ref, "note", f"an earlier {record.pending.action} is still settling; following it first")
-            result = self.follow(ref, wait=True, poll_seconds=poll_seconds) if wait else self.follow(ref, wait=False)
+            result = self._follow(ref, wait=True, poll_seconds=poll_seconds) if wait else self._follow(ref, wait=False)
             if result.kind == "in-progress":
                 return result
             record = self.store.get(ref.key)
@@ -225,12 +283,11 @@ class Engine:
         )
         self._emit(ref, "sent", f"{action} sent ({reason}): {_fmt_targets(view, targets)}", targets=dict(targets))
         if wait:
-            return self.follow(ref, wait=True, poll_seconds=poll_seconds)
+            return self._follow(ref, wait=True, poll_seconds=poll_seconds)
         return Result(ref.name, "sent", f"{action} sent")
 
     # ---- following -------------------------------------------------------------------------------
-    def follow(self, ref: ClusterRef, *, wait: bool, poll_seconds: float = 30.0) -> Result:
-        last_detail = ""
+    def _follow(self, ref: ClusterRef, *, wait: bool, poll_seconds: float = 30.0) -> Result:
         while True:
             record = self.store.get(ref.key)
             if record is None or record.pending is None:
@@ -246,12 +303,16 @@ class Engine:
             verdict = planner.assess(view, pending.action, targets, pending.created_at, self.now(), self.settle_timeout)
             if isinstance(verdict, planner.Settled):
                 return self._settle(ref, record, verdict)
-            if verdict.detail != last_detail:
+            if verdict.detail != self._last_progress.get(ref.key):
                 self._emit(ref, "progress", f"{pending.action}: {verdict.detail}", counts=view.currents())
-                last_detail = verdict.detail
+                self._last_progress[ref.key] = verdict.detail
             if not wait:
                 return Result(ref.name, "in-progress", verdict.detail)
             self.sleep(poll_seconds)
+            if not self.store.renew_lease(ref.key, self.owner, self.lease_ttl_s, self.now()):
+                message = "lost this cluster's lease while waiting; another runner follows it now"
+                self._emit(ref, "skip", message)
+                return Result(ref.name, "skip", message)
 
     def _resolve_intent(
         self, ref: ClusterRef, record: ClusterRecord, view: ClusterView, targets: Mapping[str, int]
@@ -298,13 +359,9 @@ class Engine:
             outcomes=outcomes,
             message=verdict.detail,
         )
-        self._emit(
-            ref,
-            kind,
-            f"{pending.action} {'settled' if verdict.ok else 'did not settle'} after "
-            f"{_fmt_duration(duration)}: {verdict.detail}",
-            outcomes=outcomes,
-        )
+        groups = ", ".join(f"{o.group} {o.outcome} {o.current}/{o.target}" for o in verdict.outcomes)
+        how = "settled" if verdict.ok else f"did not settle ({verdict.detail})"
+        self._emit(ref, kind, f"{pending.action} {how} after {_fmt_duration(duration)}: {groups}", outcomes=outcomes)
         return Result(ref.name, kind, verdict.detail)
 
     # ---- small writes ----------------------------------------------------------------------------

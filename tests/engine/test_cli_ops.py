@@ -1,0 +1,149 @@
+"""The scheduler commands as a user runs them: against the emulator, through the standard AWS variables."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+from typer.testing import CliRunner
+
+from hyperpod_scheduler.cli.main import app
+from hyperpod_scheduler.emulator import Emulator, running_emulator
+from tests.engine.conftest import three_tier_request
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def live(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[tuple[Emulator, Path]]:
+    # A fast real-time clock: --wait polls for real, and a 10-minute provisioning takes a fraction of a second.
+    with running_emulator(speed=3000, seed=5) as emu:
+        monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER", emu.endpoint)
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+        monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+        monkeypatch.chdir(tmp_path)
+        config = tmp_path / "hyperpod-scheduler.yaml"
+        config.write_text(
+            "defaults: {poll_seconds: 0.05, schedule: office}\n"
+            "schedules: {office: 'Mon-Fri 08:00-18:00 UTC'}\n"
+            "targets: [{region: us-east-1, clusters: [c1]}]\n"
+        )
+        client = boto3.client("sagemaker", endpoint_url=emu.endpoint)
+        client.create_cluster(**three_tier_request())
+        waiter_ok = False
+        for _ in range(400):
+            d = client.describe_cluster(ClusterName="c1")
+            if d["ClusterStatus"] == "InService" and all(
+                g["CurrentCount"] == g["TargetCount"] for g in d["InstanceGroups"]
+            ):
+                waiter_ok = True
+                break
+            import time
+
+            time.sleep(0.05)
+        assert waiter_ok
+        yield emu, tmp_path / "state.sqlite"
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, list(args))
+    return result.exit_code, result.output
+
+
+def test_manual_stop_start_status_history(live: tuple[Emulator, Path]) -> None:
+    _, state = live
+    code, out = invoke("stop", "c1", "--dry-run", "--state", str(state))
+    assert code == 0 and "would stop" in out
+    assert (
+        not state.exists()
+        or json.loads(invoke("status", "--json", "--state", str(state))[1])[0]["recorded_sizes"] == {}
+    )
+
+    code, out = invoke("stop", "c1", "--wait", "--state", str(state))
+    assert code == 0, out
+    assert "stop settled" in out
+    code, out = invoke("status", "--json", "--state", str(state))
+    row = json.loads(out)[0]
+    assert row["recorded_sizes"] == {"controller": 1, "dev": 2, "train": 3}
+    assert row["state"] == "stopped"
+
+    code, out = invoke("start", "c1", "--wait", "--state", str(state))
+    assert code == 0 and "start settled" in out and "train restored 3/3" in out
+    code, out = invoke("history", "c1", "--json", "--state", str(state))
+    actions = [e["action"] for e in json.loads(out)]
+    assert actions[:2] == ["start", "stop"]
+
+
+def test_hold_and_release(live: tuple[Emulator, Path]) -> None:
+    _, state = live
+    code, out = invoke("hold", "c1", "--until", "2099-01-01T00:00Z", "--state", str(state))
+    assert code == 0 and "held running" in out
+    row = json.loads(invoke("status", "--json", "--state", str(state))[1])[0]
+    assert "held running" in row["state"]
+    code, out = invoke("release", "c1", "--state", str(state))
+    assert code == 0 and "released" in out
+
+
+def test_plan_lists_transitions_without_touching_anything(live: tuple[Emulator, Path]) -> None:
+    _, state = live
+    code, out = invoke("plan", "--json", "--until", "2099-01-01T00:00Z", "--state", str(state))
+    assert code == 0
+    steps = json.loads(out)
+    assert steps and {s["action"] for s in steps} == {"start", "stop"}
+    assert (
+        not state.exists() or json.loads(invoke("status", "--json", "--state", str(state))[1])[0]["state"] == "unknown"
+    )
+
+
+def test_tick_at_an_instant(live: tuple[Emulator, Path]) -> None:
+    _, state = live
+    code, out = invoke("tick", "--at", "2026-12-05T12:00Z", "--json", "--state", str(state))  # a Saturday
+    assert code == 0
+    assert json.loads(out)[0]["kind"] == "sent"
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("tick", "--at", "yesterday"), "--at: 'yesterday' is not an ISO 8601"),
+        (("hold", "c1", "--state-wanted", "asleep"), "--state-wanted: 'asleep'"),
+    ],
+)
+def test_bad_input_is_one_line(live: tuple[Emulator, Path], args: tuple[str, ...], needle: str) -> None:
+    import subprocess
+    import sys
+
+    from hyperpod_scheduler.cli.main import main
+
+    _, state = live
+    proc = subprocess.run(
+        [sys.executable, "-m", "hyperpod_scheduler.cli.main", *args, "--state", str(state)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=state.parent,
+    )
+    assert proc.returncode == 2
+    assert needle in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert main  # the console script entry point exists
+
+
+def test_config_typo_is_named(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("targets: [{region: us-east-1, clusterz: [a]}]\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "hyperpod_scheduler.cli.main", "status", "--config", str(cfg), "--state", "memory:"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "targets[0].clusterz" in proc.stderr and "Traceback" not in proc.stderr
