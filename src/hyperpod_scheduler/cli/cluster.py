@@ -17,12 +17,14 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from hyperpod_scheduler.aws.clients import sagemaker_client
+from hyperpod_scheduler.aws.clients import s3_client, sagemaker_client
 from hyperpod_scheduler.cli.output import console, err_console, print_json
-from hyperpod_scheduler.cluster.check import SpecReport, check_spec
+from hyperpod_scheduler.cluster.check import SpecReport
+from hyperpod_scheduler.cluster.create import create_cluster
 from hyperpod_scheduler.cluster.describe import request_from_describe, summarize_groups
+from hyperpod_scheduler.cluster.legacy import FILE_NAME, provisioning_parameters
+from hyperpod_scheduler.cluster.load import load_report
 from hyperpod_scheduler.cluster.render import spec_from_request
-from hyperpod_scheduler.cluster.spec import load_spec
 from hyperpod_scheduler.errors import Problem, UsageError
 
 app = typer.Typer(help="Cluster specs: validate, render, create, describe.", no_args_is_help=True)
@@ -46,7 +48,7 @@ def _problem_json(report: SpecReport, i: int, p: Problem) -> dict[str, Any]:
 
 
 def _checked(path: Path) -> SpecReport:
-    return check_spec(load_spec(path))
+    return load_report(path)
 
 
 @app.command()
@@ -94,6 +96,11 @@ def validate(
 def render(
     spec: Path = _SPEC,
     output: Path | None = typer.Option(None, "--output", "-o", help="Write the request here, not stdout."),
+    provisioning_parameters_path: Path | None = typer.Option(
+        None,
+        "--provisioning-parameters",
+        help=f"Also write the legacy {FILE_NAME} (topology: provisioning-parameters) to this path.",
+    ),
 ) -> None:
     """Print the CreateCluster request a spec renders to (JSON, as `aws sagemaker create-cluster
     --cli-input-json` takes it). Refuses a spec with errors; warnings go to stderr."""
@@ -102,6 +109,10 @@ def render(
     for p in report.warnings:
         err_console.print(str(p), markup=False)
     text = json.dumps(report.request, indent=2) + "\n"
+    if provisioning_parameters_path is not None:
+        doc = provisioning_parameters(report.spec)
+        provisioning_parameters_path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        err_console.print(f"wrote {provisioning_parameters_path}", markup=False)
     if output is None:
         print(text, end="")
     else:
@@ -114,6 +125,11 @@ def create(
     region: str | None = _REGION,
     profile: str | None = _PROFILE,
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate and show the request; call nothing."),
+    scripts: Path | None = typer.Option(
+        None,
+        "--upload-scripts",
+        help="First upload this lifecycle-script folder to the spec's SourceS3Uri (entry points are checked).",
+    ),
     as_json: bool = _JSON,
 ) -> None:
     """Validate a spec and call CreateCluster with the request it renders to."""
@@ -124,13 +140,21 @@ def create(
     if dry_run:
         print_json(report.request)
         return
-    client = sagemaker_client(profile=profile, region=region)
-    answer = client.create_cluster(**report.request)
-    arn = answer["ClusterArn"]
+    scripts_s3 = s3_client(profile=profile, region=region) if scripts else None
+    arn = create_cluster(
+        report,
+        sagemaker_client(profile=profile, region=region),
+        s3=scripts_s3,
+        scripts=scripts,
+        on_upload=lambda up: err_console.print(
+            f"uploaded {len(up.keys)} file(s) to s3://{up.bucket}/{up.prefix}", markup=False
+        ),
+    )
+    name = report.request["ClusterName"]
     if as_json:
-        print_json({"ClusterArn": arn, "ClusterName": report.spec.name})
+        print_json({"ClusterArn": arn, "ClusterName": name})
     else:
-        console.print(f"creating cluster {report.spec.name!r}: {arn}", markup=False, highlight=False, soft_wrap=True)
+        console.print(f"creating cluster {name!r}: {arn}", markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command()

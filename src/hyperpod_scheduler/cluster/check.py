@@ -7,7 +7,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from hyperpod_scheduler.cluster.render import render_create_request
+from hyperpod_scheduler.cluster.legacy import legacy_problems
+from hyperpod_scheduler.cluster.render import render_create_request, spec_from_request
 from hyperpod_scheduler.cluster.rules import check_create_request
 from hyperpod_scheduler.cluster.spec import ClusterSpec
 from hyperpod_scheduler.cluster.tiers import Tier, tier_of
@@ -140,4 +141,15 @@ def check_spec(spec: ClusterSpec) -> SpecReport:
         seen.add(key)
         api_fields[len(problems)] = p.field
         problems.append(located)
+    problems.extend(legacy_problems(spec))
     return SpecReport(spec, request, problems, api_fields)
+
+
+def check_request(request: dict[str, Any]) -> SpecReport:
+    """A raw CreateCluster request (``--cli-input-json`` form): checked as written, fields in API names."""
+    problems = check_create_request(request)
+    try:
+        spec = spec_from_request(request)
+    except (SpecError, ValueError, TypeError, KeyError, AttributeError):
+        spec = ClusterSpec(name=str(request.get("ClusterName") or "?"), instance_groups=[])
+    return SpecReport(spec, request, problems, {i: p.field for i, p in enumerate(problems)})

@@ -52,7 +52,9 @@ def _merge_api(target: dict[str, Any], extra: Mapping[str, Any], where: str, gro
     return clashes
 
 
-def render_group(group: InstanceGroup, defaults: GroupDefaults, index: int = 0) -> tuple[dict[str, Any], list[Problem]]:
+def render_group(
+    group: InstanceGroup, defaults: GroupDefaults, index: int = 0, topology: str = "api"
+) -> tuple[dict[str, Any], list[Problem]]:
     out: dict[str, Any] = {"InstanceGroupName": group.name, "InstanceCount": group.count}
     if group.min_count is not None:
         out["MinInstanceCount"] = group.min_count
@@ -75,7 +77,7 @@ def render_group(group: InstanceGroup, defaults: GroupDefaults, index: int = 0) 
     checks = _inherit(group, defaults, "deep_health_checks")
     if checks is not None:
         out["OnStartDeepHealthChecks"] = list(checks)
-    if group.slurm is not None:
+    if group.slurm is not None and topology == "api":
         slurm: dict[str, Any] = {"NodeType": group.slurm.node_type}
         names = group.slurm.partition_names()
         if names is not None:
@@ -96,7 +98,7 @@ def _orchestrator(spec: ClusterSpec) -> dict[str, Any] | None:
     # Assumption (the guide's examples): API-driven SlurmConfig and Continuous mode go with an explicit
     # Orchestrator.Slurm block (Continuous sends it empty); legacy provisioning_parameters.json clusters
     # send no Orchestrator at all, and HyperPod treats them as Slurm.
-    api_driven = any(g.slurm is not None for g in spec.instance_groups)
+    api_driven = spec.topology == "api" and any(g.slurm is not None for g in spec.instance_groups)
     if slurm or api_driven or spec.node_provisioning_mode == "Continuous":
         return {"Slurm": slurm}
     return None
@@ -110,7 +112,7 @@ def render_create_request(spec: ClusterSpec) -> dict[str, Any]:
     request: dict[str, Any] = {"ClusterName": spec.name}
     groups = []
     for i, g in enumerate(spec.instance_groups):
-        rendered, found = render_group(g, spec.defaults, i)
+        rendered, found = render_group(g, spec.defaults, i, spec.topology)
         groups.append(rendered)
         problems.extend(found)
     request["InstanceGroups"] = groups

@@ -79,9 +79,7 @@ def _lifecycle_rules(i: int, group: Mapping[str, Any], orchestrator: str) -> Ite
             name,
         )
     if orchestrator == "eks" and not on_create:
-        yield Problem(
-            f"{field}.OnCreate", "EKS clusters need OnCreate (optional lifecycle is Slurm-only)", name
-        )
+        yield Problem(f"{field}.OnCreate", "EKS clusters need OnCreate (optional lifecycle is Slurm-only)", name)
     if isinstance(uri, str) and uri and not uri.startswith(RECOMMENDED_BUCKET_PREFIX):
         yield Problem(
             f"{field}.SourceS3Uri",
@@ -97,9 +95,7 @@ def _count_rules(i: int, group: Mapping[str, Any]) -> Iterator[Problem]:
     for key in ("InstanceCount", "MinInstanceCount"):
         value = group.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and not 0 <= value <= MAX_INSTANCE_COUNT:
-            yield Problem(
-                f"InstanceGroups[{i}].{key}", f"{value} is out of range 0..{MAX_INSTANCE_COUNT}", name
-            )
+            yield Problem(f"InstanceGroups[{i}].{key}", f"{value} is out of range 0..{MAX_INSTANCE_COUNT}", name)
     count, minimum = group.get("InstanceCount"), group.get("MinInstanceCount")
     if isinstance(count, int) and isinstance(minimum, int) and minimum > count:
         yield Problem(
@@ -159,9 +155,7 @@ def _slurm_topology_rules(request: Mapping[str, Any]) -> Iterator[Problem]:
             elif isinstance(partitions, list) and len(partitions) > 1:
                 yield Problem(field, f"exactly one partition name allowed, got {len(partitions)}", _name(g))
         elif partitions:
-            yield Problem(
-                field, f"partitions are only allowed on Compute groups, not {node_type(g)}", _name(g)
-            )
+            yield Problem(field, f"partitions are only allowed on Compute groups, not {node_type(g)}", _name(g))
 
 
 def _continuous_rules(request: Mapping[str, Any]) -> Iterator[Problem]:
@@ -170,8 +164,7 @@ def _continuous_rules(request: Mapping[str, Any]) -> Iterator[Problem]:
     if not uses_api_slurm_topology(request):
         yield Problem(
             "NodeProvisioningMode",
-            "Continuous mode on Slurm requires API-driven SlurmConfig on every group, "
-            "not provisioning_parameters.json",
+            "Continuous mode on Slurm requires API-driven SlurmConfig on every group, not provisioning_parameters.json",
         )
     orch = request.get("Orchestrator")
     slurm = orch.get("Slurm") if isinstance(orch, Mapping) else None
@@ -216,17 +209,13 @@ def check_semantics(request: Mapping[str, Any]) -> list[Problem]:
         if n > 1:
             first = next(i for i, g in groups if _name(g) == name)
             problems.append(
-                Problem(
-                    f"InstanceGroups[{first}].InstanceGroupName", f"duplicate group name ({n} groups)", name
-                )
+                Problem(f"InstanceGroups[{first}].InstanceGroupName", f"duplicate group name ({n} groups)", name)
             )
     for i, g in groups:
         problems.extend(_lifecycle_rules(i, g, orchestrator))
         problems.extend(_count_rules(i, g))
         if orchestrator == "eks" and "SlurmConfig" in g:
-            problems.append(
-                Problem(f"InstanceGroups[{i}].SlurmConfig", "not allowed on an EKS cluster", _name(g))
-            )
+            problems.append(Problem(f"InstanceGroups[{i}].SlurmConfig", "not allowed on an EKS cluster", _name(g)))
     if orchestrator == "slurm" and groups:
         problems.extend(_slurm_topology_rules(request))
     problems.extend(_continuous_rules(request))
@@ -289,9 +278,7 @@ def check_update_request(
     deleted = request.get("InstanceGroupsToDelete") or []
     merged["InstanceGroups"] = [g for n, g in by_name.items() if n not in deleted]
     if not merged["InstanceGroups"]:
-        problems.append(
-            Problem("InstanceGroupsToDelete", "the cluster must keep at least one instance group")
-        )
+        problems.append(Problem("InstanceGroupsToDelete", "the cluster must keep at least one instance group"))
     for key in ("NodeProvisioningMode", "Orchestrator", "NodeRecovery"):
         if key in request:
             merged[key] = request[key]

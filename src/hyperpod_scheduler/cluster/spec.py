@@ -84,8 +84,19 @@ class InstanceGroup(_Strict):
     api: dict[str, Any] = Field(default_factory=dict)
 
 
+class FsxMount(_Strict):
+    """The shared FSx for Lustre file system the legacy lifecycle scripts mount (provisioning_parameters.json)."""
+
+    dns_name: StrictStr
+    mount_name: StrictStr
+
+
 class ClusterSpec(_Strict):
     name: StrictStr
+    # Slurm topology: `api` sends SlurmConfig per group; `provisioning-parameters` (legacy) sends none and
+    # writes the groups' roles into provisioning_parameters.json beside the lifecycle scripts instead.
+    topology: Literal["api", "provisioning-parameters"] = "api"
+    fsx: FsxMount | None = None
     orchestrator: Literal["slurm", "eks"] = "slurm"
     eks_cluster_arn: StrictStr | None = None
     slurm_config_strategy: StrictStr | None = None
@@ -159,6 +170,7 @@ _MODEL_AT: dict[str, type[BaseModel]] = {
     "instance_groups[].slurm": SlurmGroup,
     "instance_groups[].lifecycle": Lifecycle,
     "instance_groups[].override_vpc": Vpc,
+    "fsx": FsxMount,
     "defaults.lifecycle": Lifecycle,
 }
 
