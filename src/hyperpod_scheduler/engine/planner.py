@@ -126,7 +126,7 @@ def snapshot_for_stop(
                 f"group '{g.name}' was resized by hand to {size} (recorded {previous.sizes[g.name].count}): "
                 f"remembering {size}"
             )
-        sizes[g.name] = GroupSize(count=size, min_count=g.min_count)
+        sizes[g.name] = GroupSize(count=size, min_count=g.min_count, instance_type=g.instance_type)
     return Snapshot(taken_at=now, sizes=sizes, transition_id=transition_id, reason="stop"), tuple(notes)
 
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from hyperpod_scheduler.engine import planner
+from hyperpod_scheduler.engine import crashpoints, planner
 from hyperpod_scheduler.engine.cluster_view import ClusterView, MalformedAnswer, parse_cluster
 from hyperpod_scheduler.engine.events import Event, Sink, discard
 from hyperpod_scheduler.engine.update_request import build_update
@@ -246,6 +246,7 @@ class Engine:
         except ConflictError:
             self._emit(ref, "skip", "another runner is acting on this cluster")
             return Result(ref.name, "skip", "another runner is acting on this cluster")
+        crashpoints.reached("after-intent")
         if plan.snapshot is not None:
             sizes = {n: s.count for n, s in plan.snapshot.sizes.items()}
             self._emit(ref, "note", f"recorded sizes {sizes}", sizes=sizes)
@@ -275,12 +276,14 @@ class Engine:
                 self._history(ref, action, "refused", error=message)
                 return Result(ref.name, "skip" if code == "ConflictException" else "error", message)
             raise  # unknown outcome: the intent stays; the next run compares the cluster and decides
+        crashpoints.reached("after-send")
         pending = record.pending
         assert pending is not None
         record = self.store.put(
             record.evolve(pending=pending.evolve(phase="sent", updated_at=self.now()), updated_at=self.now()),
             expected_version=record.version,
         )
+        crashpoints.reached("after-sent")
         self._emit(ref, "sent", f"{action} sent ({reason}): {_fmt_targets(view, targets)}", targets=dict(targets))
         if wait:
             return self._follow(ref, wait=True, poll_seconds=poll_seconds)
@@ -302,6 +305,7 @@ class Engine:
                 continue
             verdict = planner.assess(view, pending.action, targets, pending.created_at, self.now(), self.settle_timeout)
             if isinstance(verdict, planner.Settled):
+                crashpoints.reached("before-settle")
                 return self._settle(ref, record, verdict)
             if verdict.detail != self._last_progress.get(ref.key):
                 self._emit(ref, "progress", f"{pending.action}: {verdict.detail}", counts=view.currents())
@@ -309,6 +313,7 @@ class Engine:
             if not wait:
                 return Result(ref.name, "in-progress", verdict.detail)
             self.sleep(poll_seconds)
+            crashpoints.reached("while-following")
             if not self.store.renew_lease(ref.key, self.owner, self.lease_ttl_s, self.now()):
                 message = "lost this cluster's lease while waiting; another runner follows it now"
                 self._emit(ref, "skip", message)
@@ -349,6 +354,7 @@ class Engine:
         if pending.action == "start" and verdict.ok:
             updated = updated.add_start_duration(duration, now)
         self.store.put(updated, expected_version=record.version)
+        crashpoints.reached("after-settle")
         outcomes = {o.group: f"{o.outcome} {o.current}/{o.target}" for o in verdict.outcomes}
         kind = "settled" if verdict.ok else "failed"
         self._history(

@@ -62,6 +62,7 @@ class Stored(BaseModel):
 class GroupSize(Stored):
     count: Count
     min_count: Count | None = None
+    instance_type: str | None = None  # for cost reports: what the recorded nodes were
 
 
 class Snapshot(Stored):

@@ -1,0 +1,26 @@
+"""Named step boundaries where the reliability tests kill the process (SIGKILL), failpoint style.
+
+Inert unless HYPERPOD_SCHEDULER_CRASH_AT names a point; the tests set it in a child process to prove
+that every step can be re-run after a crash without losing a size or sending an update twice.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+ENV = "HYPERPOD_SCHEDULER_CRASH_AT"
+POINTS = (
+    "after-intent",  # snapshot and intent stored, UpdateCluster not sent
+    "after-send",  # UpdateCluster accepted, 'sent' not stored
+    "after-sent",  # 'sent' stored
+    "while-following",  # between two looks at a settling cluster
+    "before-settle",  # settled, outcome not stored
+    "after-settle",  # outcome stored
+)
+
+
+def reached(point: str) -> None:
+    wanted = os.environ.get(ENV)
+    if wanted and wanted == point:
+        os.kill(os.getpid(), signal.SIGKILL)
