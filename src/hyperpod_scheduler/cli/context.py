@@ -8,14 +8,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from hyperpod_scheduler.aws.clients import sagemaker_client
-from hyperpod_scheduler.cli.output import console
+from hyperpod_scheduler.aws.clients import sagemaker_client, session
+from hyperpod_scheduler.cli.output import console, err_console
 from hyperpod_scheduler.config.load import load_config
 from hyperpod_scheduler.config.model import Config
 from hyperpod_scheduler.engine.events import Event, Sink
 from hyperpod_scheduler.engine.fleet import Fleet
 from hyperpod_scheduler.engine.runner import ClusterRef, Engine
 from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.guards.base import StopGuard
+from hyperpod_scheduler.guards.capacity import CapacityGuard
+from hyperpod_scheduler.notify.channels import Notifier, channels_from
 from hyperpod_scheduler.store import open_store
 
 if TYPE_CHECKING:
@@ -66,6 +69,7 @@ class Context:
     now: Callable[[], datetime]
     events: Sink
     _clients: dict[tuple[str | None, str | None], SageMakerClient] = field(default_factory=dict)
+    _fleet: Fleet | None = None
 
     def client_for(self, ref: ClusterRef) -> SageMakerClient:
         """One client per region and profile for this command (clients are thread-safe and reusable)."""
@@ -74,7 +78,10 @@ class Context:
             self._clients[key] = sagemaker_client(profile=ref.profile, region=ref.region)
         return self._clients[key]
 
-    def engine(self, actor: str | None = None) -> Engine:
+    def guards_for(self, ref: ClusterRef, include_protected: bool = False) -> list[StopGuard]:
+        return [CapacityGuard(self.fleet().policy_for(ref), include_protected)]
+
+    def engine(self, actor: str | None = None, include_protected: bool = False) -> Engine:
         timeout = timedelta(minutes=self.config.defaults.settle_timeout_minutes)
         return Engine(
             self.store,
@@ -83,10 +90,13 @@ class Context:
             events=self.events,
             actor=actor or _whoami(),
             settle_timeout=timeout,
+            guards_for=lambda ref: self.guards_for(ref, include_protected),
         )
 
     def fleet(self) -> Fleet:
-        return Fleet(self.config, self.client_for)
+        if self._fleet is None:
+            self._fleet = Fleet(self.config, self.client_for)
+        return self._fleet
 
 
 def make_context(config_path: str | None, state: str | None, as_json: bool, at: str | None = None) -> Context:
@@ -94,7 +104,11 @@ def make_context(config_path: str | None, state: str | None, as_json: bool, at: 
     store = open_store(state or config.state)
     fixed = parse_instant(at, "--at") if at else None
     now: Callable[[], datetime] = (lambda: fixed) if fixed else (lambda: datetime.now(UTC))
-    return Context(config, store, now, printer(as_json))
+    channels = channels_from(config.notifications, lambda: session().client("sns"))
+    events: Sink = printer(as_json)
+    if channels:
+        events = Notifier(channels, on_error=lambda m: err_console.print(f"warning: {m}", markup=False), forward=events)
+    return Context(config, store, now, events)
 
 
 def _whoami() -> str:

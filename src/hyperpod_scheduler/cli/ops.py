@@ -51,13 +51,16 @@ def register(app: typer.Typer) -> None:
         region: str | None = RegionOpt,
         profile: str | None = ProfileOpt,
         wait: bool = typer.Option(False, "--wait", help="Follow the cluster until every group is at 0."),
+        include_protected: bool = typer.Option(
+            False, "--include-protected", help="Release protected groups (scarce capacity, keep policies) this once."
+        ),
         dry_run: bool = DryRunOpt,
         config: str | None = ConfigOpt,
         state: str | None = StateOpt,
         as_json: bool = JsonOpt,
     ) -> None:
-        """Record every group's size, then scale every group to 0 in one UpdateCluster."""
-        _manual(cluster, "stop", region, profile, wait, dry_run, config, state, as_json)
+        """Record every group's size, then scale every group to 0 in one UpdateCluster (protected groups stay)."""
+        _manual(cluster, "stop", region, profile, wait, dry_run, config, state, as_json, include_protected)
 
     @app.command()
     def start(
@@ -233,12 +236,13 @@ def _manual(
     config: str | None,
     state: str | None,
     as_json: bool,
+    include_protected: bool = False,
 ) -> None:
     ctx = make_context(config, state, as_json)
     ref = _ref(ctx, cluster, region, profile)
     now = ctx.now()
     poll = ctx.config.defaults.poll_seconds
-    result = ctx.engine().act(
+    result = ctx.engine(include_protected=include_protected).act(
         ref,
         action,
         transition_id=f"manual-{action}@{now.isoformat()}",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -14,12 +14,56 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+GroupPolicyValue = Literal["zero", "keep"] | dict[Literal["floor"], int]
+
+
+class Policy(_Strict):
+    """What a stop may release. Set at `defaults`, per target, or per cluster; the nearest wins per field."""
+
+    release_scarce_capacity: bool | None = None  # release P4d/P5/P6/Trn2-class groups too
+    keep_slurm_head: bool | None = None  # keep Controller and Login groups running overnight
+    scarce_families: list[str] | None = None  # more families to protect (e.g. "g6e"), beside the built-in ones
+    groups: dict[str, GroupPolicyValue] | None = None  # per instance group: zero | keep | {floor: N}
+
+    @field_validator("groups")
+    @classmethod
+    def _floors_are_counts(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        for name, policy in (value or {}).items():
+            if isinstance(policy, dict) and not (isinstance(policy.get("floor"), int) and policy["floor"] >= 0):
+                raise ValueError(f"group '{name}': floor must be a count >= 0, got {policy.get('floor')!r}")
+        return value
+
+
+class Retry(_Strict):
+    """Start retries after an all-or-nothing capacity rollback."""
+
+    deadline_minutes: float = Field(default=120, gt=0)
+    backoff_minutes: list[float] = Field(default_factory=lambda: [5.0, 10.0, 20.0, 30.0])
+
+
+class ReadyBy(_Strict):
+    """How early a `ready_by` schedule starts: a high percentile of this cluster's start durations plus a margin."""
+
+    percentile: float = Field(default=90, gt=0, le=100)
+    margin_minutes: float = Field(default=10, ge=0)
+    default_minutes: float = Field(default=45, gt=0)  # with no history yet
+    max_minutes: float = Field(default=180, gt=0)
+
+
+class Notifications(_Strict):
+    """Where blocked stops, capacity shortfalls and failed starts are reported (env vars also work)."""
+
+    sns_topic_arn: str | None = None
+    webhook_url: str | None = None  # Slack-compatible incoming webhook; never logged
+
+
 class ClusterEntry(_Strict):
     """One cluster named explicitly. ``schedule`` is a schedule name or an inline expression."""
 
     name: str = Field(min_length=1)
     schedule: str | None = None
     enforced: bool | None = None
+    policy: Policy | None = None
 
 
 class Target(_Strict):
@@ -32,6 +76,7 @@ class Target(_Strict):
     clusters: list[ClusterEntry] = Field(default_factory=list)
     # Also govern every cluster in the region that carries the tag hyperpod-scheduler:schedule=<name>.
     tag_selector: bool = False
+    policy: Policy | None = None
 
     @field_validator("clusters", mode="before")
     @classmethod
@@ -47,6 +92,9 @@ class Defaults(_Strict):
     enforced: bool = False
     settle_timeout_minutes: float = Field(default=180, gt=0)
     poll_seconds: float = Field(default=30, gt=0)
+    policy: Policy = Field(default_factory=Policy)
+    retry: Retry = Field(default_factory=Retry)
+    ready_by: ReadyBy = Field(default_factory=ReadyBy)
 
 
 class Config(_Strict):
@@ -54,3 +102,17 @@ class Config(_Strict):
     defaults: Defaults = Field(default_factory=Defaults)
     schedules: dict[str, Any] = Field(default_factory=dict)
     targets: list[Target] = Field(default_factory=list)
+    notifications: Notifications = Field(default_factory=Notifications)
+
+
+def merge_policies(*layers: Policy | None) -> Policy:
+    """Field by field, the first layer that sets a value wins (cluster, then target, then defaults)."""
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        if layer is None:
+            continue
+        for name in Policy.model_fields:
+            value = getattr(layer, name)
+            if value is not None and name not in merged:
+                merged[name] = value
+    return Policy(**merged)

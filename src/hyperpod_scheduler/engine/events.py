@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-Kind = Literal["skip", "noop", "sent", "dry-run", "progress", "settled", "failed", "note", "error"]
+Kind = Literal["skip", "noop", "sent", "dry-run", "progress", "settled", "failed", "note", "error", "blocked"]
 
 
 @dataclass(frozen=True)

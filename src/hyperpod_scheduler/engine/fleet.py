@@ -7,11 +7,11 @@ to be found; that discovery is the only read a quiet tick makes.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from hyperpod_scheduler.config.model import SCHEDULE_TAG, Config, Target
+from hyperpod_scheduler.config.model import SCHEDULE_TAG, Config, Policy, Target, merge_policies
 from hyperpod_scheduler.engine.planner import Action, ScheduleState
 from hyperpod_scheduler.engine.runner import ClusterRef, Engine, Result
 from hyperpod_scheduler.errors import UsageError
@@ -32,6 +32,7 @@ class Governed:
     schedule_label: str
     schedule: Schedule
     enforced: bool
+    policy: Policy = field(default_factory=Policy)
 
 
 def schedule_state(schedule: Schedule, now: datetime) -> ScheduleState:
@@ -70,14 +71,16 @@ class Fleet:
                 label, schedule = self._schedule(entry.schedule or target.schedule, where)
                 ref = ref_for(entry.name, target.region, target.profile)
                 enforced = _first(entry.enforced, target.enforced, self.config.defaults.enforced)
-                out[ref.key] = Governed(ref, label, schedule, enforced)
+                policy = merge_policies(entry.policy, target.policy, self.config.defaults.policy)
+                out[ref.key] = Governed(ref, label, schedule, enforced, policy)
             if target.tag_selector:
                 for ref, label in self._discover(target):
                     if ref.key in out:
                         continue  # an explicit entry wins over the tag
                     _, schedule = self._schedule(label, f"cluster '{ref.name}' tag {SCHEDULE_TAG}")
                     enforced = _first(target.enforced, self.config.defaults.enforced)
-                    out[ref.key] = Governed(ref, label, schedule, enforced)
+                    policy = merge_policies(target.policy, self.config.defaults.policy)
+                    out[ref.key] = Governed(ref, label, schedule, enforced, policy)
         return list(out.values())
 
     def _discover(self, target: Target) -> Iterable[tuple[ClusterRef, str]]:
@@ -89,6 +92,18 @@ class Fleet:
                 label = next((t["Value"] for t in tags if t.get("Key") == SCHEDULE_TAG), None)
                 if label:
                     yield ref_for(summary["ClusterName"], target.region, target.profile), label
+
+    def policy_for(self, ref: ClusterRef) -> Policy:
+        """The cluster's policy; a cluster outside the config gets the defaults (scarce capacity protected)."""
+        for i, target in enumerate(self.config.targets):
+            if (target.region or DEFAULT_REGION) != ref.region:
+                continue
+            for entry in target.clusters:
+                if entry.name == ref.name:
+                    return merge_policies(entry.policy, target.policy, self.config.defaults.policy)
+            if target.tag_selector and i >= 0:
+                return merge_policies(target.policy, self.config.defaults.policy)
+        return merge_policies(self.config.defaults.policy)
 
     def find(self, name: str, region: str | None = None) -> Governed | None:
         for g in self.governed():

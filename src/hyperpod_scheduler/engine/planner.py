@@ -156,15 +156,36 @@ def plan_start(view: ClusterView, record: ClusterRecord | None) -> Plan:
         if recorded is None:
             notes.append(f"group '{g.name}' has no recorded size (added since the stop): left at {g.target}")
             continue
+        kept_at = snapshot.kept.get(g.name)
+        if kept_at is not None and g.target == kept_at:
+            if g.target != recorded.count:
+                counts[g.name] = (recorded.count, recorded.min_count)
+            continue
         if g.target > 0 and g.target != recorded.count:
             notes.append(f"group '{g.name}' was set to {g.target} by hand while stopped: keeping {g.target}")
             continue
         counts[g.name] = (recorded.count, recorded.min_count)
     for name in sorted(set(snapshot.sizes) - {g.name for g in view.groups}):
         notes.append(f"group '{name}' was recorded but no longer exists: skipped")
-    if all(view.group(n) is not None and view.group(n).target == c for n, (c, _) in counts.items()):  # type: ignore[union-attr]
+    if all(view.targets().get(n) == c for n, (c, _) in counts.items()):
         return Noop("running", "already at the recorded sizes")
     return Send("start", counts, None, tuple(notes))
+
+
+def apply_floors(plan: Send, view: ClusterView, floors: Mapping[str, int]) -> Send | Noop:
+    """A stop that leaves ``floors`` groups running at those counts (they are remembered as kept)."""
+    if not floors:
+        return plan
+    counts = dict(plan.counts)
+    for name, floor in floors.items():
+        g = view.group(name)
+        if g is None:
+            continue
+        counts[name] = (floor, None if g.min_count is None else min(g.min_count, floor))
+    if all(view.targets().get(n) == c for n, (c, _) in counts.items()):
+        return Noop("stopped", "every group with nodes is protected: nothing to stop")
+    snapshot = plan.snapshot.evolve(kept=dict(floors)) if plan.snapshot is not None else None
+    return Send(plan.action, counts, snapshot, plan.notes)
 
 
 # ---- following an update ---------------------------------------------------------------------------
@@ -193,6 +214,7 @@ def assess(
     started: datetime,
     now: datetime,
     timeout: timedelta,
+    kept: Mapping[str, int] | None = None,
 ) -> Assessment:
     """Has the update we sent settled? Rollbacks and timeouts settle with per-group outcomes."""
     if view.status in ("RollingBack", "Updating", "Creating", "SystemUpdating"):
@@ -210,7 +232,11 @@ def assess(
             outcomes.append(GroupOutcome(group=name, outcome="failed", current=0, target=want, detail="group vanished"))
             continue
         if g.current == want:
-            kind = "stopped" if action == "stop" else "restored"
+            kind = (
+                "kept"
+                if action == "stop" and kept and name in kept
+                else ("stopped" if action == "stop" else "restored")
+            )
             outcomes.append(GroupOutcome(group=name, outcome=kind, current=g.current, target=want, detail=""))
         elif rolled_back or view.status == "Failed":
             detail = view.failure_message or f"cluster {view.status}; group target is {g.target}"
@@ -225,7 +251,7 @@ def assess(
     if rolled_back or view.status == "Failed":
         return Settled(state, tuple(outcomes), False, view.failure_message or f"cluster {view.status}")
     if pending and not timed_out:
-        done = sum(1 for o in outcomes if o.outcome in ("stopped", "restored"))
+        done = sum(1 for o in outcomes if o.outcome in ("stopped", "restored", "kept"))
         return InProgress(f"{done}/{len(outcomes)} groups settled")
-    ok = all(o.outcome in ("stopped", "restored") for o in outcomes)
+    ok = all(o.outcome in ("stopped", "restored", "kept") for o in outcomes)
     return Settled(state, tuple(outcomes), ok, "settled" if ok else f"not settled after {timeout}")

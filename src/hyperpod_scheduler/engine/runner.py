@@ -12,18 +12,21 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from hyperpod_scheduler.config.model import Policy
 from hyperpod_scheduler.engine import crashpoints, planner
 from hyperpod_scheduler.engine.cluster_view import ClusterView, MalformedAnswer, parse_cluster
 from hyperpod_scheduler.engine.events import Event, Sink, discard
 from hyperpod_scheduler.engine.update_request import build_update
 from hyperpod_scheduler.errors import HyperpodSchedulerError, SpecError
+from hyperpod_scheduler.guards.base import StopContext, StopGuard, Verdict
+from hyperpod_scheduler.guards.capacity import CapacityGuard
 from hyperpod_scheduler.store.base import lease_owner_id
 from hyperpod_scheduler.store.errors import ConflictError
 from hyperpod_scheduler.store.records import (
@@ -68,6 +71,7 @@ class Engine:
         settle_timeout: timedelta = timedelta(hours=3),
         sleep: Callable[[float], None] = time.sleep,
         lease_ttl_s: float = 900.0,
+        guards_for: Callable[[ClusterRef], Sequence[StopGuard]] | None = None,
     ) -> None:
         self.store = store
         self.client_for = client_for
@@ -77,6 +81,8 @@ class Engine:
         self.settle_timeout = settle_timeout
         self.sleep = sleep
         self.owner = lease_owner_id()
+        # With no config at all, the default policy still protects scarce capacity and training plans.
+        self.guards_for = guards_for or (lambda ref: [CapacityGuard(Policy())])
         self._last_progress: dict[str, str] = {}  # only report progress that changed
         self.lease_ttl_s = lease_ttl_s
 
@@ -220,6 +226,17 @@ class Engine:
                 self._history(ref, action, "noop", reason=plan.reason)
             self._emit(ref, "noop", plan.reason)
             return Result(ref.name, "noop", plan.reason)
+        if action == "stop":
+            guarded = self._guard(ref, record, view, plan, transition_at or now, dry_run)
+            if isinstance(guarded, Result):
+                return guarded
+            if isinstance(guarded, planner.Noop):
+                if not dry_run:
+                    self._mark_applied(ref, record, guarded.state, transition_at or now)
+                    self._history(ref, action, "noop", reason=guarded.reason)
+                self._emit(ref, "noop", guarded.reason)
+                return Result(ref.name, "noop", guarded.reason)
+            plan = guarded
         request = build_update(view, plan.counts)
         targets = {name: count for name, (count, _) in plan.counts.items()}
         for note in plan.notes:
@@ -251,6 +268,47 @@ class Engine:
             sizes = {n: s.count for n, s in plan.snapshot.sizes.items()}
             self._emit(ref, "note", f"recorded sizes {sizes}", sizes=sizes)
         return self._send(ref, stored, view, request, action, targets, reason, wait, poll_seconds)
+
+    def _guard(
+        self,
+        ref: ClusterRef,
+        record: ClusterRecord | None,
+        view: ClusterView,
+        plan: planner.Send,
+        transition_at: datetime,
+        dry_run: bool,
+    ) -> planner.Send | planner.Noop | Result:
+        """Ask every guard about this stop: a block skips it (until the next transition), keeps leave groups up."""
+        ctx = StopContext(
+            cluster=ref.name,
+            key=ref.key,
+            region=ref.region,
+            view=view,
+            groups_to_zero=tuple(n for n, (c, _) in plan.counts.items() if c == 0 and view.targets().get(n, 0) > 0),
+            now=self.now(),
+            dry_run=dry_run,
+        )
+        verdicts = []
+        for guard in self.guards_for(ref):
+            try:
+                verdicts.append(guard.before_stop(ctx))
+            except Exception as exc:  # a check that cannot run must not let instances be terminated
+                verdicts.append(Verdict(guard.name, "block", f"guard {guard.name} failed: {exc}"))
+        blocked = [v for v in verdicts if v.decision == "block"]
+        if blocked:
+            reason = "; ".join(f"{v.guard}: {v.reason}" for v in blocked)
+            self._emit(ref, "blocked", f"stop blocked: {reason}", guards=[v.guard for v in blocked])
+            if not dry_run:
+                self._mark_applied(ref, record, "running", transition_at)
+                self._history(ref, "stop", "blocked", reason=reason)
+            return Result(ref.name, "blocked", reason)
+        floors: dict[str, int] = {}
+        for v in verdicts:
+            if v.decision == "keep":
+                self._emit(ref, "note", f"{v.guard}: {v.reason}")
+                for group, count in v.floors.items():
+                    floors[group] = max(floors.get(group, 0), count)
+        return planner.apply_floors(plan, view, floors)
 
     def _send(
         self,
@@ -297,13 +355,16 @@ class Engine:
                 return Result(ref.name, "noop", "nothing in flight")
             pending = record.pending
             targets = dict(pending.targets)
+            kept = record.snapshot.kept if record.snapshot is not None and pending.action == "stop" else {}
             view = self.describe(ref)
             if pending.phase == "intent":
                 outcome = self._resolve_intent(ref, record, view, targets)
                 if outcome is not None:
                     return outcome
                 continue
-            verdict = planner.assess(view, pending.action, targets, pending.created_at, self.now(), self.settle_timeout)
+            verdict = planner.assess(
+                view, pending.action, targets, pending.created_at, self.now(), self.settle_timeout, kept
+            )
             if isinstance(verdict, planner.Settled):
                 crashpoints.reached("before-settle")
                 return self._settle(ref, record, verdict)

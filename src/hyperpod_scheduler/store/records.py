@@ -72,6 +72,7 @@ class Snapshot(Stored):
     sizes: dict[str, GroupSize]
     transition_id: str
     reason: str = ""
+    kept: dict[str, Count] = Field(default_factory=dict)  # groups a guard left running, at this count
 
 
 class PendingAction(Stored):

@@ -1,0 +1,118 @@
+"""The capacity gamble: which groups a stop keeps, and why.
+
+Scale-in hands instances back to the pool, and nothing promises scarce ones back in the morning.
+This guard keeps, per group: training-plan groups (reserved, prepaid: releasing saves nothing and
+risks the reservation), scarce families unless the cluster releases them explicitly, groups whose
+policy is `keep` or a floor, and the Slurm head when `keep_slurm_head` is set.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from hyperpod_scheduler.config.model import Policy
+from hyperpod_scheduler.engine.cluster_view import GroupView
+from hyperpod_scheduler.guards.base import StopContext, Verdict
+
+# P4d/P4de, P5/P5e/P5en, every P6 variant, Trn2: the families capacity reports show as hard to get back.
+SCARCE_FAMILIES = ("p4d", "p4de", "p5", "p5e", "p5en", "p6", "trn2")
+_FAMILY = re.compile(r"^ml\.(?P<family>[a-z0-9-]+)\.")
+
+
+def family_of(instance_type: str | None) -> str | None:
+    match = _FAMILY.match(instance_type or "")
+    return match.group("family") if match else None
+
+
+def is_scarce(instance_type: str | None, extra: tuple[str, ...] = ()) -> bool:
+    family = family_of(instance_type)
+    if family is None:
+        return False
+    base = family.split("-")[0]  # p6e-gb200 -> p6e
+    for scarce in (*SCARCE_FAMILIES, *extra):
+        if family == scarce or base == scarce or (scarce == "p6" and base.startswith("p6")):
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class Protection:
+    group: str
+    keep_at: int  # the count the stop leaves (current size, or a floor)
+    reason: str
+    overridable: bool  # --include-protected may release it
+
+
+def protections(groups: tuple[GroupView, ...], policy: Policy) -> list[Protection]:
+    """Every group a stop would not zero under ``policy``, with the reason (pure)."""
+    out = []
+    extra = tuple(policy.scarce_families or ())
+    per_group = policy.groups or {}
+    for g in groups:
+        size = max(g.current, g.target)
+        explicit = per_group.get(g.name)
+        if g.training_plan_arn:
+            out.append(
+                Protection(
+                    g.name,
+                    size,
+                    "on a training plan: reserved, prepaid capacity; stopping it "
+                    "saves nothing and risks the reservation",
+                    overridable=False,
+                )
+            )
+        elif explicit == "keep":
+            out.append(Protection(g.name, size, "policy keep", overridable=True))
+        elif isinstance(explicit, dict):
+            floor = min(explicit["floor"], size)
+            if floor > 0:
+                out.append(Protection(g.name, floor, f"policy floor {explicit['floor']}", overridable=True))
+        elif explicit == "zero":
+            continue
+        elif is_scarce(g.instance_type, extra) and not policy.release_scarce_capacity:
+            out.append(
+                Protection(
+                    g.name,
+                    size,
+                    f"scarce capacity ({g.instance_type}) is not released without release_scarce_capacity: true",
+                    overridable=True,
+                )
+            )
+        elif policy.keep_slurm_head and g.node_type in ("Controller", "Login"):
+            out.append(
+                Protection(g.name, size, f"keep_slurm_head: the Slurm {g.node_type.lower()} stays up", overridable=True)
+            )
+    return [p for p in out if p.keep_at > 0]
+
+
+class CapacityGuard:
+    """Keeps protected groups; ``include_protected`` releases everything but training plans for one run."""
+
+    name = "capacity"
+
+    def __init__(self, policy: Policy, include_protected: bool = False) -> None:
+        self.policy = policy
+        self.include_protected = include_protected
+
+    def before_stop(self, ctx: StopContext) -> Verdict:
+        found = [p for p in protections(ctx.view.groups, self.policy) if not (self.include_protected and p.overridable)]
+        if not found:
+            return Verdict(self.name, "allow", "no protected groups")
+        floors = {p.group: p.keep_at for p in found}
+        reasons = {p.group: p.reason for p in found}
+        summary = "; ".join(f"keeping '{p.group}' at {p.keep_at}: {p.reason}" for p in found)
+        return Verdict(
+            self.name, "keep", summary, keep_groups=tuple(floors), floors=floors, detail={"reasons": reasons}
+        )
+
+
+def head_warning(groups: tuple[GroupView, ...], policy: Policy) -> str | None:
+    """What `plan` says when a stop zeroes the Slurm controller."""
+    kept = {p.group for p in protections(groups, policy)}
+    if any(g.node_type == "Controller" and g.name not in kept for g in groups):
+        return (
+            "the stop zeroes the Slurm controller: the queue (/var/spool/slurmctld) and accounting state on its "
+            "root volume are lost; set keep_slurm_head: true to keep it"
+        )
+    return None

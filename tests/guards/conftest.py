@@ -1,0 +1,1 @@
+from tests.engine.conftest import counting, emu  # noqa: F401  (shared fixtures)
