@@ -1,0 +1,270 @@
+"""The emulator's HTTP server: a threaded HTTP/1.1 (keep-alive) server on loopback, plus admin endpoints.
+
+One thread per connection (``ThreadingHTTPServer``), so a client that reuses its connection keeps its
+thread. AWS API calls are ``POST /`` with ``X-Amz-Target``; everything under ``/_emulator/`` is the
+emulator's own control API (health, clock, faults, reset), not AWS's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import socket
+import threading
+import time
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Final, Protocol
+
+from hyperpod_scheduler.emulator.clock import Clock, VirtualClock
+from hyperpod_scheduler.emulator.errors import EmulatorError, validation
+from hyperpod_scheduler.emulator.protocol import AwsJsonApi, Dispatcher, Reply, error_reply, json_reply
+from hyperpod_scheduler.errors import UsageError
+
+log = logging.getLogger(__name__)
+
+ADMIN_PREFIX: Final = "/_emulator/"
+MAX_BODY_BYTES: Final = 8 * 1024 * 1024
+IDLE_TIMEOUT_SECONDS: Final = 300.0
+
+
+class ControlledBackend(Dispatcher, Protocol):
+    """The backend as the admin endpoints see it (``HyperPodBackend`` fits)."""
+
+    @property
+    def clock(self) -> Clock: ...
+
+    def process_due(self) -> Any: ...
+
+    def next_event_time(self) -> datetime | None: ...
+
+    def reset(self) -> Any: ...
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.astimezone(UTC).isoformat() if value is not None else None
+
+
+class AdminApi:
+    """``/_emulator/...``: health, clock (read; move a virtual one), faults (read; change), reset."""
+
+    def __init__(self, backend: ControlledBackend, api: AwsJsonApi) -> None:
+        self.backend = backend
+        self.api = api
+
+    def handle(self, method: str, path: str, body: bytes) -> Reply:
+        route = path[len(ADMIN_PREFIX) :].split("?", 1)[0].strip("/")
+        try:
+            payload = _decode_admin_body(body) if method == "POST" else {}
+            if route == "health" and method == "GET":
+                return json_reply(200, {"status": "ok", **self._clock_view()})
+            if route == "clock" and method == "GET":
+                return json_reply(200, self._clock_view())
+            if route == "clock" and method == "POST":
+                self._move_clock(payload)
+                return json_reply(200, self._clock_view())
+            if route == "faults" and method == "GET":
+                return json_reply(200, self.api.faults.as_dict())
+            if route == "faults" and method == "POST":
+                self.api.faults.update(payload)
+                return json_reply(200, self.api.faults.as_dict())
+            if route == "reset" and method == "POST":
+                self.backend.reset()
+                return json_reply(200, {"status": "reset"})
+            if route in ("health", "clock", "faults", "reset"):
+                return error_reply(EmulatorError("MethodNotAllowed", f"{method} is not allowed on {path}", 405))
+            return error_reply(EmulatorError("NotFound", f"no emulator admin endpoint {path}", 404))
+        except UsageError as exc:
+            return error_reply(validation(str(exc)))
+        except EmulatorError as exc:
+            return error_reply(exc)
+
+    def _clock_view(self) -> dict[str, Any]:
+        clock = self.backend.clock
+        return {
+            "now": _iso(clock.now()),
+            "virtual": isinstance(clock, VirtualClock),
+            "next_event": _iso(self.backend.next_event_time()),
+        }
+
+    def _move_clock(self, payload: dict[str, Any]) -> None:
+        clock = self.backend.clock
+        if not isinstance(clock, VirtualClock):
+            raise validation("the emulator runs on a real-time clock; only a virtual clock can be moved")
+        if "advance_seconds" in payload:
+            seconds = payload["advance_seconds"]
+            if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
+                raise validation(f"advance_seconds must be a number of seconds >= 0, got {seconds!r}")
+            clock.advance(float(seconds))
+        elif "set" in payload:
+            try:
+                clock.set(_parse_instant(payload["set"]))
+            except ValueError as exc:  # the virtual clock never goes backwards
+                raise validation(f"set: {exc}") from None
+        else:
+            raise validation('clock: send {"advance_seconds": N} or {"set": "<ISO 8601 time>"}')
+        self.backend.process_due()
+
+
+def _parse_instant(value: Any) -> datetime:
+    if not isinstance(value, str):
+        raise validation(f"set must be an ISO 8601 string, got {value!r}")
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise validation(f"set: {value!r} is not an ISO 8601 time") from None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def _decode_admin_body(body: bytes) -> dict[str, Any]:
+    if not body.strip():
+        return {}
+    try:
+        decoded = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise EmulatorError("SerializationException", f"Malformed JSON body: {exc}", 400) from None
+    if not isinstance(decoded, dict):
+        raise EmulatorError("SerializationException", "The body must be a JSON object", 400)
+    return decoded
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive: clients reuse connections
+    server_version = "HyperPodEmulator"
+    sys_version = ""
+    disable_nagle_algorithm = True  # headers and body go out as separate writes; don't wait for ACKs
+    timeout = IDLE_TIMEOUT_SECONDS
+    server: _HttpServer
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.track(self.connection, add=True)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.server.track(self.connection, add=False)
+
+    def do_POST(self) -> None:
+        body = self._read_body()
+        if body is None:
+            return
+        if self.path.startswith(ADMIN_PREFIX):
+            reply = self.server.admin.handle("POST", self.path, body)
+        else:
+            reply = self.server.api.handle(self.headers.get("X-Amz-Target"), body, self.headers.get("Authorization"))
+        self._send(reply)
+
+    def do_GET(self) -> None:
+        if self.path.startswith(ADMIN_PREFIX):
+            self._send(self.server.admin.handle("GET", self.path, b""))
+        else:
+            message = "AWS API calls are POST / with an X-Amz-Target header"
+            self._send(error_reply(EmulatorError("UnknownOperationException", message, 400)))
+
+    def _read_body(self) -> bytes | None:
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            self._refuse(411, "chunked request bodies are not supported; send Content-Length")
+            return None
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            self._refuse(400, "Content-Length is not a number")
+            return None
+        if length < 0 or length > MAX_BODY_BYTES:
+            self._refuse(413, f"request body of {length} bytes is out of range (max {MAX_BODY_BYTES})")
+            return None
+        return self.rfile.read(length) if length else b""
+
+    def _refuse(self, status: int, message: str) -> None:
+        self.close_connection = True  # the rest of the stream cannot be trusted
+        self._send(error_reply(EmulatorError("SerializationException", message, status)))
+
+    def _send(self, reply: Reply) -> None:
+        if reply.delay_seconds > 0:
+            time.sleep(reply.delay_seconds)
+        self.send_response(reply.status)
+        for name, value in reply.headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(reply.body)))
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(reply.body)
+
+    def version_string(self) -> str:
+        return self.server_version
+
+    def log_message(self, format: str, *args: Any) -> None:
+        # Per-request access lines on stderr would cost more than the request itself.
+        log.debug("%s " + format, self.address_string(), *args)
+
+
+class _HttpServer(ThreadingHTTPServer):
+    daemon_threads = True  # a client that never closes its connection must not block exit
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], family: int, api: AwsJsonApi, admin: AdminApi) -> None:
+        self.address_family = family
+        self.api = api
+        self.admin = admin
+        self._connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
+        super().__init__(address, _Handler)
+
+    def track(self, conn: socket.socket, *, add: bool) -> None:
+        with self._connections_lock:
+            if add:
+                self._connections.add(conn)
+            else:
+                self._connections.discard(conn)
+
+    def drop_connections(self) -> None:
+        with self._connections_lock:
+            conns = list(self._connections)
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client hanging up mid-request is normal (benchmarks, killed tests); log, don't print tracebacks.
+        log.debug("emulator: connection from %s ended with an error", client_address, exc_info=True)
+
+
+def _family(host: str) -> int:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
+class EmulatorServer:
+    """The HTTP server around an ``AwsJsonApi``; ``start()`` serves from a background thread."""
+
+    def __init__(self, api: AwsJsonApi, admin: AdminApi, host: str = "127.0.0.1", port: int = 0) -> None:
+        self._http = _HttpServer((host, port), _family(host), api, admin)
+        self._thread: threading.Thread | None = None
+        self.host = host
+
+    @property
+    def port(self) -> int:
+        return int(self._http.server_address[1])
+
+    @property
+    def endpoint(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self._http.serve_forever, kwargs={"poll_interval": 0.1}, name="emulator-http", daemon=True
+        )
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop accepting, end open keep-alive connections, release the port. Safe to call twice."""
+        if self._thread is not None:
+            self._http.shutdown()
+            self._thread.join()
+            self._thread = None
+        self._http.drop_connections()
+        self._http.server_close()

@@ -1,0 +1,27 @@
+"""Fixtures for the emulator suite: a running emulator on a virtual clock, reached only through boto3."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from hyperpod_scheduler.emulator import Emulator, running_emulator
+from tests.emulator.clients import T0, make_client
+
+
+@pytest.fixture
+def emu() -> Iterator[Emulator]:
+    with running_emulator(virtual_start=T0, seed=7) as emulator:
+        yield emulator
+
+
+@pytest.fixture
+def sm(emu: Emulator) -> Any:
+    return make_client(emu.endpoint)
+
+
+@pytest.fixture
+def client_for(emu: Emulator) -> Callable[..., Any]:
+    return lambda **kw: make_client(emu.endpoint, **kw)
