@@ -91,6 +91,7 @@ class Context:
             actor=actor or _whoami(),
             settle_timeout=timeout,
             guards_for=lambda ref: self.guards_for(ref, include_protected),
+            retry=self.config.defaults.retry,
         )
 
     def fleet(self) -> Fleet:

@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from hyperpod_scheduler.config.model import SCHEDULE_TAG, Config, Policy, Target, merge_policies
+from hyperpod_scheduler.config.model import SCHEDULE_TAG, Config, Policy, ReadyBy, Target, merge_policies
 from hyperpod_scheduler.engine.planner import Action, ScheduleState
+from hyperpod_scheduler.engine.readiness import Lead, lead_time
 from hyperpod_scheduler.engine.runner import ClusterRef, Engine, Result
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.schedule import Schedule, load_schedules, resolve
@@ -35,12 +36,21 @@ class Governed:
     policy: Policy = field(default_factory=Policy)
 
 
-def schedule_state(schedule: Schedule, now: datetime) -> ScheduleState:
-    last = schedule.last_transition(now)
+def _allowed(schedule: Schedule) -> frozenset[Action]:
     actions: tuple[Action, ...] = ("stop", "start")
-    allowed = {a for a in actions if schedule.allows(a)}
+    return frozenset(a for a in actions if schedule.allows(a))
+
+
+def schedule_state(schedule: Schedule, now: datetime, lead: timedelta | None = None) -> ScheduleState:
+    """The schedule at ``now``; with a ready-by ``lead``, a start due within the lead is wanted already
+    (and recorded as that start's transition, so it is not issued twice)."""
+    if lead is not None and schedule.ready_by and not schedule.is_running(now):
+        upcoming = schedule.next_transition(now)
+        if upcoming is not None and upcoming.state == "running" and upcoming.at - now <= lead:
+            return ScheduleState(desired="running", last_transition_at=upcoming.at, allowed=_allowed(schedule))
+    last = schedule.last_transition(now)
     return ScheduleState(
-        desired=schedule.state_at(now), last_transition_at=last.at if last else None, allowed=frozenset(allowed)
+        desired=schedule.state_at(now), last_transition_at=last.at if last else None, allowed=_allowed(schedule)
     )
 
 
@@ -112,29 +122,55 @@ class Fleet:
         return None
 
 
-def tick(engine: Engine, governed: Iterable[Governed], now: datetime, *, dry_run: bool = False) -> list[Result]:
+def tick(
+    engine: Engine,
+    governed: Iterable[Governed],
+    now: datetime,
+    *,
+    dry_run: bool = False,
+    ready_by: ReadyBy | None = None,
+) -> list[Result]:
     """One reconcile pass: each cluster is judged on its own; one failure never stops the others."""
     results = []
     for g in governed:
-        results.append(engine.reconcile(g.ref, schedule_state(g.schedule, now), enforced=g.enforced, dry_run=dry_run))
+        lead = lead_for(engine, g, ready_by).lead if g.schedule.ready_by else None
+        state = schedule_state(g.schedule, now, lead)
+        results.append(engine.reconcile(g.ref, state, enforced=g.enforced, dry_run=dry_run))
     return results
+
+
+def lead_for(engine: Engine, g: Governed, settings: ReadyBy | None) -> Lead:
+    record = engine.store.get(g.ref.key)
+    return lead_time(record.start_durations_s if record else [], settings or ReadyBy())
 
 
 @dataclass(frozen=True)
 class PlannedStep:
-    at: datetime
+    at: datetime  # when the step is issued
     cluster: str
     action: Action
     schedule: str
+    why: str = ""
 
 
-def plan(governed: Iterable[Governed], start: datetime, until: datetime) -> list[PlannedStep]:
-    """What the schedules will ask for between ``start`` and ``until``, touching nothing."""
+def plan(
+    governed: Iterable[Governed], start: datetime, until: datetime, leads: Mapping[str, Lead] | None = None
+) -> list[PlannedStep]:
+    """What the schedules will ask for between ``start`` and ``until``, touching nothing. ``leads``
+    (by cluster key) moves ready-by starts earlier and says why."""
     steps: list[PlannedStep] = []
     for g in governed:
-        for t in g.schedule.transitions(start, until):
+        lead = (leads or {}).get(g.ref.key)
+        for t in g.schedule.transitions(start, until + (lead.lead if lead else timedelta())):
             action: Action = "start" if t.state == "running" else "stop"
-            if g.schedule.allows(action):
+            if not g.schedule.allows(action):
+                continue
+            if action == "start" and lead is not None and g.schedule.ready_by:
+                issue = t.at - lead.lead
+                why = f"ready by {t.at:%a %H:%M}Z: starts {lead.lead.total_seconds() / 60:.0f} min early ({lead.why})"
+                if start <= issue < until:
+                    steps.append(PlannedStep(issue, g.ref.name, action, g.schedule_label, why))
+            elif t.at < until:
                 steps.append(PlannedStep(t.at, g.ref.name, action, g.schedule_label))
     return sorted(steps, key=lambda s: (s.at, s.cluster))
 
@@ -149,7 +185,10 @@ def _first(*values: Any) -> bool:
 
 
 def as_mapping(steps: Iterable[PlannedStep]) -> list[Mapping[str, Any]]:
-    return [{"at": s.at.isoformat(), "cluster": s.cluster, "action": s.action, "schedule": s.schedule} for s in steps]
+    return [
+        {"at": s.at.isoformat(), "cluster": s.cluster, "action": s.action, "schedule": s.schedule, "why": s.why}
+        for s in steps
+    ]
 
 
 HORIZON = timedelta(days=7)

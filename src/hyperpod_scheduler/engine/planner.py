@@ -55,6 +55,11 @@ def due(record: ClusterRecord | None, sched: ScheduleState, *, enforced: bool, n
     if record is not None and record.pending is not None:
         return Due("follow", record.pending.transition_id, f"following {record.pending.action}")
     held = effective_hold(record, now)
+    retry = record.retry if record is not None else None
+    if retry is not None and (held or sched.desired) == "running" and retry.next_at <= now:
+        return Due(
+            "start", f"{retry.transition_id}#retry{retry.attempt}", f"retry {retry.attempt} after {retry.reason}"
+        )
     if held is not None:
         if record is not None and record.applied_state == held:
             return None

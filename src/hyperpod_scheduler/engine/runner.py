@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from hyperpod_scheduler.config.model import Policy
+from hyperpod_scheduler.config.model import Policy, Retry
 from hyperpod_scheduler.engine import crashpoints, planner
 from hyperpod_scheduler.engine.cluster_view import ClusterView, MalformedAnswer, parse_cluster
 from hyperpod_scheduler.engine.events import Event, Sink, discard
@@ -33,6 +33,7 @@ from hyperpod_scheduler.store.records import (
     ClusterRecord,
     HistoryEntry,
     PendingAction,
+    RetryState,
     request_digest,
 )
 
@@ -72,6 +73,7 @@ class Engine:
         sleep: Callable[[float], None] = time.sleep,
         lease_ttl_s: float = 900.0,
         guards_for: Callable[[ClusterRef], Sequence[StopGuard]] | None = None,
+        retry: Retry | None = None,
     ) -> None:
         self.store = store
         self.client_for = client_for
@@ -81,6 +83,7 @@ class Engine:
         self.settle_timeout = settle_timeout
         self.sleep = sleep
         self.owner = lease_owner_id()
+        self.retry = retry or Retry()
         # With no config at all, the default policy still protects scarce capacity and training plans.
         self.guards_for = guards_for or (lambda ref: [CapacityGuard(Policy())])
         self._last_progress: dict[str, str] = {}  # only report progress that changed
@@ -413,7 +416,18 @@ class Engine:
             updated_at=now,
         )
         if pending.action == "start" and verdict.ok:
-            updated = updated.add_start_duration(duration, now)
+            updated = updated.add_start_duration(duration, now).evolve(retry=None)
+        retry_note = ""
+        if pending.action == "start" and not verdict.ok and _rolled_back(verdict):
+            retry = self._next_retry(record, pending.transition_id, verdict.detail, now)
+            updated = updated.evolve(retry=retry)
+            retry_note = (
+                f"; retry {retry.attempt} at {retry.next_at:%H:%M}Z (until {retry.deadline:%H:%M}Z)"
+                if retry
+                else "; retries exhausted"
+            )
+        if pending.action == "stop":
+            updated = updated.evolve(retry=None)
         self.store.put(updated, expected_version=record.version)
         crashpoints.reached("after-settle")
         outcomes = {o.group: f"{o.outcome} {o.current}/{o.target}" for o in verdict.outcomes}
@@ -427,9 +441,21 @@ class Engine:
             message=verdict.detail,
         )
         groups = ", ".join(f"{o.group} {o.outcome} {o.current}/{o.target}" for o in verdict.outcomes)
-        how = "settled" if verdict.ok else f"did not settle ({verdict.detail})"
+        how = "settled" if verdict.ok else f"did not settle ({verdict.detail}{retry_note})"
         self._emit(ref, kind, f"{pending.action} {how} after {_fmt_duration(duration)}: {groups}", outcomes=outcomes)
         return Result(ref.name, kind, verdict.detail)
+
+    def _next_retry(self, record: ClusterRecord, transition_id: str, reason: str, now: datetime) -> RetryState | None:
+        """Backoff for a start that rolled back: None once the deadline would pass."""
+        base = transition_id.split("#retry")[0]
+        previous = record.retry if record.retry is not None and record.retry.transition_id == base else None
+        attempt = previous.attempt + 1 if previous else 1
+        deadline = previous.deadline if previous else now + timedelta(minutes=self.retry.deadline_minutes)
+        steps = self.retry.backoff_minutes or [10.0]
+        next_at = now + timedelta(minutes=steps[min(attempt - 1, len(steps) - 1)])
+        if next_at > deadline:
+            return None
+        return RetryState(transition_id=base, attempt=attempt, next_at=next_at, deadline=deadline, reason=reason[:200])
 
     # ---- small writes ----------------------------------------------------------------------------
     def _mark_applied(self, ref: ClusterRef, record: ClusterRecord | None, state: planner.State, at: datetime) -> None:
@@ -482,6 +508,11 @@ class Engine:
             except ConflictError:
                 continue
         raise HyperpodSchedulerError(f"cluster '{ref.name}': the state store kept changing; try again")
+
+
+def _rolled_back(verdict: planner.Settled) -> bool:
+    """An all-or-nothing rollback (retry it); a Continuous group still short keeps retrying in HyperPod."""
+    return any(o.outcome == "failed" for o in verdict.outcomes)
 
 
 def _min_for(view: ClusterView, record: ClusterRecord, name: str, count: int, action: str) -> int | None:

@@ -115,6 +115,16 @@ class Hold(Stored):
         return self.until is None or now < self.until
 
 
+class RetryState(Stored):
+    """A start that rolled back for capacity, to be sent again at ``next_at`` until ``deadline``."""
+
+    transition_id: str
+    attempt: Count  # attempts made so far
+    next_at: AwareDatetime
+    deadline: AwareDatetime
+    reason: str = ""
+
+
 class ClusterRecord(Stored):
     """Everything remembered about one cluster. ``version`` is owned by the store (compare-and-set)."""
 
@@ -126,6 +136,7 @@ class ClusterRecord(Stored):
     pending: PendingAction | None = None
     last_outcomes: list[GroupOutcome] = Field(default_factory=list)
     hold: Hold | None = None
+    retry: RetryState | None = None
     start_durations_s: list[Seconds] = Field(default_factory=list)
     updated_at: AwareDatetime
     record_format: int = RECORD_FORMAT
