@@ -92,8 +92,12 @@ def test_plan_lists_transitions_without_touching_anything(live: tuple[Emulator, 
     _, state = live
     code, out = invoke("plan", "--json", "--until", "2099-01-01T00:00Z", "--state", str(state))
     assert code == 0
-    steps = json.loads(out)
+    planned = json.loads(out)
+    steps = planned["steps"]
     assert steps and {s["action"] for s in steps} == {"start", "stop"}
+    (c1,) = planned["clusters"]
+    assert c1["protected"] == []  # m5, g5 and trn1 groups: nothing scarce
+    assert any("Slurm controller" in w for w in c1["warnings"])
     assert (
         not state.exists() or json.loads(invoke("status", "--json", "--state", str(state))[1])[0]["state"] == "unknown"
     )

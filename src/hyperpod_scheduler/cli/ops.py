@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import typer
+from botocore.exceptions import BotoCoreError, ClientError
 from rich.table import Table
 
 from hyperpod_scheduler.cli.context import Context, make_context, parse_instant
@@ -15,6 +16,7 @@ from hyperpod_scheduler.engine.fleet import (
     HORIZON,
     Governed,
     as_mapping,
+    lead_for,
     next_transition,
     plan,
     ref_for,
@@ -22,7 +24,8 @@ from hyperpod_scheduler.engine.fleet import (
 )
 from hyperpod_scheduler.engine.planner import Action, effective_hold
 from hyperpod_scheduler.engine.runner import ClusterRef, Result
-from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
+from hyperpod_scheduler.guards.capacity import head_warning, protections
 
 ConfigOpt = typer.Option(None, "--config", "-c", help="Config file (default: ./hyperpod-scheduler.yaml if present).")
 StateOpt = typer.Option(None, "--state", help="State store: a SQLite path, sqlite:///path, or memory:.")
@@ -86,7 +89,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """One reconcile pass over every governed cluster (for cron)."""
         ctx = make_context(config, state, as_json, at)
-        results = tick(ctx.engine(), ctx.fleet().governed(), ctx.now(), dry_run=dry_run)
+        results = tick(
+            ctx.engine(), ctx.fleet().governed(), ctx.now(), dry_run=dry_run, ready_by=ctx.config.defaults.ready_by
+        )
         if as_json:
             print_json([r.__dict__ for r in results])
         _exit_for(results)
@@ -103,7 +108,7 @@ def register(app: typer.Typer) -> None:
         ctx = make_context(config, state, False)
         engine, count = ctx.engine(), 0
         while True:
-            tick(engine, ctx.fleet().governed(), ctx.now(), dry_run=dry_run)
+            tick(engine, ctx.fleet().governed(), ctx.now(), dry_run=dry_run, ready_by=ctx.config.defaults.ready_by)
             count += 1
             if ticks and count >= ticks:
                 return
@@ -135,6 +140,9 @@ def register(app: typer.Typer) -> None:
     @app.command("plan")
     def plan_cmd(
         until: str | None = typer.Option(None, "--until", help="Plan up to this ISO instant (default: 7 days)."),
+        describe: bool = typer.Option(
+            True, "--describe/--no-describe", help="Describe each cluster (read-only) to list protected groups."
+        ),
         config: str | None = ConfigOpt,
         state: str | None = StateOpt,
         as_json: bool = JsonOpt,
@@ -143,16 +151,27 @@ def register(app: typer.Typer) -> None:
         ctx = make_context(config, state, as_json)
         now = ctx.now()
         end = parse_instant(until, "--until") if until else now + HORIZON
-        steps = plan(ctx.fleet().governed(), now, end)
+        governed = ctx.fleet().governed()
+        engine = ctx.engine()
+        leads = {g.ref.key: lead_for(engine, g, ctx.config.defaults.ready_by) for g in governed if g.schedule.ready_by}
+        steps = plan(governed, now, end, leads)
+        guarded = [_protection_rows(ctx, g) for g in governed] if describe else []
         if as_json:
-            print_json(as_mapping(steps))
+            print_json({"steps": as_mapping(steps), "clusters": guarded})
             return
         table = Table(title=f"plan {now:%Y-%m-%d %H:%M}Z .. {end:%Y-%m-%d %H:%M}Z")
-        for col in ("when (UTC)", "cluster", "action", "schedule"):
+        for col in ("when (UTC)", "cluster", "action", "schedule", "why"):
             table.add_column(col)
         for s in steps:
-            table.add_row(f"{s.at.astimezone(UTC):%a %Y-%m-%d %H:%M}", s.cluster, s.action, s.schedule)
+            table.add_row(f"{s.at.astimezone(UTC):%a %Y-%m-%d %H:%M}", s.cluster, s.action, s.schedule, s.why)
         console.print(table)
+        for row in guarded:
+            for p in row["protected"]:
+                console.print(f"[bold]{row['cluster']}[/] keeps [bold]{p['group']}[/] at {p['keep_at']}: {p['reason']}")
+            for warning in row["warnings"]:
+                console.print(f"[yellow]{row['cluster']}: {warning}[/]")
+            if row.get("error"):
+                console.print(f"[red]{row['cluster']}: cannot describe: {row['error']}[/]")
 
     @app.command()
     def history(
@@ -254,6 +273,24 @@ def _manual(
     if as_json:
         print_json(result.__dict__)
     _exit_for([result])
+
+
+def _protection_rows(ctx: Context, g: Governed) -> dict[str, Any]:
+    """Which groups a stop would keep and why, read with DescribeCluster (nothing is changed)."""
+    row: dict[str, Any] = {"cluster": g.ref.name, "protected": [], "warnings": []}
+    try:
+        view = ctx.engine().describe(g.ref)
+    except (ClientError, BotoCoreError, HyperpodSchedulerError) as exc:
+        row["error"] = str(exc)
+        return row
+    row["protected"] = [
+        {"group": p.group, "keep_at": p.keep_at, "reason": p.reason, "overridable": p.overridable}
+        for p in protections(view.groups, g.policy)
+    ]
+    warning = head_warning(view.groups, g.policy)
+    if warning:
+        row["warnings"].append(warning)
+    return row
 
 
 def _status_row(ctx: Context, g: Governed | None, key: str | None = None) -> dict[str, Any]:
