@@ -1,0 +1,149 @@
+"""The AWS Price List API (``pricing:GetProducts``) as a price table, and its on-disk cache.
+
+Only called when the config asks for it (``cost: {prices: {source: api}}``): the default report
+never leaves the machine for prices. The Price List endpoint lives in us-east-1 whatever region the
+clusters are in; ``regionCode`` selects the prices of the clusters' region.
+
+Rows are read leniently: a row whose attributes or unit do not match what we price (HyperPod
+instance hours, FSx for Lustre storage GB-months, USD, on demand) is skipped, so an attribute
+AWS renames leaves that price to the bundled table instead of failing the report.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from hyperpod_scheduler.cost.prices import Price, PriceTable, fsx_key
+from hyperpod_scheduler.errors import UsageError
+
+PRICING_REGION = "us-east-1"
+SAGEMAKER = "AmazonSageMaker"
+FSX = "AmazonFSx"
+# HyperPod node hours carry this in their usage type (e.g. "USE1-Cluster:ml.p5.48xlarge"); training,
+# hosting and notebook rows for the same instance type are priced differently and must not match.
+HYPERPOD_USAGE = "Cluster"
+_DEPLOYMENT = {
+    "scratch1": "SCRATCH_1",
+    "scratch2": "SCRATCH_2",
+    "persistent1": "PERSISTENT_1",
+    "persistent2": "PERSISTENT_2",
+}
+CACHE_FORMAT = 1
+
+
+def _hourly_usd(product: Mapping[str, Any], unit: str) -> float | None:
+    """The single on-demand USD price per ``unit`` of one product, or None."""
+    on_demand = (product.get("terms") or {}).get("OnDemand") or {}
+    for term in on_demand.values():
+        for dim in (term.get("priceDimensions") or {}).values():
+            if str(dim.get("unit", "")).lower() != unit.lower():
+                continue
+            usd = (dim.get("pricePerUnit") or {}).get("USD")
+            try:
+                value = float(str(usd))
+            except (TypeError, ValueError):
+                continue
+            if value > 0:  # tiered rows start with a 0-priced free tier we do not want
+                return value
+    return None
+
+
+def instance_prices(price_list: Iterable[str]) -> dict[str, float]:
+    """HyperPod ml.* prices per hour from GetProducts ``PriceList`` strings of ``AmazonSageMaker``."""
+    out: dict[str, float] = {}
+    for text in price_list:
+        product = json.loads(text)
+        attrs = (product.get("product") or {}).get("attributes") or {}
+        itype = attrs.get("instanceName") or attrs.get("instanceType") or ""
+        if not str(itype).startswith("ml.") or HYPERPOD_USAGE not in str(attrs.get("usagetype", "")):
+            continue
+        usd = _hourly_usd(product, "Hrs")
+        if usd is not None:
+            out[str(itype)] = usd
+    return out
+
+
+def fsx_prices(price_list: Iterable[str]) -> dict[str, float]:
+    """FSx for Lustre storage prices per GB-month (key ``DEPLOYMENT[/throughput]``) from ``AmazonFSx`` rows."""
+    out: dict[str, float] = {}
+    for text in price_list:
+        product = json.loads(text)
+        attrs = (product.get("product") or {}).get("attributes") or {}
+        if "lustre" not in str(attrs.get("fileSystemType", "")).lower():
+            continue
+        if "storage" not in str((product.get("product") or {}).get("productFamily", "")).lower():
+            continue
+        deployment = _DEPLOYMENT.get(re.sub(r"[^a-z0-9]", "", str(attrs.get("deploymentOption", "")).lower()))
+        if deployment is None:
+            continue
+        digits = re.match(r"\d+", str(attrs.get("throughputCapacity", "")))
+        throughput = int(digits.group()) if digits and not deployment.startswith("SCRATCH") else None
+        usd = _hourly_usd(product, "GB-Mo")
+        if usd is not None:
+            out[fsx_key(deployment, throughput)] = usd
+    return out
+
+
+def _all_products(client: Any, service: str, region: str) -> list[str]:
+    pages = client.get_paginator("get_products").paginate(
+        ServiceCode=service,
+        FormatVersion="aws_v1",
+        Filters=[{"Type": "TERM_MATCH", "Field": "regionCode", "Value": region}],
+    )
+    return [text for page in pages for text in page.get("PriceList", [])]
+
+
+def fetch(client: Any, region: str, fetched_at: datetime) -> PriceTable:
+    """Ask the Price List API (``client`` is a ``pricing`` client in us-east-1) for ``region``'s prices."""
+    label = f"AWS Price List API, {region}, fetched {fetched_at:%Y-%m-%d}"
+    hourly = instance_prices(_all_products(client, SAGEMAKER, region))
+    storage = fsx_prices(_all_products(client, FSX, region))
+    return PriceTable(
+        {k: Price(v, label) for k, v in hourly.items()},
+        {k: Price(v, label) for k, v in storage.items()},
+        (label,),
+    )
+
+
+# ---- cache ---------------------------------------------------------------------------------------
+def write_cache(path: Path, region: str, table: PriceTable, fetched_at: datetime) -> None:
+    doc = {
+        "format": CACHE_FORMAT,
+        "region": region,
+        "fetched_at": fetched_at.isoformat(),
+        "source": table.sources[0] if table.sources else "AWS Price List API",
+        "instance_hourly": {k: p.usd for k, p in table.instance_hourly.items()},
+        "fsx_gb_month": {k: p.usd for k, p in table.fsx_gb_month.items()},
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True), "utf-8")
+    tmp.replace(path)  # atomic: a reader never sees half a cache
+
+
+def read_cache(path: Path, region: str, now: datetime, ttl: timedelta) -> PriceTable | None:
+    """The cached table if it is for ``region`` and younger than ``ttl``; None if absent, stale or unreadable."""
+    try:
+        doc = json.loads(path.read_text("utf-8"))
+        fetched = datetime.fromisoformat(doc["fetched_at"])
+        if doc.get("format") != CACHE_FORMAT or doc.get("region") != region or not now - ttl <= fetched <= now:
+            return None
+        label = str(doc.get("source") or "AWS Price List API") + " (cached)"
+        return PriceTable(
+            {str(k): Price(float(v), label) for k, v in doc["instance_hourly"].items()},
+            {str(k): Price(float(v), label) for k, v in doc["fsx_gb_month"].items()},
+            (label,),
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None  # a damaged cache is only a missed shortcut: fetch again
+
+
+def check_ttl(hours: float) -> timedelta:
+    if hours <= 0:
+        raise UsageError(f"cost.prices.cache_ttl_hours: {hours} must be more than 0")
+    return timedelta(hours=hours)

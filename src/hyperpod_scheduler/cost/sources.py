@@ -1,0 +1,63 @@
+"""Which prices a report uses: bundled table, then the Price List API (when enabled), then the override.
+
+The only module here that decides about I/O for prices; the clock and the client factory are
+passed in so tests run it against a Stubber and a fixed instant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from hyperpod_scheduler.cost import pricelist
+from hyperpod_scheduler.cost.prices import PriceTable, bundled, layer, load_file
+from hyperpod_scheduler.cost.settings import PriceSettings
+
+
+def default_cache(region: str) -> Path:
+    return Path.home() / ".cache" / "hyperpod-scheduler" / f"prices-{region}.json"
+
+
+def resolve(
+    settings: PriceSettings,
+    now: datetime,
+    pricing_client: Callable[[], Any],
+    notes: list[str] | None = None,
+) -> PriceTable:
+    """The layered table. ``notes`` collects one line per fallback taken (shown under the report)."""
+    said = notes if notes is not None else []
+    layers = [bundled()]
+    if settings.source == "api":
+        api = _from_api(settings, now, pricing_client, said)
+        if api is not None:
+            layers.append(api)
+    if settings.override:
+        layers.append(load_file(settings.override))
+    return layer(*layers)
+
+
+def _from_api(
+    settings: PriceSettings, now: datetime, pricing_client: Callable[[], Any], notes: list[str]
+) -> PriceTable | None:
+    path = Path(settings.cache).expanduser() if settings.cache else default_cache(settings.region)
+    ttl = pricelist.check_ttl(settings.cache_ttl_hours)
+    cached = pricelist.read_cache(path, settings.region, now, ttl)
+    if cached is not None:
+        return cached
+    try:
+        table = pricelist.fetch(pricing_client(), settings.region, now)
+    except (BotoCoreError, ClientError) as exc:
+        notes.append(f"AWS Price List API unreachable ({exc}); using the bundled prices")
+        return None
+    if not table.instance_hourly and not table.fsx_gb_month:
+        notes.append(f"AWS Price List API returned no usable prices for {settings.region}; using the bundled prices")
+        return None
+    try:
+        pricelist.write_cache(path, settings.region, table, now)
+    except OSError as exc:
+        notes.append(f"price cache {str(path)!r} not written: {exc.strerror or exc}")
+    return table

@@ -1,0 +1,159 @@
+"""``hyperpod-scheduler report`` as a user runs it: a store with history, FSx in moto, JSON, CSV and table."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+import typer
+from moto import mock_aws
+from typer.testing import CliRunner
+
+from hyperpod_scheduler.cli import report as report_cli
+from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.store import SqliteStore
+from hyperpod_scheduler.store.records import HistoryEntry
+
+runner = CliRunner()
+KEY = "default/us-east-1/train"
+D0 = datetime(2026, 11, 2, tzinfo=UTC)
+SIZES = {"gpu": {"count": 2, "instance_type": "ml.p5.48xlarge"}, "ctl": {"count": 1, "instance_type": "ml.m5.xlarge"}}
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+    report_cli.register(app)
+
+    @app.callback()
+    def _root() -> None:  # keeps "report" a named sub-command, as under the real root app
+        pass
+
+    return app
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
+    for var, value in (
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "testing"),
+        ("AWS_DEFAULT_REGION", "us-east-1"),
+        ("HOME", str(tmp_path)),  # the price cache, if any, lands here
+    ):
+        monkeypatch.setenv(var, value)
+    monkeypatch.chdir(tmp_path)
+    state = tmp_path / "state.db"
+    with SqliteStore(str(state)) as store:
+        for day in range(3):
+            store.append_history(
+                HistoryEntry(
+                    key=KEY,
+                    at=D0 + timedelta(days=day, hours=20),
+                    action="stop",
+                    actor="t",
+                    outcome="ok",
+                    duration_s=300,
+                    detail={"outcomes": {"gpu": "stopped 0/0", "ctl": "kept 1/1"}, "sizes": SIZES},
+                )
+            )
+            outcomes = {"gpu": "partial 1/2" if day == 2 else "restored 2/2", "ctl": "restored 1/1"}
+            store.append_history(
+                HistoryEntry(
+                    key=KEY,
+                    at=D0 + timedelta(days=day + 1, hours=8),
+                    action="start",
+                    actor="t",
+                    outcome="ok",
+                    duration_s=1800,
+                    detail={"outcomes": outcomes},
+                )
+            )
+    yield state
+
+
+def _run(*args: str) -> Any:
+    return runner.invoke(_app(), ["report", *args])
+
+
+WINDOW = ("--since", "2026-11-02T00:00Z", "--until", "2026-11-05T12:00Z")
+
+
+def test_json_report_has_saving_fsx_residual_protected_and_shortfalls(env: Path) -> None:
+    with mock_aws():
+        fsx = boto3.client("fsx", region_name="us-east-1")
+        fsx.create_file_system(
+            FileSystemType="LUSTRE",
+            StorageCapacity=7300,
+            SubnetIds=["subnet-0123456789"],
+            LustreConfiguration={"DeploymentType": "PERSISTENT_2", "PerUnitStorageThroughput": 250},
+            Tags=[{"Key": "hyperpod-scheduler:cluster", "Value": "train"}],
+        )
+        result = _run(*WINDOW, "--state", str(env), "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    (c,) = doc["clusters"]
+    assert c["cluster"] == "train" and c["nights"] == 3
+    w = c["window"]
+    assert w["stopped_hours"] == pytest.approx(3 * 11.5, abs=0.1)
+    assert w["avoided_cost"] == pytest.approx(2 * 98.32 * 34.5, abs=0.01)
+    assert w["protected_cost"] == pytest.approx(0.269 * 34.5, abs=0.01)  # the controller kept
+    assert w["fsx_residual"] == pytest.approx(7300 * 0.21 / 730 * 34.5, abs=0.01)
+    assert w["net_saving"] == pytest.approx(w["avoided_cost"] - w["fsx_residual"] - w["protected_cost"], abs=0.02)
+    assert c["per_night"]["avoided_cost"] == pytest.approx(w["avoided_cost"] / 3, abs=0.01)
+    assert c["file_systems"][0]["found_by"] == "tag" and c["fsx_per_month"] == pytest.approx(1533.0)
+    assert [(s["group"], s["restored"], s["wanted"]) for s in c["shortfalls"]] == [("gpu", 1, 2)]
+    assert doc["total"]["window"] == w
+    assert any("as of 2026-11-29" in s for s in doc["price_sources"])
+
+
+def test_table_shows_fsx_beside_the_saving(env: Path) -> None:
+    result = _run(*WINDOW, "--state", str(env), "--no-fsx")
+    assert result.exit_code == 0, result.output
+    for text in (
+        "instance cost avoided",
+        "FSx kept billing",
+        "net saving",
+        "per month",
+        "TOTAL",
+        "FSx discovery skipped",
+        "group 'gpu' partial: 1 of 2",
+    ):
+        assert text in result.output, text
+
+
+def test_csv_has_a_row_per_cluster_and_period(env: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.csv"
+    result = _run(*WINDOW, "--state", str(env), "--no-fsx", "--csv", str(out))
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(out.open()))
+    assert [(r["cluster"], r["period"]) for r in rows] == [
+        (name, period) for name in ("train", "TOTAL") for period in ("window", "per_night", "per_month")
+    ]
+    assert float(rows[0]["avoided_cost_usd"]) > float(rows[1]["avoided_cost_usd"]) > 0
+
+
+def test_override_prices_from_the_command_line(env: Path, tmp_path: Path) -> None:
+    prices = tmp_path / "p.yaml"
+    prices.write_text("instance_hourly: {ml.p5.48xlarge: 10}\n")
+    result = _run(*WINDOW, "--state", str(env), "--no-fsx", "--json", "--prices", str(prices))
+    assert json.loads(result.output)["clusters"][0]["window"]["avoided_cost"] == pytest.approx(2 * 10 * 34.5, abs=0.01)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--since", "yesterday"), "--since: 'yesterday' is not an ISO 8601"),
+        (("--since", "2026-11-05T00:00Z", "--until", "2026-11-04T00:00Z"), "must be after --since"),
+        (("--json", "--csv", "x.csv"), "choose one"),
+        (("--price-source", "web"), "--price-source: 'web'"),
+    ],
+)
+def test_bad_arguments_are_one_line_usage_errors(env: Path, args: tuple[str, ...], message: str) -> None:
+    result = _run(*args, "--state", str(env), "--no-fsx")
+    assert isinstance(result.exception, UsageError)
+    assert message in str(result.exception)
