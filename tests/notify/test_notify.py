@@ -84,7 +84,14 @@ def test_a_broken_channel_is_reported_without_the_url_and_never_raises() -> None
 
 def test_channels_from_config_then_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HYPERPOD_SCHEDULER_WEBHOOK_URL", "https://hooks.example.invalid/x")
-    chans = channels_from(Notifications(), lambda: None)  # type: ignore[arg-type,return-value]
+    chans = channels_from(Notifications(), lambda region: None)  # type: ignore[arg-type,return-value]
     assert [c.name for c in chans] == ["webhook"]
     monkeypatch.delenv("HYPERPOD_SCHEDULER_WEBHOOK_URL")
-    assert channels_from(Notifications(), lambda: None) == []  # type: ignore[arg-type,return-value]
+    assert channels_from(Notifications(), lambda region: None) == []  # type: ignore[arg-type,return-value]
+
+
+def test_sns_client_is_built_in_the_topic_region() -> None:
+    regions: list[str | None] = []
+    settings = Notifications(sns_topic_arn="arn:aws:sns:eu-west-1:123456789012:alerts")
+    channels_from(settings, lambda region: regions.append(region))  # type: ignore[arg-type,func-returns-value]
+    assert regions == ["eu-west-1"]

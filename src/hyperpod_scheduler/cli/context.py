@@ -12,6 +12,8 @@ from hyperpod_scheduler.aws.clients import sagemaker_client, session
 from hyperpod_scheduler.cli.output import console, err_console
 from hyperpod_scheduler.config.load import load_config
 from hyperpod_scheduler.config.model import Config
+from hyperpod_scheduler.cost.prices import PriceTable
+from hyperpod_scheduler.cost.sources import resolve as resolve_prices
 from hyperpod_scheduler.engine.events import Event, Sink
 from hyperpod_scheduler.engine.fleet import Fleet
 from hyperpod_scheduler.engine.runner import ClusterRef, Engine
@@ -70,6 +72,7 @@ class Context:
     events: Sink
     _clients: dict[tuple[str | None, str | None], SageMakerClient] = field(default_factory=dict)
     _fleet: Fleet | None = None
+    _prices: PriceTable | None = None
 
     def client_for(self, ref: ClusterRef) -> SageMakerClient:
         """One client per region and profile for this command (clients are thread-safe and reusable)."""
@@ -94,6 +97,14 @@ class Context:
             retry=self.config.defaults.retry,
         )
 
+    def prices(self) -> PriceTable:
+        """Bundled prices, the Price List API when the config enables it, the user's override file last."""
+        if self._prices is None:
+            self._prices = resolve_prices(
+                self.config.cost.prices, self.now(), lambda: session(region="us-east-1").client("pricing")
+            )
+        return self._prices
+
     def fleet(self) -> Fleet:
         if self._fleet is None:
             self._fleet = Fleet(self.config, self.client_for)
@@ -105,7 +116,7 @@ def make_context(config_path: str | None, state: str | None, as_json: bool, at: 
     store = open_store(state or config.state)
     fixed = parse_instant(at, "--at") if at else None
     now: Callable[[], datetime] = (lambda: fixed) if fixed else (lambda: datetime.now(UTC))
-    channels = channels_from(config.notifications, lambda: session().client("sns"))
+    channels = channels_from(config.notifications, lambda region: session(region=region).client("sns"))
     events: Sink = printer(as_json)
     if channels:
         events = Notifier(channels, on_error=lambda m: err_console.print(f"warning: {m}", markup=False), forward=events)

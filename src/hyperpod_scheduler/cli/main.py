@@ -9,7 +9,7 @@ import typer
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_scheduler import __version__
-from hyperpod_scheduler.cli import cluster, demo, emulator, ops, schedule
+from hyperpod_scheduler.cli import cluster, demo, emulator, ops, report, schedule
 from hyperpod_scheduler.cli.output import error_line
 from hyperpod_scheduler.errors import HyperpodSchedulerError
 
@@ -24,6 +24,7 @@ app.add_typer(emulator.app, name="emulator", help="The local HyperPod control pl
 app.add_typer(schedule.app, name="schedule", help="Evaluate schedule expressions: check, next.")
 ops.register(app)
 demo.register(app)
+report.register(app)
 
 
 def _version(value: bool) -> None:

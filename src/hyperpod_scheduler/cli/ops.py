@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -12,6 +13,7 @@ from rich.table import Table
 
 from hyperpod_scheduler.cli.context import Context, make_context, parse_instant
 from hyperpod_scheduler.cli.output import console, print_json
+from hyperpod_scheduler.cost.savings import keep_cost_per_night
 from hyperpod_scheduler.engine.fleet import (
     HORIZON,
     Governed,
@@ -26,6 +28,7 @@ from hyperpod_scheduler.engine.planner import Action, effective_hold
 from hyperpod_scheduler.engine.runner import ClusterRef, Result
 from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
 from hyperpod_scheduler.guards.capacity import head_warning, protections
+from hyperpod_scheduler.schedule import Schedule
 
 ConfigOpt = typer.Option(None, "--config", "-c", help="Config file (default: ./hyperpod-scheduler.yaml if present).")
 StateOpt = typer.Option(None, "--state", help="State store: a SQLite path, sqlite:///path, or memory:.")
@@ -131,10 +134,18 @@ def register(app: typer.Typer) -> None:
             print_json(rows)
             return
         table = Table(title="hyperpod-scheduler status")
-        for col in ("cluster", "schedule", "state", "recorded sizes", "next transition", "last outcome"):
+        for col in ("cluster", "schedule", "state", "recorded sizes", "protected", "next transition", "last outcome"):
             table.add_column(col)
         for r in rows:
-            table.add_row(r["cluster"], r["schedule"], r["state"], r["sizes_text"], r["next_text"], r["outcome_text"])
+            table.add_row(
+                r["cluster"],
+                r["schedule"],
+                r["state"],
+                r["sizes_text"],
+                r["protected_text"],
+                r["next_text"],
+                r["outcome_text"],
+            )
         console.print(table)
 
     @app.command("plan")
@@ -167,7 +178,11 @@ def register(app: typer.Typer) -> None:
         console.print(table)
         for row in guarded:
             for p in row["protected"]:
-                console.print(f"[bold]{row['cluster']}[/] keeps [bold]{p['group']}[/] at {p['keep_at']}: {p['reason']}")
+                cost = p["keep_cost_per_night_usd"]
+                priced = f" (about ${cost:,.0f} per {row['night_hours']:.0f} h night)" if cost is not None else ""
+                console.print(
+                    f"[bold]{row['cluster']}[/] keeps [bold]{p['group']}[/] at {p['keep_at']}{priced}: {p['reason']}"
+                )
             for warning in row["warnings"]:
                 console.print(f"[yellow]{row['cluster']}: {warning}[/]")
             if row.get("error"):
@@ -275,6 +290,15 @@ def _manual(
     _exit_for([result])
 
 
+def night_hours(schedule: Schedule, now: datetime) -> float:
+    """Length of the next stopped stretch (stop to following start), for per-night cost figures."""
+    upcoming = schedule.next_transitions(now, 3)
+    for first, second in itertools.pairwise(upcoming):
+        if first.state == "stopped" and second.state == "running":
+            return (second.at - first.at).total_seconds() / 3600
+    return 0.0
+
+
 def _protection_rows(ctx: Context, g: Governed) -> dict[str, Any]:
     """Which groups a stop would keep and why, read with DescribeCluster (nothing is changed)."""
     row: dict[str, Any] = {"cluster": g.ref.name, "protected": [], "warnings": []}
@@ -283,10 +307,22 @@ def _protection_rows(ctx: Context, g: Governed) -> dict[str, Any]:
     except (ClientError, BotoCoreError, HyperpodSchedulerError) as exc:
         row["error"] = str(exc)
         return row
-    row["protected"] = [
-        {"group": p.group, "keep_at": p.keep_at, "reason": p.reason, "overridable": p.overridable}
-        for p in protections(view.groups, g.policy)
-    ]
+    hours = night_hours(g.schedule, ctx.now())
+    row["night_hours"] = hours
+    row["protected"] = []
+    for p in protections(view.groups, g.policy):
+        itype = (view.group(p.group) or view.groups[0]).instance_type
+        cost = keep_cost_per_night(itype, p.keep_at, hours, ctx.prices()) if itype and hours else None
+        row["protected"].append(
+            {
+                "group": p.group,
+                "keep_at": p.keep_at,
+                "instance_type": itype,
+                "reason": p.reason,
+                "overridable": p.overridable,
+                "keep_cost_per_night_usd": None if cost is None else round(cost, 2),
+            }
+        )
     warning = head_warning(view.groups, g.policy)
     if warning:
         row["warnings"].append(warning)
@@ -304,6 +340,13 @@ def _status_row(ctx: Context, g: Governed | None, key: str | None = None) -> dic
     if held:
         state += f" (held {held})"
     sizes = {n: s.count for n, s in record.snapshot.sizes.items()} if record and record.snapshot else {}
+    protected = []
+    if record and record.snapshot and g is not None:
+        hours = night_hours(g.schedule, now)
+        for name, count in record.snapshot.kept.items():
+            itype = record.snapshot.sizes[name].instance_type if name in record.snapshot.sizes else None
+            cost = keep_cost_per_night(itype, count, hours, ctx.prices()) if itype and hours else None
+            protected.append({"group": name, "kept": count, "keep_cost_per_night_usd": cost and round(cost, 2)})
     outcomes = [o.model_dump(mode="json") for o in record.last_outcomes] if record else []
     return {
         "key": g.ref.key if g else key,
@@ -314,8 +357,16 @@ def _status_row(ctx: Context, g: Governed | None, key: str | None = None) -> dic
         "recorded_sizes": sizes,
         "next_transition": {"at": nxt[0].isoformat(), "state": nxt[1]} if nxt else None,
         "last_outcomes": outcomes,
+        "protected": protected,
+        "retry": record.retry.model_dump(mode="json") if record and record.retry else None,
         "sizes_text": ", ".join(f"{n}={c}" for n, c in sizes.items()) or "-",
         "next_text": f"{nxt[1]} at {nxt[0].astimezone(UTC):%a %H:%M}Z" if nxt else "-",
+        "protected_text": ", ".join(
+            f"{p['group']}={p['kept']}"
+            + (f" (${p['keep_cost_per_night_usd']:,.0f}/night)" if p["keep_cost_per_night_usd"] else "")
+            for p in protected
+        )
+        or "-",
         "outcome_text": ", ".join(f"{o['group']} {o['outcome']} {o['current']}/{o['target']}" for o in outcomes) or "-",
     }
 

@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from hyperpod_scheduler.cost.settings import CostSettings
+
 SCHEDULE_TAG = "hyperpod-scheduler:schedule"
 DEFAULT_CONFIG_FILE = "hyperpod-scheduler.yaml"
 
@@ -103,6 +105,7 @@ class Config(_Strict):
     schedules: dict[str, Any] = Field(default_factory=dict)
     targets: list[Target] = Field(default_factory=list)
     notifications: Notifications = Field(default_factory=Notifications)
+    cost: CostSettings = Field(default_factory=CostSettings)
 
 
 def merge_policies(*layers: Policy | None) -> Policy:

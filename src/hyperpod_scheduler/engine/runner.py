@@ -432,6 +432,13 @@ class Engine:
         crashpoints.reached("after-settle")
         outcomes = {o.group: f"{o.outcome} {o.current}/{o.target}" for o in verdict.outcomes}
         kind = "settled" if verdict.ok else "failed"
+        extra: dict[str, Any] = {}
+        if pending.action == "stop" and record.snapshot is not None:
+            # What this night held back, for cost reports (the record's snapshot may change later).
+            extra["sizes"] = {
+                n: {"count": sz.count, "instance_type": sz.instance_type} for n, sz in record.snapshot.sizes.items()
+            }
+            extra["kept"] = dict(record.snapshot.kept)
         self._history(
             ref,
             pending.action,
@@ -439,6 +446,7 @@ class Engine:
             duration,
             outcomes=outcomes,
             message=verdict.detail,
+            **extra,
         )
         groups = ", ".join(f"{o.group} {o.outcome} {o.current}/{o.target}" for o in verdict.outcomes)
         how = "settled" if verdict.ok else f"did not settle ({verdict.detail}{retry_note})"

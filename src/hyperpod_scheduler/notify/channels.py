@@ -94,12 +94,18 @@ class Notifier:
                 self.on_error(f"notification via {channel.name} failed: {type(exc).__name__}")
 
 
-def channels_from(settings: Notifications, sns_client: Callable[[], SNSClient]) -> list[Channel]:
-    """Channels from config, then the environment (config wins)."""
+def topic_region(topic_arn: str) -> str | None:
+    """arn:aws:sns:REGION:ACCOUNT:NAME -> REGION (the topic's region, whatever the default region is)."""
+    parts = topic_arn.split(":")
+    return parts[3] if len(parts) >= 6 and parts[2] == "sns" and parts[3] else None
+
+
+def channels_from(settings: Notifications, sns_client: Callable[[str | None], SNSClient]) -> list[Channel]:
+    """Channels from config, then the environment (config wins). ``sns_client(region)`` builds the client."""
     out: list[Channel] = []
     topic = settings.sns_topic_arn or os.environ.get(SNS_ENV)
     if topic:
-        out.append(SnsChannel(topic, sns_client()))
+        out.append(SnsChannel(topic, sns_client(topic_region(topic))))
     url = settings.webhook_url or os.environ.get(WEBHOOK_ENV)
     if url:
         out.append(WebhookChannel(url))

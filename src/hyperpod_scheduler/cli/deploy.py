@@ -1,0 +1,95 @@
+"""`hyperpod-scheduler deploy ...` (Lambda artefact, CloudFormation templates) and
+`hyperpod-scheduler config ...` (the fleet config stored in the hub's table or in S3).
+
+Two Typer apps: ``app`` (registered as ``deploy``) and ``config_app`` (registered as ``config``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import typer
+
+from hyperpod_scheduler.cli.output import console, print_json
+from hyperpod_scheduler.deploy import config_store, package, templates
+from hyperpod_scheduler.errors import UsageError
+
+LOCATION_ENV = "HYPERPOD_SCHEDULER_FLEET_CONFIG"
+
+app = typer.Typer(
+    help="Run the scheduler on AWS Lambda: build the artefact, print the templates.", no_args_is_help=True
+)
+config_app = typer.Typer(help="The fleet config stored in the hub (DynamoDB item or S3 object).", no_args_is_help=True)
+
+_LOCATION_HELP = f"dynamodb://TABLE[?region=R] or s3://BUCKET/KEY (default: ${LOCATION_ENV})."
+
+
+@app.command("package")
+def package_cmd(
+    output: Path = typer.Option(Path("dist/hyperpod-scheduler-lambda.zip"), "--output", "-o", help="Zip to write."),
+    no_deps: bool = typer.Option(False, "--no-deps", help="Only this package (dependencies supplied by a layer)."),
+    platform: str = typer.Option(package.DEFAULT_PLATFORM, help="pip --platform of the Lambda architecture."),
+    python: str = typer.Option(package.DEFAULT_PYTHON, "--python-version", help="Python of the Lambda runtime."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Build the Lambda zip (the package and its dependencies)."""
+    artefact = package.build(output, dependencies=not no_deps, platform=platform, python=python)
+    if as_json:
+        print_json({"path": str(artefact.path), "files": artefact.files, "bytes": artefact.size_bytes})
+        return
+    mib = artefact.size_bytes / 2**20
+    console.print(f"wrote {artefact.path} ({artefact.files} files, {mib:.1f} MiB)", markup=False)
+
+
+@app.command("template")
+def template_cmd(
+    name: str = typer.Argument(..., help="hub or spoke."),
+    param: list[str] = typer.Option([], "--param", "-p", help="Key=Value: set a parameter's default (repeatable)."),
+    output: Path | None = typer.Option(None, "--output", "-o", help="Write to this file instead of stdout."),
+) -> None:
+    """Print (or write) a CloudFormation template, with parameter defaults filled in."""
+    text = templates.render(name, templates.parse_params(param))
+    if output is None:
+        print(text, end="" if text.endswith("\n") else "\n")
+        return
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text, encoding="utf-8")
+    console.print(f"wrote {output}", markup=False)
+
+
+def _location(location: str | None) -> config_store.Location:
+    text = location or os.environ.get(LOCATION_ENV, "")
+    if not text:
+        raise UsageError(f"--location: not given and ${LOCATION_ENV} is not set ({_LOCATION_HELP})")
+    return config_store.parse_location(text)
+
+
+@config_app.command("push")
+def push_cmd(
+    file: Path = typer.Argument(..., help="Fleet config YAML (targets with account and region)."),
+    location: str | None = typer.Option(None, "--location", "-l", help=_LOCATION_HELP),
+) -> None:
+    """Validate a fleet config file and store it where the hub reads it."""
+    where = _location(location)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{file}: cannot read: {exc.strerror or exc}") from None
+    fleet = config_store.write_text(where, text)
+    accounts = len({t.account for t in fleet.targets})
+    console.print(f"pushed {file} to {where}: {len(fleet.targets)} target(s) in {accounts} account(s)", markup=False)
+
+
+@config_app.command("pull")
+def pull_cmd(
+    location: str | None = typer.Option(None, "--location", "-l", help=_LOCATION_HELP),
+    output: Path | None = typer.Option(None, "--output", "-o", help="Write to this file instead of stdout."),
+) -> None:
+    """Print (or write) the fleet config the hub reads, exactly as it was pushed."""
+    text = config_store.read_text(_location(location))
+    if output is None:
+        print(text, end="" if text.endswith("\n") else "\n")
+        return
+    output.write_text(text, encoding="utf-8")
+    console.print(f"wrote {output}", markup=False)
