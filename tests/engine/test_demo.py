@@ -1,16 +1,27 @@
-"""The demo: a short virtual run stops and restores all three example clusters."""
+"""The demo: a short virtual run stops and restores all three example clusters, keeps the P5 group,
+retries a start that fell short of capacity, and prices the nights with the FSx residual beside them."""
 
 from __future__ import annotations
 
 from hyperpod_scheduler.demo.run import run_demo, summary_rows
 
 
-def test_two_virtual_days_stop_and_restore_every_cluster() -> None:
-    result = run_demo(days=2, step_minutes=15)
+def test_three_virtual_days_of_the_demo() -> None:
+    result = run_demo(days=3, step_minutes=10)
     rows = {r["cluster"]: r for r in summary_rows(result)}
     assert set(rows) == {"p5-training", "g5-dev", "trn1-research"}
     for r in rows.values():
         assert r["stops"] >= 2 and r["starts"] >= 1
-        assert r["restores"] == r["starts"] and r["failures"] == 0
         assert r["recorded_sizes"] and all(c > 0 for c in r["recorded_sizes"].values())
         assert 0 < r["instance_hours"] < r["always_on_hours"]
+    messages = [e.message for e in result.events]
+    assert any("keeping 'p5-workers' at 4" in m and "scarce" in m for m in messages)
+    # Wednesday 07:00Z: the G5 pool is short, the all-or-nothing start rolls back and is retried
+    g5 = rows["g5-dev"]
+    assert g5["failures"] >= 1 and g5["starts"] > g5["restores"] >= 1
+    assert any("sufficient capacity" in m and "retry 1" in m for m in messages)
+    assert rows["trn1-research"]["failures"] == 0
+    by_cluster = {c.name: c for c in result.report.clusters}
+    assert by_cluster["trn1-research"].totals.fsx_residual > 0  # the FSx kept billing, quoted beside the saving
+    assert by_cluster["g5-dev"].totals.avoided_cost > 0
+    assert by_cluster["p5-training"].totals.protected_cost > 0

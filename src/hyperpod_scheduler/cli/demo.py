@@ -36,7 +36,9 @@ def register(app: typer.Typer) -> None:
         )
         rows = summary_rows(result)
         if as_json:
-            print_json(rows)
+            from hyperpod_scheduler.cost.summary import as_document
+
+            print_json({"clusters": rows, "report": as_document(result.report)})
             return
         table = Table(title=f"after {days:g} virtual days")
         for col in ("cluster", "schedule", "stops", "starts", "restored", "recorded sizes", "instance-h", "saved"):
@@ -53,5 +55,8 @@ def register(app: typer.Typer) -> None:
                 f"{r['saved_pct']:.0f}%",
             )
         console.print(table)
-        if any(r["failures"] for r in rows):
+        from hyperpod_scheduler.cli.report import print_table
+
+        print_table(result.report)
+        if any(r["failures"] for r in rows) and not any(r["restores"] for r in rows):
             raise typer.Exit(1)

@@ -14,7 +14,10 @@ import boto3
 
 from hyperpod_scheduler.cluster.load import load_request
 from hyperpod_scheduler.config.model import ClusterEntry, Config, Defaults, Target
-from hyperpod_scheduler.demo.scenario import CLUSTERS, SCHEDULES, VIRTUAL_START, examples_dir
+from hyperpod_scheduler.cost.fsx import FileSystem
+from hyperpod_scheduler.cost.prices import bundled
+from hyperpod_scheduler.cost.savings import Report, build_report
+from hyperpod_scheduler.demo.scenario import CAPACITY, CLUSTERS, FILE_SYSTEMS, SCHEDULES, VIRTUAL_START, examples_dir
 from hyperpod_scheduler.emulator import Emulator, running_emulator
 from hyperpod_scheduler.engine.events import Collector, Event, Sink
 from hyperpod_scheduler.engine.fleet import Fleet, tick
@@ -53,6 +56,7 @@ class DemoResult:
     events: list[Event]
     virtual_days: float
     endpoint: str
+    report: Report
 
 
 def _client(endpoint: str) -> SageMakerClient:
@@ -98,7 +102,7 @@ def run_demo(
     requests = [(c, load_request(folder / c.spec_file)) for c in CLUSTERS]
     collector = Collector(events) if events else Collector()
     with (
-        running_emulator(virtual_start=VIRTUAL_START, seed=seed) as emu,
+        running_emulator(virtual_start=VIRTUAL_START, seed=seed, capacity=CAPACITY) as emu,
         tempfile.TemporaryDirectory() as tmp,
     ):
         client = _client(emu.endpoint)
@@ -137,7 +141,8 @@ def run_demo(
         behind = clock().timestamp() % step.total_seconds()
         if behind:
             emu.advance(step.total_seconds() - behind)
-        end = clock() + timedelta(days=days)
+        sim_start = clock()
+        end = sim_start + timedelta(days=days)
         while clock() < end:
             tick(engine, governed, clock())
             emu.advance(step.total_seconds())
@@ -162,8 +167,18 @@ def run_demo(
                 s.restores += 1
             elif e.kind in ("failed", "error"):
                 s.failures += 1
+        keys = {n: f"default/{REGION}/{n}" for n in names}
+        file_systems = {keys[n]: [FileSystem(**fs, found_by="demo") for fs in FILE_SYSTEMS.get(n, [])] for n in names}
+        report = build_report(
+            store.history_all(None, clock()),
+            {k: store.get(k) for k in keys.values()},
+            file_systems,
+            bundled(),
+            sim_start,
+            clock(),
+        )
         store.close()
-        return DemoResult(list(summaries.values()), collector.events, days, emu.endpoint)
+        return DemoResult(list(summaries.values()), collector.events, days, emu.endpoint, report)
 
 
 def summary_rows(result: DemoResult) -> list[dict[str, Any]]:

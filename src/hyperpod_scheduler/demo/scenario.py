@@ -36,6 +36,30 @@ SCHEDULES: dict[str, Any] = {
 # Sunday noon: the clusters are created and come up before the week starts.
 VIRTUAL_START = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
+# Wednesday morning someone else takes most of the region's G5 capacity for an hour: the 08:00 Berlin
+# start of g5-dev (07:00 UTC, all-or-nothing) rolls back and is retried until the pool refills.
+CAPACITY: dict[str, Any] = {
+    "instance_types": {
+        "ml.g5.12xlarge": {
+            "available": 64,
+            "schedule": [
+                {"at": "2026-12-02T06:30:00Z", "available": 3},
+                {"at": "2026-12-02T07:40:00Z", "available": 64},
+            ],
+        }
+    }
+}
+
+# Shared FSx for Lustre file systems: they survive the night and keep billing.
+FILE_SYSTEMS: dict[str, list[dict[str, Any]]] = {
+    "p5-training": [
+        {"id": "fs-0a1b2c3d4e5f60718", "storage_gib": 12000, "deployment_type": "PERSISTENT_2", "throughput": 250}
+    ],
+    "trn1-research": [
+        {"id": "fs-0123456789abcdef0", "storage_gib": 4800, "deployment_type": "PERSISTENT_2", "throughput": 125}
+    ],
+}
+
 
 def examples_dir(explicit: str | Path | None = None) -> Path:
     """The bundled examples: --examples, else the source checkout's examples/ folder."""
