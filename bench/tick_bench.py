@@ -26,7 +26,7 @@ from hyperpod_scheduler.schedule import resolve
 from hyperpod_scheduler.store.memory import MemoryStore
 
 ROLE = "arn:aws:iam::123456789012:role/bench"
-START = datetime(2026, 11, 30, 6, 0, tzinfo=UTC)  # Monday 06:00 UTC
+START = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)  # Sunday: the office schedule wants every cluster stopped
 
 
 def request(name: str) -> dict[str, Any]:
@@ -58,11 +58,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="100 clusters")
     args = parser.parse_args()
     n = 100 if args.quick else args.clusters
-    capacity = {"pools": {"ml.m5.xlarge": {"available": n * 2}, "ml.c5.xlarge": {"available": n * 4}}}
+    capacity = {"instance_types": {"ml.m5.xlarge": "unlimited", "ml.c5.xlarge": "unlimited"}}
     with running_emulator(virtual_start=START, seed=1, capacity=capacity) as emu:
         for i in range(n):
             emu.backend.dispatch("CreateCluster", request(f"bench-{i:05d}"))
-        emu.advance(3 * 3600)
+        emu.advance(3600)
         calls: Counter[str] = Counter()
         session = boto3.Session(aws_access_key_id="b", aws_secret_access_key="b", region_name="us-east-1")
         client = session.client("sagemaker", endpoint_url=emu.endpoint)
@@ -91,9 +91,11 @@ def main() -> None:
         print("|---|---|---|---|---|---|---|")
         timed("everything due (first sight: stop)")
         emu.advance(3600)
-        timed("following the stops")
+        timed("following the stops to settled")
         emu.advance(600)
         timed("nothing due")
+        emu.advance((datetime(2026, 11, 30, 8, 0, tzinfo=UTC) - emu.clock.now()).total_seconds())
+        timed("everything due (Monday 08:00: start)")
 
 
 if __name__ == "__main__":
