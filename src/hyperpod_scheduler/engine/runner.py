@@ -21,7 +21,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_scheduler.config.model import Policy, Retry
 from hyperpod_scheduler.engine import crashpoints, planner
-from hyperpod_scheduler.engine.cluster_view import ClusterView, MalformedAnswer, parse_cluster
+from hyperpod_scheduler.engine.cluster_view import ClusterView, parse_cluster
 from hyperpod_scheduler.engine.events import Event, Sink, discard
 from hyperpod_scheduler.engine.update_request import build_update
 from hyperpod_scheduler.errors import HyperpodSchedulerError, SpecError
@@ -144,7 +144,8 @@ class Engine:
                 reason=due.reason,
                 dry_run=dry_run,
             )
-        except (ClientError, BotoCoreError, MalformedAnswer) as exc:
+        except (ClientError, BotoCoreError, HyperpodSchedulerError) as exc:
+            # One cluster's bad answer or refused request never stops the tick for the others.
             message = _describe_error(exc)
             self._emit(ref, "error", message)
             return Result(ref.name, "error", message)
