@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 import time
 import tracemalloc
 from collections import Counter
@@ -56,6 +57,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--clusters", type=int, default=1000)
     parser.add_argument("--quick", action="store_true", help="100 clusters")
+    parser.add_argument("--concurrency", type=int, default=8, help="clusters handled at once in a tick")
+    parser.add_argument("--latency-ms", type=float, default=0, help="added per-request latency, as AWS has")
     args = parser.parse_args()
     n = 100 if args.quick else args.clusters
     capacity = {"instance_types": {"ml.m5.xlarge": "unlimited", "ml.c5.xlarge": "unlimited"}}
@@ -63,10 +66,17 @@ def main() -> None:
         for i in range(n):
             emu.backend.dispatch("CreateCluster", request(f"bench-{i:05d}"))
         emu.advance(3600)
+        emu.faults = {"latency_ms": args.latency_ms}
         calls: Counter[str] = Counter()
         session = boto3.Session(aws_access_key_id="b", aws_secret_access_key="b", region_name="us-east-1")
         client = session.client("sagemaker", endpoint_url=emu.endpoint)
-        client.meta.events.register("before-call.sagemaker.*", lambda model, **_: calls.update([model.name]))
+        lock = threading.Lock()
+
+        def count(model: Any, **_: Any) -> None:
+            with lock:  # ticks run clusters in threads
+                calls[model.name] += 1
+
+        client.meta.events.register("before-call.sagemaker.*", count)
         engine = Engine(MemoryStore(), lambda ref: client, emu.clock.now)
         sched = resolve("Mon-Fri 08:00-18:00 UTC", {})
         fleet = [Governed(ref_for(f"bench-{i:05d}", "us-east-1"), "office", sched, False) for i in range(n)]
@@ -75,7 +85,7 @@ def main() -> None:
             calls.clear()
             tracemalloc.start()
             t0 = time.perf_counter()
-            tick(engine, fleet, emu.clock.now())
+            tick(engine, fleet, emu.clock.now(), concurrency=args.concurrency)
             wall = time.perf_counter() - t0
             _, peak = tracemalloc.get_traced_memory()
             tracemalloc.stop()
@@ -86,7 +96,10 @@ def main() -> None:
                 f"{peak / 2**20:.1f} MiB |"
             )
 
-        print(f"cores: {os.cpu_count()}  python: {sys.version.split()[0]}")
+        print(
+            f"cores: {os.cpu_count()}  python: {sys.version.split()[0]}  tick concurrency: {args.concurrency}  "
+            f"added latency: {args.latency_ms:g} ms"
+        )
         print("| tick | clusters | wall | per cluster | API calls per cluster | by operation | peak memory |")
         print("|---|---|---|---|---|---|---|")
         timed("everything due (first sight: stop)")

@@ -93,7 +93,12 @@ def register(app: typer.Typer) -> None:
         """One reconcile pass over every governed cluster (for cron)."""
         ctx = make_context(config, state, as_json, at)
         results = tick(
-            ctx.engine(), ctx.fleet().governed(), ctx.now(), dry_run=dry_run, ready_by=ctx.config.defaults.ready_by
+            ctx.engine(),
+            ctx.fleet().governed(),
+            ctx.now(),
+            dry_run=dry_run,
+            ready_by=ctx.config.defaults.ready_by,
+            concurrency=ctx.config.defaults.concurrency,
         )
         if as_json:
             print_json([r.__dict__ for r in results])
@@ -111,7 +116,14 @@ def register(app: typer.Typer) -> None:
         ctx = make_context(config, state, False)
         engine, count = ctx.engine(), 0
         while True:
-            tick(engine, ctx.fleet().governed(), ctx.now(), dry_run=dry_run, ready_by=ctx.config.defaults.ready_by)
+            tick(
+                engine,
+                ctx.fleet().governed(),
+                ctx.now(),
+                dry_run=dry_run,
+                ready_by=ctx.config.defaults.ready_by,
+                concurrency=ctx.config.defaults.concurrency,
+            )
             count += 1
             if ticks and count >= ticks:
                 return

@@ -94,6 +94,7 @@ class Defaults(_Strict):
     enforced: bool = False
     settle_timeout_minutes: float = Field(default=180, gt=0)
     poll_seconds: float = Field(default=30, gt=0)
+    concurrency: int = Field(default=8, ge=1, le=64)  # clusters handled at once in a tick
     policy: Policy = Field(default_factory=Policy)
     retry: Retry = Field(default_factory=Retry)
     ready_by: ReadyBy = Field(default_factory=ReadyBy)

@@ -7,6 +7,7 @@ to be found; that discovery is the only read a quiet tick makes.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -129,14 +130,22 @@ def tick(
     *,
     dry_run: bool = False,
     ready_by: ReadyBy | None = None,
+    concurrency: int = 1,
 ) -> list[Result]:
-    """One reconcile pass: each cluster is judged on its own; one failure never stops the others."""
-    results = []
-    for g in governed:
+    """One reconcile pass: each cluster is judged on its own; one failure never stops the others.
+
+    With ``concurrency`` > 1 clusters are handled by that many threads (the AWS calls overlap; every
+    cluster still has its own lease and compare-and-set, so the outcome is the same as in series)."""
+
+    def one(g: Governed) -> Result:
         lead = lead_for(engine, g, ready_by).lead if g.schedule.ready_by else None
         state = schedule_state(g.schedule, now, lead)
-        results.append(engine.reconcile(g.ref, state, enforced=g.enforced, dry_run=dry_run))
-    return results
+        return engine.reconcile(g.ref, state, enforced=g.enforced, dry_run=dry_run)
+
+    if concurrency <= 1:
+        return [one(g) for g in governed]
+    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="tick") as pool:
+        return list(pool.map(one, governed))
 
 
 def lead_for(engine: Engine, g: Governed, settings: ReadyBy | None) -> Lead:
