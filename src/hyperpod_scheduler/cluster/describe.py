@@ -6,27 +6,37 @@ Pure functions over the response dict; the AWS call lives in the CLI.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from botocore.model import ListShape, Shape, StructureShape
+
+from hyperpod_scheduler.aws.model import service_model
 from hyperpod_scheduler.cluster.tiers import Tier, tier_of
 
-# Members of ClusterInstanceGroupDetails that have the same name and shape in the request.
-_SAME_SHAPE = (
-    "InstanceGroupName",
-    "InstanceType",
-    "LifeCycleConfig",
-    "ExecutionRole",
-    "ThreadsPerCore",
-    "InstanceStorageConfigs",
-    "OnStartDeepHealthChecks",
-    "TrainingPlanArn",
-    "OverrideVpcConfig",
-    "ScheduledUpdateConfig",
-    "CapacityRequirements",
-)
 _CLUSTER_SAME_SHAPE = ("VpcConfig", "Orchestrator", "NodeRecovery", "NodeProvisioningMode", "ClusterRole")
+
+# Describe members whose request twin has another name: the "Desired" value is what the group is
+# configured to be, so re-sending it changes nothing.
+_RENAMED: dict[str, dict[str, str]] = {
+    "InstanceRequirements": {"DesiredInstanceTypes": "InstanceTypes"},
+    "KubernetesConfig": {"DesiredLabels": "Labels", "DesiredTaints": "Taints"},
+    "AutoPatchConfig": {"DesiredPatchSchedule": "PatchSchedule"},
+}
+# ImageId is not reported as a request value (only Current/DesiredImageId); leaving it out keeps the
+# group's image as it is, whereas sending CurrentImageId would pin a group that floats.
+_NEVER_COPIED = {"InstanceCount", "MinInstanceCount", "ImageId", "ImageReleaseVersion"}
+
+
+def _prune(shape: Shape, value: Any) -> Any:
+    """Keep only what the request shape knows, so a describe-only field never leaks into a request."""
+    if isinstance(shape, StructureShape) and isinstance(value, Mapping):
+        return {k: _prune(shape.members[k], v) for k, v in value.items() if k in shape.members}
+    if isinstance(shape, ListShape) and isinstance(value, list):
+        return [_prune(shape.member, v) for v in value]
+    return copy.deepcopy(value)
 
 
 def group_count(details: Mapping[str, Any]) -> int:
@@ -38,23 +48,37 @@ def group_count(details: Mapping[str, Any]) -> int:
     return 0
 
 
-def group_request_from_details(details: Mapping[str, Any]) -> dict[str, Any]:
-    """One ClusterInstanceGroupSpecification rebuilt from ClusterInstanceGroupDetails.
+def group_request_from_details(
+    details: Mapping[str, Any], count: int | None = None, min_count: int | None = None
+) -> dict[str, Any]:
+    """One ClusterInstanceGroupSpecification rebuilt from ClusterInstanceGroupDetails, driven by the
+    botocore model: every request member the answer reports is copied (renamed where the shapes differ,
+    pruned to the request shape). ``count`` defaults to the group's target size, ``min_count`` to MinCount.
 
     ``LifeCycleConfig`` is copied exactly (absent stays absent): re-sending a group with a different
-    block would change its tier. ``ImageId`` is left out: the details report Current/DesiredImageId,
-    and re-sending either could start an image change the user never asked for.
+    block would change its tier.
     """
-    out: dict[str, Any] = {k: details[k] for k in _SAME_SHAPE if details.get(k) is not None}
-    out["InstanceCount"] = group_count(details)
-    if isinstance(details.get("MinCount"), int):
-        out["MinInstanceCount"] = details["MinCount"]
-    slurm = details.get("SlurmConfig")
-    if isinstance(slurm, Mapping) and slurm.get("NodeType"):
-        block: dict[str, Any] = {"NodeType": slurm["NodeType"]}
-        if slurm.get("PartitionNames"):
-            block["PartitionNames"] = list(slurm["PartitionNames"])
-        out["SlurmConfig"] = block
+    shape = service_model().shape_for("ClusterInstanceGroupSpecification")
+    assert isinstance(shape, StructureShape)
+    out: dict[str, Any] = {"InstanceGroupName": details.get("InstanceGroupName")}
+    out["InstanceCount"] = group_count(details) if count is None else count
+    for member, member_shape in shape.members.items():
+        if member in _NEVER_COPIED or member == "InstanceGroupName" or details.get(member) is None:
+            continue
+        value = details[member]
+        renames = _RENAMED.get(member)
+        if renames is not None and isinstance(value, Mapping):
+            value = {renames[k]: v for k, v in value.items() if k in renames}
+            if not value:
+                continue
+        out[member] = _prune(member_shape, value)
+    slurm = out.get("SlurmConfig")
+    if isinstance(slurm, dict) and not slurm.get("PartitionNames"):
+        # Answers may report an empty list on Controller/Login groups; partitions belong to Compute only.
+        slurm.pop("PartitionNames", None)
+    minimum = min_count if min_count is not None else details.get("MinCount")
+    if isinstance(minimum, int) and not isinstance(minimum, bool):
+        out["MinInstanceCount"] = min(minimum, out["InstanceCount"])
     return out
 
 
