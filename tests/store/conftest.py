@@ -1,5 +1,5 @@
 """Every backend runs the same contract: add a backend by adding a name to ``BACKENDS`` and a branch
-to ``open_backend`` (the DynamoDB one, under moto, goes here in issue 6)."""
+to ``open_backend``. DynamoDB runs under moto (``dynamodb_mock``), one table per test."""
 
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ from hyperpod_scheduler.store.records import (
     PendingAction,
     Snapshot,
 )
+from tests.store.dynamodb_mock import DYNAMODB_TABLE, mocked_dynamodb, open_dynamodb
 
-BACKENDS = ["memory", "sqlite"]
+BACKENDS = ["memory", "sqlite", "dynamodb"]
 T0 = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
 
 
@@ -28,12 +29,19 @@ def open_backend(name: str, tmp_path: Path) -> StateStore:
         return MemoryStore()
     if name == "sqlite":
         return SqliteStore(tmp_path / "state" / "state.sqlite")
+    if name == "dynamodb":
+        return open_dynamodb(DYNAMODB_TABLE)
     raise AssertionError(name)
 
 
 @pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+def backend(request: pytest.FixtureRequest) -> Iterator[str]:
+    name = str(request.param)
+    if name != "dynamodb":
+        yield name
+        return
+    with mocked_dynamodb(DYNAMODB_TABLE):
+        yield name
 
 
 @pytest.fixture

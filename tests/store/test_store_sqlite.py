@@ -191,7 +191,7 @@ def test_open_store_falls_back_to_the_environment_then_the_default(
 @pytest.mark.parametrize(
     ("location", "message"),
     [
-        ("dynamodb://scheduler-state", "DynamoDB store is not available"),
+        ("dynamodb://", "names no table"),
         ("postgres://db/state", "unknown scheme 'postgres'"),
         ("sqlite://", "names no file"),
     ],

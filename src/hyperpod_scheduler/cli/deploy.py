@@ -39,7 +39,7 @@ def package_cmd(
         print_json({"path": str(artefact.path), "files": artefact.files, "bytes": artefact.size_bytes})
         return
     mib = artefact.size_bytes / 2**20
-    console.print(f"wrote {artefact.path} ({artefact.files} files, {mib:.1f} MiB)", markup=False)
+    console.print(f"wrote {artefact.path} ({artefact.files} files, {mib:.1f} MiB)", markup=False, soft_wrap=True)
 
 
 @app.command("template")
@@ -55,7 +55,7 @@ def template_cmd(
         return
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(text, encoding="utf-8")
-    console.print(f"wrote {output}", markup=False)
+    console.print(f"wrote {output}", markup=False, soft_wrap=True)
 
 
 def _location(location: str | None) -> config_store.Location:
@@ -78,7 +78,11 @@ def push_cmd(
         raise UsageError(f"{file}: cannot read: {exc.strerror or exc}") from None
     fleet = config_store.write_text(where, text)
     accounts = len({t.account for t in fleet.targets})
-    console.print(f"pushed {file} to {where}: {len(fleet.targets)} target(s) in {accounts} account(s)", markup=False)
+    console.print(
+        f"pushed {file} to {where}: {len(fleet.targets)} target(s) in {accounts} account(s)",
+        markup=False,
+        soft_wrap=True,
+    )
 
 
 @config_app.command("pull")
@@ -92,4 +96,4 @@ def pull_cmd(
         print(text, end="" if text.endswith("\n") else "\n")
         return
     output.write_text(text, encoding="utf-8")
-    console.print(f"wrote {output}", markup=False)
+    console.print(f"wrote {output}", markup=False, soft_wrap=True)

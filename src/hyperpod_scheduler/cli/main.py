@@ -10,6 +10,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_scheduler import __version__
 from hyperpod_scheduler.cli import cluster, demo, emulator, ops, report, schedule
+from hyperpod_scheduler.cli import deploy as deploy_cli
 from hyperpod_scheduler.cli.output import error_line
 from hyperpod_scheduler.errors import HyperpodSchedulerError
 
@@ -22,6 +23,10 @@ app = typer.Typer(
 app.add_typer(cluster.app, name="cluster", help="Cluster specs: validate, render, create, describe.")
 app.add_typer(emulator.app, name="emulator", help="The local HyperPod control plane (emulator).")
 app.add_typer(schedule.app, name="schedule", help="Evaluate schedule expressions: check, next.")
+app.add_typer(
+    deploy_cli.app, name="deploy", help="Run on AWS Lambda: build the artefact, print the CloudFormation templates."
+)
+app.add_typer(deploy_cli.config_app, name="config", help="The fleet config stored in the hub: push, pull.")
 ops.register(app)
 demo.register(app)
 report.register(app)

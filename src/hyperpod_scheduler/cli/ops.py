@@ -31,7 +31,9 @@ from hyperpod_scheduler.guards.capacity import head_warning, protections
 from hyperpod_scheduler.schedule import Schedule
 
 ConfigOpt = typer.Option(None, "--config", "-c", help="Config file (default: ./hyperpod-scheduler.yaml if present).")
-StateOpt = typer.Option(None, "--state", help="State store: a SQLite path, sqlite:///path, or memory:.")
+StateOpt = typer.Option(
+    None, "--state", help="State store: a SQLite path, sqlite:///path, dynamodb://TABLE?region=R, or memory:."
+)
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON.")
 DryRunOpt = typer.Option(False, "--dry-run", help="Show what would be sent; change nothing.")
 RegionOpt = typer.Option(None, "--region", help="AWS region (default: from the config, else the AWS chain).")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+from urllib.parse import parse_qs, urlsplit
 
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.store.base import StateStore, lease_owner_id, update
@@ -57,8 +58,8 @@ __all__ = [
 
 def open_store(url_or_path: str | os.PathLike[str] | None = None) -> StateStore:
     """Open the store named by ``url_or_path``, else by ``$HYPERPOD_SCHEDULER_STATE``, else the
-    default SQLite file. Accepted: ``memory:``, ``sqlite:///abs/path`` (``sqlite:rel/path`` too), or
-    a plain file path.
+    default SQLite file. Accepted: ``memory:``, ``sqlite:///abs/path`` (``sqlite:rel/path`` too),
+    ``dynamodb://TABLE[?region=REGION]``, or a plain file path.
     """
     location = str(url_or_path) if url_or_path not in (None, "") else os.environ.get(ENV_VAR, "")
     if not location:
@@ -75,6 +76,21 @@ def open_store(url_or_path: str | os.PathLike[str] | None = None) -> StateStore:
     if scheme:
         name = scheme.group(1).lower()
         if name == "dynamodb":
-            raise UsageError(f"state store '{location}': the DynamoDB store is not available in this release")
+            return _open_dynamodb(location)
         raise UsageError(f"state store '{location}': unknown scheme '{name}' (use memory:, sqlite:/// or a path)")
     return SqliteStore(location)
+
+
+def _open_dynamodb(location: str) -> StateStore:
+    from hyperpod_scheduler.store.dynamodb import DynamoDBStore  # boto3 only when asked for
+
+    parts = urlsplit(location)
+    table = parts.netloc or parts.path.lstrip("/")
+    if not table:
+        raise UsageError(f"state store '{location}': the dynamodb URL names no table (dynamodb://TABLE)")
+    query = parse_qs(parts.query)
+    unknown = sorted(set(query) - {"region"})
+    if unknown:
+        raise UsageError(f"state store '{location}': unknown option '{unknown[0]}' (only region=)")
+    region = query.get("region", [None])[-1]
+    return DynamoDBStore(table, region=region)

@@ -1,0 +1,105 @@
+"""Where the fleet config lives in AWS: an item in the state table, or an S3 object.
+
+Locations: ``dynamodb://TABLE[?region=R]`` (item ``pk=config, sk=fleet``) or ``s3://BUCKET/KEY``.
+The YAML text is stored as written, comments included, so ``config pull`` gives back what was pushed.
+A push is validated first: a broken config never reaches the workers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from hyperpod_scheduler.deploy.fleet_config import FleetConfig, parse_fleet_yaml
+from hyperpod_scheduler.errors import AwsError, UsageError
+
+CONFIG_PK = "config"
+CONFIG_SK = "fleet"
+
+ClientFactory = Callable[[str, str | None], Any]  # (service, region) -> boto3 client
+
+
+def boto3_client(service: str, region: str | None) -> Any:
+    import boto3
+
+    return boto3.client(service, region_name=region)  # type: ignore[call-overload]
+
+
+@dataclass(frozen=True)
+class Location:
+    scheme: str  # dynamodb | s3
+    name: str  # table or bucket
+    key: str = ""  # S3 object key
+    region: str | None = None
+
+    def __str__(self) -> str:
+        if self.scheme == "s3":
+            return f"s3://{self.name}/{self.key}"
+        return f"dynamodb://{self.name}" + (f"?region={self.region}" if self.region else "")
+
+
+def parse_location(text: str) -> Location:
+    parts = urlsplit(text)
+    region = parse_qs(parts.query).get("region", [None])[-1]
+    if parts.scheme == "dynamodb" and parts.netloc:
+        return Location("dynamodb", parts.netloc, region=region)
+    if parts.scheme == "s3" and parts.netloc and parts.path.strip("/"):
+        return Location("s3", parts.netloc, parts.path.lstrip("/"), region=region)
+    raise UsageError(f"config location '{text}': use dynamodb://TABLE[?region=R] or s3://BUCKET/KEY")
+
+
+def read_text(location: Location, client_for: ClientFactory = boto3_client) -> str:
+    try:
+        if location.scheme == "s3":
+            s3 = client_for("s3", location.region)
+            body = s3.get_object(Bucket=location.name, Key=location.key)["Body"].read()
+            return str(body.decode("utf-8"))
+        table = client_for("dynamodb", location.region)
+        item = table.get_item(
+            TableName=location.name,
+            Key={"pk": {"S": CONFIG_PK}, "sk": {"S": CONFIG_SK}},
+            ConsistentRead=True,
+        ).get("Item")
+    except ClientError as exc:
+        raise _aws_error(location, "read", exc) from None
+    except BotoCoreError as exc:
+        raise AwsError(f"fleet config {location}: cannot read: {exc}") from None
+    if item is None:
+        raise UsageError(f"fleet config {location}: nothing stored yet (run `hyperpod-scheduler config push`)")
+    return str(item["yaml"]["S"])
+
+
+def write_text(location: Location, text: str, client_for: ClientFactory = boto3_client) -> FleetConfig:
+    """Validate ``text`` as a fleet config, then store it; returns the parsed config."""
+    fleet = parse_fleet_yaml(text, "fleet config")
+    try:
+        if location.scheme == "s3":
+            client_for("s3", location.region).put_object(
+                Bucket=location.name, Key=location.key, Body=text.encode("utf-8"), ContentType="application/yaml"
+            )
+        else:
+            client_for("dynamodb", location.region).put_item(
+                TableName=location.name,
+                Item={"pk": {"S": CONFIG_PK}, "sk": {"S": CONFIG_SK}, "yaml": {"S": text}},
+            )
+    except ClientError as exc:
+        raise _aws_error(location, "write", exc) from None
+    except BotoCoreError as exc:
+        raise AwsError(f"fleet config {location}: cannot write: {exc}") from None
+    return fleet
+
+
+def load(location: Location, client_for: ClientFactory = boto3_client) -> FleetConfig:
+    return parse_fleet_yaml(read_text(location, client_for), f"fleet config {location}")
+
+
+def _aws_error(location: Location, verb: str, exc: ClientError) -> AwsError:
+    err = exc.response.get("Error", {})
+    code = err.get("Code", "Error")
+    if code in ("NoSuchKey", "404"):
+        return AwsError(f"fleet config {location}: no such object (run `hyperpod-scheduler config push`)")
+    return AwsError(f"fleet config {location}: cannot {verb}: {code}: {err.get('Message', '')}")

@@ -1,0 +1,44 @@
+"""Credentials for one target account: STS AssumeRole from the hub into the spoke role."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import boto3
+from botocore.exceptions import BotoCoreError, ClientError
+
+from hyperpod_scheduler.errors import AwsError
+
+SESSION_PREFIX = "hyperpod-scheduler"
+# One tick of a worker; the Lambda timeout is shorter, so the credentials outlive every call.
+SESSION_SECONDS = 900
+
+
+def session_name(account: str, region: str) -> str:
+    """A RoleSessionName CloudTrail shows in the target account: which worker did it."""
+    name = f"{SESSION_PREFIX}-{account}-{region}"
+    return re.sub(r"[^\w+=,.@-]", "-", name)[:64]
+
+
+def assume(sts: Any, role_arn: str, account: str, region: str) -> boto3.Session:
+    """A boto3 session acting as ``role_arn`` (one-line AwsError if the hub may not assume it)."""
+    try:
+        answer = sts.assume_role(
+            RoleArn=role_arn, RoleSessionName=session_name(account, region), DurationSeconds=SESSION_SECONDS
+        )
+    except ClientError as exc:
+        err = exc.response.get("Error", {})
+        raise AwsError(
+            f"account {account}: cannot assume {role_arn}: {err.get('Code', 'Error')}: {err.get('Message', '')} "
+            "(is the spoke stack deployed with this hub's account as trusted?)"
+        ) from None
+    except BotoCoreError as exc:
+        raise AwsError(f"account {account}: cannot assume {role_arn}: {exc}") from None
+    creds = answer["Credentials"]
+    return boto3.Session(
+        aws_access_key_id=creds["AccessKeyId"],
+        aws_secret_access_key=creds["SecretAccessKey"],
+        aws_session_token=creds["SessionToken"],
+        region_name=region,
+    )

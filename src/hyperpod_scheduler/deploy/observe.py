@@ -1,0 +1,104 @@
+"""Observability as data: one JSON log line per engine event, and CloudWatch EMF metric lines.
+
+Both are pure functions from events/results to dicts; the handlers print them (Lambda sends stdout
+to CloudWatch Logs, which extracts EMF metrics without any API call from the function).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from hyperpod_scheduler.engine.events import Event
+from hyperpod_scheduler.engine.runner import Result
+from hyperpod_scheduler.store.records import ClusterRecord
+
+NAMESPACE = "HyperPodScheduler"
+FAILURE_KINDS = frozenset({"failed", "error"})
+# Group outcomes that mean a start came back short of the recorded size.
+SHORT_OUTCOMES = ("partial", "failed")
+
+
+@dataclass(frozen=True)
+class Place:
+    account: str
+    region: str
+
+
+def log_line(place: Place, event: Event) -> dict[str, Any]:
+    """The structured log record of one engine event (``outcome`` is the event kind)."""
+    line: dict[str, Any] = {
+        "level": "ERROR" if event.kind in FAILURE_KINDS else "INFO",
+        "at": event.at.isoformat(),
+        "cluster": event.cluster,
+        "account": place.account,
+        "region": place.region,
+        "outcome": event.kind,
+        "message": event.message,
+    }
+    if event.detail:
+        line["detail"] = event.detail
+    return line
+
+
+@dataclass(frozen=True)
+class TickCounts:
+    actions: int
+    failures: int
+    shortfalls: int
+    saved_instances: int
+
+
+def count(events: Iterable[Event], results: Iterable[Result], records: Iterable[ClusterRecord | None]) -> TickCounts:
+    """Actions sent, failures, clusters that came back short, and instances kept off by the scheduler."""
+    events = list(events)
+    actions = sum(1 for e in events if e.kind == "sent")
+    failures = sum(1 for r in results if r.kind in FAILURE_KINDS)
+    shortfalls = sum(1 for e in events if e.kind in ("settled", "failed") and _short(e.detail.get("outcomes")))
+    saved = sum(_stopped_instances(r) for r in records)
+    return TickCounts(actions, failures, shortfalls, saved)
+
+
+def _short(outcomes: Any) -> bool:
+    if not isinstance(outcomes, Mapping):
+        return False
+    return any(str(v).split(" ", 1)[0] in SHORT_OUTCOMES for v in outcomes.values())
+
+
+def _stopped_instances(record: ClusterRecord | None) -> int:
+    """The recorded size of a cluster the scheduler holds stopped: the instances not being paid for."""
+    if record is None or record.snapshot is None or record.applied_state != "stopped":
+        return 0
+    return sum(size.count for size in record.snapshot.sizes.values())
+
+
+def emf(place: Place, counts: TickCounts, at: datetime) -> dict[str, Any]:
+    """One EMF document: CloudWatch turns it into four metrics with Account and Region dimensions."""
+    metrics = {
+        "Actions": counts.actions,
+        "Failures": counts.failures,
+        "Shortfalls": counts.shortfalls,
+        "SavedInstances": counts.saved_instances,
+    }
+    return {
+        "_aws": {
+            "Timestamp": int(at.timestamp() * 1000),
+            "CloudWatchMetrics": [
+                {
+                    "Namespace": NAMESPACE,
+                    "Dimensions": [["Account", "Region"]],
+                    "Metrics": [{"Name": name, "Unit": "Count"} for name in metrics],
+                }
+            ],
+        },
+        "Account": place.account,
+        "Region": place.region,
+        **metrics,
+    }
+
+
+def dumps(line: Mapping[str, Any]) -> str:
+    return json.dumps(line, default=str, separators=(",", ":"), sort_keys=False)

@@ -1,0 +1,59 @@
+"""The CloudFormation templates shipped as package data, with parameter defaults filled in on request.
+
+The templates use only the long form of intrinsic functions (``Fn::Sub:``, never ``!Sub``), so they
+are plain YAML: ``yaml.safe_load`` reads them and the tests can inspect every policy statement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from hyperpod_scheduler.errors import UsageError
+
+TEMPLATES = ("hub", "spoke")
+
+
+def template_text(name: str) -> str:
+    if name not in TEMPLATES:
+        raise UsageError(f"template '{name}': unknown (choose {' or '.join(TEMPLATES)})")
+    return resources.files("hyperpod_scheduler.deploy").joinpath("templates", f"{name}.yaml").read_text("utf-8")
+
+
+def load_template(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(template_text(name))
+    return data
+
+
+def parse_params(pairs: list[str]) -> dict[str, str]:
+    """``Key=Value`` pairs from the command line."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--param: '{pair}' is not Key=Value")
+        out[key.strip()] = value
+    return out
+
+
+def render(name: str, params: Mapping[str, str] | None = None) -> str:
+    """The template with ``params`` set as parameter defaults; unknown names are errors."""
+    params = dict(params or {})
+    if not params:
+        return template_text(name)  # unchanged, comments included
+    template = load_template(name)
+    declared: dict[str, Any] = template.get("Parameters", {})
+    for key, value in params.items():
+        if key not in declared:
+            known = ", ".join(sorted(declared))
+            raise UsageError(f"template '{name}': no parameter '{key}' (parameters: {known})")
+        spec = declared[key]
+        allowed = spec.get("AllowedValues")
+        if allowed is not None and value not in [str(a) for a in allowed]:
+            raise UsageError(f"template '{name}': {key}={value!r} is not one of {[str(a) for a in allowed]}")
+        spec["Default"] = int(value) if spec.get("Type") == "Number" and value.isdigit() else value
+    rendered: str = yaml.safe_dump(template, sort_keys=False, width=120)
+    return rendered

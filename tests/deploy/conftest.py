@@ -1,0 +1,166 @@
+"""A fleet under test: moto for DynamoDB, STS, SQS, S3 and SNS; one emulator per account for SageMaker.
+
+The emulator namespaces clusters by region (from the SigV4 credential scope) but serves one fixed
+account, so each account gets its own emulator. The SageMaker client factory finds the emulator
+through the credentials the worker hands it: moto's STS answers GetCallerIdentity for an assumed
+role with the role's account, so a worker that assumed the wrong role reaches the wrong emulator.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+import pytest
+
+from hyperpod_scheduler.config.model import SCHEDULE_TAG
+from hyperpod_scheduler.deploy import config_store
+from hyperpod_scheduler.deploy.handlers import Runtime
+from hyperpod_scheduler.emulator import Emulator, running_emulator
+from hyperpod_scheduler.store.dynamodb import DynamoDBStore, create_table
+from tests.engine.conftest import three_tier_request
+from tests.store.dynamodb_mock import REGION, mocked_aws
+
+START = datetime(2026, 11, 30, 6, 0, tzinfo=UTC)  # a Monday, before office hours
+TABLE = "hps-state"
+ACCOUNTS = ("111111111111", "222222222222", "333333333333")
+REGIONS = ("us-east-1", "eu-west-1")
+OFFICE = "Mon-Fri 08:00-18:00 UTC"
+SIZES = {"controller": 1, "dev": 2, "train": 3}
+
+
+def fleet_yaml(accounts: tuple[str, ...] = ACCOUNTS, regions: tuple[str, ...] = REGIONS) -> str:
+    """Every target governs 'train' by name; us-east-1 targets also find tagged clusters."""
+    lines = ["schedules:", f"  office: {OFFICE}", "defaults:", "  schedule: office", "targets:"]
+    for account in accounts:
+        for region in regions:
+            lines += [f"  - account: '{account}'", f"    region: {region}", "    clusters: [train]"]
+            if region == "us-east-1":
+                lines.append("    tag_selector: true")
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class FleetWorld:
+    emulators: dict[str, Emulator]
+    out: list[str] = field(default_factory=list)
+    updates: Counter[tuple[str, str, str]] = field(default_factory=Counter)  # (account, region, cluster)
+
+    @property
+    def now(self) -> datetime:
+        return next(iter(self.emulators.values())).clock.now()
+
+    def advance(self, seconds: float) -> None:
+        """Every account's clock moves together: the fleet shares one time."""
+        for emu in self.emulators.values():
+            emu.advance(seconds)
+
+    def advance_to(self, hour: int, minute: int = 0) -> None:
+        """Move every clock forward to the next hour:minute of the same day."""
+        target = self.now.replace(hour=hour, minute=minute, second=0, microsecond=0)
+        assert target > self.now, "already past that time today"
+        self.advance((target - self.now).total_seconds())
+
+    def admin(self, account: str, region: str) -> Any:
+        return boto3.client(
+            "sagemaker",
+            region_name=region,
+            endpoint_url=self.emulators[account].endpoint,
+            aws_access_key_id="admin",
+            aws_secret_access_key="admin",
+        )
+
+    def sagemaker_for(self, session: boto3.Session, region: str) -> Any:
+        account = session.client("sts", region_name=region).get_caller_identity()["Account"]
+        client = session.client("sagemaker", region_name=region, endpoint_url=self.emulators[account].endpoint)
+
+        def count(params: dict[str, Any], **_: Any) -> None:
+            self.updates[(account, region, params["ClusterName"])] += 1
+
+        client.meta.events.register("provide-client-params.sagemaker.UpdateCluster", count)
+        return client
+
+    def runtime(self) -> Runtime:
+        return Runtime(
+            table=TABLE,
+            config_location=config_store.Location("dynamodb", TABLE),
+            queue_url=self.queue_url,
+            sagemaker_for=self.sagemaker_for,
+            now=lambda: self.now,
+            out=self.out.append,
+        )
+
+    queue_url: str = ""
+
+    def create(self, account: str, region: str, name: str, *, tagged: bool = False) -> None:
+        request = three_tier_request(name)
+        if tagged:
+            request["Tags"] = [{"Key": SCHEDULE_TAG, "Value": "office"}]
+        self.admin(account, region).create_cluster(**request)
+
+    def describe(self, account: str, region: str, name: str) -> dict[str, Any]:
+        return dict(self.admin(account, region).describe_cluster(ClusterName=name))
+
+    def counts(self, account: str, region: str, name: str) -> dict[str, int]:
+        groups = self.describe(account, region, name)["InstanceGroups"]
+        return {g["InstanceGroupName"]: g["CurrentCount"] for g in groups}
+
+    def settle(self, clusters: list[tuple[str, str, str]], limit_s: float = 8 * 3600) -> None:
+        waited = 0.0
+        while waited <= limit_s:
+            if all(self._settled(self.describe(*c)) for c in clusters):
+                return
+            self.advance(300)
+            waited += 300
+        raise AssertionError("clusters did not settle")
+
+    @staticmethod
+    def _settled(d: dict[str, Any]) -> bool:
+        return d["ClusterStatus"] in ("InService", "Failed") and all(
+            g["CurrentCount"] == g.get("TargetCount", g["CurrentCount"]) for g in d["InstanceGroups"]
+        )
+
+    def log_lines(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.out]
+
+
+@pytest.fixture
+def aws() -> Iterator[None]:
+    with mocked_aws():
+        yield
+
+
+@pytest.fixture
+def world(aws: None) -> Iterator[FleetWorld]:
+    create_table(boto3.client("dynamodb", region_name=REGION), TABLE)
+    queue_url = boto3.client("sqs", region_name=REGION).create_queue(QueueName="hps-work")["QueueUrl"]
+    with ExitStack() as stack:
+        emulators = {
+            a: stack.enter_context(running_emulator(virtual_start=START, seed=i)) for i, a in enumerate(ACCOUNTS)
+        }
+        w = FleetWorld(emulators)
+        w.queue_url = queue_url
+        yield w
+
+
+def store() -> DynamoDBStore:
+    return DynamoDBStore(TABLE, client=boto3.client("dynamodb", region_name=REGION))
+
+
+def drain(queue_url: str) -> list[dict[str, Any]]:
+    """Every message on the queue as SQS event records (what the event source mapping delivers)."""
+    sqs = boto3.client("sqs", region_name=REGION)
+    records: list[dict[str, Any]] = []
+    while True:
+        got = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10).get("Messages", [])
+        if not got:
+            return records
+        for m in got:
+            records.append({"messageId": m["MessageId"], "body": m["Body"]})
+            sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=m["ReceiptHandle"])

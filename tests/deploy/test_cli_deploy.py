@@ -1,0 +1,88 @@
+"""`deploy template|package` and `config push|pull` through Typer, as the lead will register them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+import typer
+import yaml
+from typer.testing import CliRunner
+
+from hyperpod_scheduler.cli.deploy import app as deploy_app
+from hyperpod_scheduler.cli.deploy import config_app
+from hyperpod_scheduler.errors import HyperpodSchedulerError
+from hyperpod_scheduler.store.dynamodb import create_table
+from tests.deploy.conftest import fleet_yaml
+from tests.store.dynamodb_mock import REGION, mocked_aws
+
+root = typer.Typer()
+root.add_typer(deploy_app, name="deploy")
+root.add_typer(config_app, name="config")
+runner = CliRunner()
+
+
+@pytest.fixture
+def table() -> Iterator[str]:
+    with mocked_aws():
+        create_table(boto3.client("dynamodb", region_name=REGION), "hps")
+        boto3.client("s3", region_name=REGION).create_bucket(Bucket="fleet-bucket")
+        yield "hps"
+
+
+def test_template_prints_the_hub_with_parameters_filled_in() -> None:
+    result = runner.invoke(root, ["deploy", "template", "hub", "-p", "CodeBucket=artefacts"])
+    assert result.exit_code == 0, result.output
+    assert yaml.safe_load(result.output)["Parameters"]["CodeBucket"]["Default"] == "artefacts"
+
+
+def test_template_writes_a_file(tmp_path: Path) -> None:
+    out = tmp_path / "spoke.yaml"
+    result = runner.invoke(root, ["deploy", "template", "spoke", "-o", str(out), "-p", "HubWorkerRoleArn=x"])
+    assert result.exit_code == 0 and "wrote" in result.output
+    assert yaml.safe_load(out.read_text())["Parameters"]["HubWorkerRoleArn"]["Default"] == "x"
+
+
+def test_template_refuses_a_malformed_param() -> None:
+    result = runner.invoke(root, ["deploy", "template", "hub", "-p", "CodeBucket"])
+    assert isinstance(result.exception, HyperpodSchedulerError)
+    assert "is not Key=Value" in str(result.exception)
+
+
+def test_package_without_dependencies(tmp_path: Path) -> None:
+    out = tmp_path / "dist" / "lambda.zip"
+    result = runner.invoke(root, ["deploy", "package", "--no-deps", "-o", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    assert out.is_file() and '"files"' in result.output
+
+
+@pytest.mark.parametrize("where", ["dynamodb://hps", "s3://fleet-bucket/config/fleet.yaml"])
+def test_config_push_then_pull_gives_back_the_file(table: str, where: str, tmp_path: Path) -> None:
+    source = tmp_path / "fleet.yaml"
+    source.write_text("# our fleet\n" + fleet_yaml())
+    pushed = runner.invoke(root, ["config", "push", str(source), "--location", where])
+    assert pushed.exit_code == 0, pushed.output
+    assert "6 target(s) in 3 account(s)" in pushed.output
+    pulled = runner.invoke(root, ["config", "pull", "--location", where])
+    assert pulled.exit_code == 0
+    assert pulled.output == source.read_text()
+
+
+def test_an_invalid_config_is_refused_and_nothing_is_stored(table: str, tmp_path: Path) -> None:
+    source = tmp_path / "fleet.yaml"
+    source.write_text("targets:\n  - account: '12345'\n    region: us-east-1\n")
+    pushed = runner.invoke(root, ["config", "push", str(source), "--location", "dynamodb://hps"])
+    assert isinstance(pushed.exception, HyperpodSchedulerError)
+    assert "targets[0].account" in str(pushed.exception) and "'12345'" in str(pushed.exception)
+    pulled = runner.invoke(root, ["config", "pull", "--location", "dynamodb://hps"])
+    assert "nothing stored yet" in str(pulled.exception)
+
+
+def test_config_needs_a_location(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HYPERPOD_SCHEDULER_FLEET_CONFIG", raising=False)
+    result = runner.invoke(root, ["config", "pull"])
+    assert "--location" in str(result.exception)
+    bad = runner.invoke(root, ["config", "pull", "--location", "ftp://x/y"])
+    assert "use dynamodb://TABLE" in str(bad.exception)

@@ -1,0 +1,77 @@
+"""Fleet config (targets with accounts) and the per-target jobs the orchestrator queues."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hyperpod_scheduler.deploy.fleet_config import parse_fleet_yaml
+from hyperpod_scheduler.deploy.jobs import batches, decode_job, encode_job, jobs_for
+from hyperpod_scheduler.engine.fleet import Fleet
+from hyperpod_scheduler.errors import UsageError
+from tests.deploy.conftest import fleet_yaml
+
+T = datetime(2026, 11, 30, 6, 0, tzinfo=UTC)
+
+
+def test_each_target_becomes_one_self_contained_job() -> None:
+    fleet = parse_fleet_yaml(fleet_yaml())
+    jobs = jobs_for(fleet, T)
+    assert [(j.account, j.region) for j in jobs][:2] == [("111111111111", "us-east-1"), ("111111111111", "eu-west-1")]
+    job = jobs[0]
+    assert job.role_arn == "arn:aws:iam::111111111111:role/hyperpod-scheduler-spoke"
+    assert job.config.schedules == {"office": "Mon-Fri 08:00-18:00 UTC"}
+    assert len(job.config.targets) == 1 and job.config.targets[0].tag_selector
+    # The engine reads a job's config as it reads a CLI config (eu-west-1 names its one cluster).
+    governed = Fleet(jobs[1].config, lambda ref: None).governed()  # type: ignore[arg-type,return-value]
+    assert [(g.ref.name, g.ref.region, g.schedule_label) for g in governed] == [("train", "eu-west-1", "office")]
+    assert decode_job(encode_job(job)) == job
+
+
+def test_role_arn_and_spoke_role_name_override_the_default() -> None:
+    text = fleet_yaml(("111111111111",), ("us-east-1",)) + "hub: {spoke_role_name: hps}\n"
+    assert jobs_for(parse_fleet_yaml(text), T)[0].role_arn == "arn:aws:iam::111111111111:role/hps"
+    text = text.replace("    clusters", "    role_arn: arn:aws:iam::111111111111:role/custom\n    clusters")
+    assert jobs_for(parse_fleet_yaml(text), T)[0].role_arn == "arn:aws:iam::111111111111:role/custom"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("targets: [{account: '1', region: us-east-1}]", "targets[0].account: String should match"),
+        ("targets: [{account: '111111111111'}]", "targets[0].region: Field required"),
+        ("targets: [{account: '111111111111', region: r, role_arn: admin}]", "targets[0].role_arn"),
+        ("targets: [{account: '111111111111', region: r, colour: red}]", "targets[0].colour: Extra inputs"),
+        (
+            "targets: [{account: '111111111111', region: r}, {account: '111111111111', region: r}]",
+            "targets[1]: account 111111111111 region r is listed twice",
+        ),
+        ("targets: [", "invalid YAML"),
+        ("- a", "expected a mapping"),
+    ],
+)
+def test_bad_fleet_configs_are_one_line_errors_naming_the_field(text: str, message: str) -> None:
+    with pytest.raises(UsageError) as err:
+        parse_fleet_yaml(text)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [("not json", "not JSON"), ('{"format": 2}', "format 2"), ('{"account": "1"}', "worker message: ")],
+)
+def test_a_bad_worker_message_is_a_one_line_error(body: str, message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        decode_job(body)
+
+
+@settings(deadline=None, max_examples=25)
+@given(st.integers(1, 45))
+def test_batches_cover_every_job_once_in_tens(n: int) -> None:
+    fleet = parse_fleet_yaml(fleet_yaml(tuple(f"{i:012d}" for i in range(n)), ("us-east-1",)))
+    groups = batches(jobs_for(fleet, T))
+    assert all(1 <= len(g) <= 10 for g in groups)
+    assert [j.account for g in groups for j in g] == [f"{i:012d}" for i in range(n)]
