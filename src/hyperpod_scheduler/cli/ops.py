@@ -12,7 +12,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from rich.table import Table
 
 from hyperpod_scheduler.cli.context import Context, make_context, parse_instant
-from hyperpod_scheduler.cli.output import console, print_json
+from hyperpod_scheduler.cli.output import console, error_line, print_json
 from hyperpod_scheduler.cost.savings import keep_cost_per_night
 from hyperpod_scheduler.engine.fleet import (
     HORIZON,
@@ -94,9 +94,12 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """One reconcile pass over every governed cluster (for cron)."""
         ctx = make_context(config, state, as_json, at)
+        governed = ctx.fleet().governed()
+        for name, why in ctx.fleet().problems:
+            error_line(f"cluster '{name}' skipped: {why}")
         results = tick(
             ctx.engine(),
-            ctx.fleet().governed(),
+            governed,
             ctx.now(),
             dry_run=dry_run,
             ready_by=ctx.config.defaults.ready_by,

@@ -67,6 +67,7 @@ class Fleet:
         self.config = config
         self.client_for = client_for
         self.schedules = load_schedules(config.schedules)
+        self.problems: list[tuple[str, str]] = []  # (cluster, why) for clusters skipped by governed()
 
     def _schedule(self, label: str | None, where: str) -> tuple[str, Schedule]:
         label = label or self.config.defaults.schedule
@@ -75,6 +76,7 @@ class Fleet:
         return label, resolve(label, self.schedules)
 
     def governed(self) -> list[Governed]:
+        self.problems = []
         out: dict[str, Governed] = {}
         for i, target in enumerate(self.config.targets):
             for entry in target.clusters:
@@ -88,7 +90,12 @@ class Fleet:
                 for ref, label in self._discover(target):
                     if ref.key in out:
                         continue  # an explicit entry wins over the tag
-                    _, schedule = self._schedule(label, f"cluster '{ref.name}' tag {SCHEDULE_TAG}")
+                    try:
+                        _, schedule = self._schedule(label, f"cluster '{ref.name}' tag {SCHEDULE_TAG}")
+                    except UsageError as exc:
+                        # Anyone can tag a cluster: a bad tag skips that cluster, never the whole fleet.
+                        self.problems.append((ref.name, str(exc)))
+                        continue
                     enforced = _first(target.enforced, self.config.defaults.enforced)
                     policy = merge_policies(target.policy, self.config.defaults.policy)
                     out[ref.key] = Governed(ref, label, schedule, enforced, policy)

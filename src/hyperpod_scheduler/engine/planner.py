@@ -257,6 +257,7 @@ def assess(
         return Settled(state, tuple(outcomes), False, view.failure_message or f"cluster {view.status}")
     if pending and not timed_out:
         done = sum(1 for o in outcomes if o.outcome in ("stopped", "restored", "kept"))
-        return InProgress(f"{done}/{len(outcomes)} groups settled")
+        moving = ", ".join(f"{o.group} {o.current}/{o.target}" for o in outcomes if o.outcome in ("partial", "failed"))
+        return InProgress(f"{done}/{len(outcomes)} groups settled; {moving}")
     ok = all(o.outcome in ("stopped", "restored", "kept") for o in outcomes)
     return Settled(state, tuple(outcomes), ok, "settled" if ok else f"not settled after {timeout}")
