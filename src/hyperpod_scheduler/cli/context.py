@@ -20,6 +20,7 @@ from hyperpod_scheduler.engine.runner import ClusterRef, Engine
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.guards.base import StopGuard
 from hyperpod_scheduler.guards.capacity import CapacityGuard
+from hyperpod_scheduler.guards.checkpoints import CheckpointGuard
 from hyperpod_scheduler.notify.channels import Notifier, channels_from
 from hyperpod_scheduler.store import open_store
 
@@ -82,7 +83,19 @@ class Context:
         return self._clients[key]
 
     def guards_for(self, ref: ClusterRef, include_protected: bool = False) -> list[StopGuard]:
-        return [CapacityGuard(self.fleet().policy_for(ref), include_protected)]
+        policy = self.fleet().policy_for(ref)
+        guards: list[StopGuard] = [CapacityGuard(policy, include_protected)]
+        checkpoints = self.fleet().checkpoints_for(ref)
+        if checkpoints is not None:
+            s3 = (
+                session(profile=ref.profile, region=ref.region).client("s3")
+                if (checkpoints.channel or "").startswith("s3://")
+                else None
+            )
+            guards.append(
+                CheckpointGuard.for_cluster(checkpoints, keep_slurm_head=policy.keep_slurm_head, s3_client=s3)
+            )
+        return guards
 
     def engine(self, actor: str | None = None, include_protected: bool = False) -> Engine:
         timeout = timedelta(minutes=self.config.defaults.settle_timeout_minutes)

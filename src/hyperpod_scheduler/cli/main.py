@@ -9,7 +9,7 @@ import typer
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_scheduler import __version__
-from hyperpod_scheduler.cli import cluster, demo, emulator, ops, report, schedule
+from hyperpod_scheduler.cli import agent, cluster, demo, emulator, ops, report, schedule
 from hyperpod_scheduler.cli import deploy as deploy_cli
 from hyperpod_scheduler.cli.output import error_line
 from hyperpod_scheduler.errors import HyperpodSchedulerError
@@ -26,6 +26,7 @@ app.add_typer(schedule.app, name="schedule", help="Evaluate schedule expressions
 app.add_typer(
     deploy_cli.app, name="deploy", help="Run on AWS Lambda: build the artefact, print the CloudFormation templates."
 )
+app.add_typer(agent.app, name="agent", help="The Slurm agent on the controller: run, install-script, audit.")
 app.add_typer(deploy_cli.config_app, name="config", help="The fleet config stored in the hub: push, pull.")
 ops.register(app)
 demo.register(app)

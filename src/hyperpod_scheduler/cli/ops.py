@@ -145,7 +145,7 @@ def register(app: typer.Typer) -> None:
         rows = [_status_row(ctx, g) for g in ctx.fleet().governed()]
         known = {r["key"] for r in rows}
         for key in ctx.store.list_keys():
-            if key not in known:
+            if key not in known and not key.startswith("agent/"):  # the agent channel's own records
                 rows.append(_status_row(ctx, None, key))
         if as_json:
             print_json(rows)

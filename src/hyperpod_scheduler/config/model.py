@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from hyperpod_scheduler.agent.settings import CheckpointSettings
 from hyperpod_scheduler.cost.settings import CostSettings
 
 SCHEDULE_TAG = "hyperpod-scheduler:schedule"
@@ -66,6 +67,7 @@ class ClusterEntry(_Strict):
     schedule: str | None = None
     enforced: bool | None = None
     policy: Policy | None = None
+    checkpoints: CheckpointSettings | None = None
 
 
 class Target(_Strict):
@@ -79,6 +81,7 @@ class Target(_Strict):
     # Also govern every cluster in the region that carries the tag hyperpod-scheduler:schedule=<name>.
     tag_selector: bool = False
     policy: Policy | None = None
+    checkpoints: CheckpointSettings | None = None
 
     @field_validator("clusters", mode="before")
     @classmethod
@@ -98,6 +101,7 @@ class Defaults(_Strict):
     policy: Policy = Field(default_factory=Policy)
     retry: Retry = Field(default_factory=Retry)
     ready_by: ReadyBy = Field(default_factory=ReadyBy)
+    checkpoints: CheckpointSettings | None = None  # the checkpoint audit before each stop (nearest block wins)
 
 
 class Config(_Strict):

@@ -12,17 +12,32 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 
+from hyperpod_scheduler.agent.settings import CheckpointSettings
+from hyperpod_scheduler.agent.worker import SlurmSide
 from hyperpod_scheduler.cluster.load import load_request
-from hyperpod_scheduler.config.model import ClusterEntry, Config, Defaults, Target
+from hyperpod_scheduler.config.model import ClusterEntry, Config, Defaults, Policy, Target
 from hyperpod_scheduler.cost.fsx import FileSystem
 from hyperpod_scheduler.cost.prices import bundled
 from hyperpod_scheduler.cost.savings import Report, build_report
-from hyperpod_scheduler.demo.scenario import CAPACITY, CLUSTERS, FILE_SYSTEMS, SCHEDULES, VIRTUAL_START, examples_dir
+from hyperpod_scheduler.demo.scenario import (
+    CAPACITY,
+    CLUSTERS,
+    FILE_SYSTEMS,
+    NVME_JOB,
+    SCHEDULES,
+    VIRTUAL_START,
+    examples_dir,
+)
 from hyperpod_scheduler.emulator import Emulator, running_emulator
 from hyperpod_scheduler.engine.events import Collector, Event, Sink
 from hyperpod_scheduler.engine.fleet import Fleet, tick
 from hyperpod_scheduler.engine.runner import ClusterRef, Engine
 from hyperpod_scheduler.errors import HyperpodSchedulerError
+from hyperpod_scheduler.guards.base import StopGuard
+from hyperpod_scheduler.guards.capacity import CapacityGuard
+from hyperpod_scheduler.guards.checkpoints import CheckpointGuard, LocalLink
+from hyperpod_scheduler.slurm.memory import MemorySlurm
+from hyperpod_scheduler.slurm.model import SlurmJob, SlurmNode
 from hyperpod_scheduler.store import open_store
 
 if TYPE_CHECKING:
@@ -89,6 +104,22 @@ def _counts(emu: Emulator, name: str) -> dict[str, int]:
     return {g["InstanceGroupName"]: int(g.get("CurrentCount", 0)) for g in answer["InstanceGroups"]}
 
 
+def _nvme_slurm() -> MemorySlurm:
+    nodes = [SlurmNode(n, "idle", "", "", (NVME_JOB.partition,)) for n in NVME_JOB.nodes]
+    nodes += [SlurmNode(n, "idle", "", "", ()) for names in NVME_JOB.other_nodes.values() for n in names]
+    return MemorySlurm(nodes_=nodes)
+
+
+def _run_nvme_job(slurm: MemorySlurm, now: datetime) -> None:
+    """The researcher's job runs on the Trn1 workers from Tuesday noon to Wednesday 10:00."""
+    job = NVME_JOB
+    running = job.runs_from <= now < job.runs_until
+    if running and not slurm.jobs_:
+        slurm.jobs_ = [SlurmJob(job.job_id, job.name, "RUNNING", job.user, job.partition, job.nodes, job.comment)]
+    elif not running and slurm.jobs_:
+        slurm.jobs_ = []
+
+
 def run_demo(
     *,
     days: float = 7.0,
@@ -124,6 +155,22 @@ def run_demo(
         )
         store = open_store(str(Path(tmp) / "state.sqlite"))
         clock = emu.clock.now
+        slurm = _nvme_slurm()
+        checkpoint_guard = CheckpointGuard(
+            CheckpointSettings(
+                policy="block",
+                nodes={NVME_JOB.group: list(NVME_JOB.nodes), **{g: list(n) for g, n in NVME_JOB.other_nodes.items()}},
+            ),
+            LocalLink(SlurmSide(slurm, now=clock)),
+            now=clock,
+        )
+
+        def guards_for(ref: ClusterRef) -> list[StopGuard]:
+            guards: list[StopGuard] = [CapacityGuard(Policy())]
+            if ref.name == NVME_JOB.cluster:
+                guards.append(checkpoint_guard)
+            return guards
+
         engine = Engine(
             store,
             lambda ref: client,
@@ -131,6 +178,7 @@ def run_demo(
             events=collector,
             actor="demo",
             settle_timeout=timedelta(minutes=config.defaults.settle_timeout_minutes),
+            guards_for=guards_for,
         )
         governed = Fleet(config, lambda ref: client).governed()
         summaries = {r["ClusterName"]: ClusterSummary(r["ClusterName"], c.schedule, c.story) for c, r in requests}
@@ -144,6 +192,7 @@ def run_demo(
         sim_start = clock()
         end = sim_start + timedelta(days=days)
         while clock() < end:
+            _run_nvme_job(slurm, clock())
             tick(engine, governed, clock())
             emu.advance(step.total_seconds())
             for n in names:

@@ -72,3 +72,36 @@ def examples_dir(explicit: str | Path | None = None) -> Path:
     raise UsageError(
         f"demo: example specs not found (looked in {', '.join(str(c) for c in candidates)}); pass --examples DIR"
     )
+
+
+# Tuesday evening a researcher's Trn1 job is still running and checkpoints to instance-local NVMe,
+# which dies with the instance: the checkpoint audit blocks Tuesday's 22:00 stop. The job ends
+# Wednesday morning, so Wednesday's stop goes ahead.
+@dataclass(frozen=True)
+class NvmeJob:
+    cluster: str
+    group: str
+    nodes: tuple[str, ...]
+    job_id: str
+    name: str
+    user: str
+    partition: str
+    comment: str
+    runs_from: datetime
+    runs_until: datetime
+    other_nodes: dict[str, tuple[str, ...]]  # the cluster's other groups (legacy: no SlurmConfig to read)
+
+
+NVME_JOB = NvmeJob(
+    cluster="trn1-research",
+    group="trn1-workers",
+    nodes=("trn1-1", "trn1-2", "trn1-3", "trn1-4"),
+    job_id="4711",
+    name="llama-pretrain",
+    user="ana",
+    partition="trn1",
+    comment="ckpt:/opt/dlami/nvme/checkpoints",
+    runs_from=datetime(2026, 12, 1, 12, 0, tzinfo=UTC),
+    runs_until=datetime(2026, 12, 2, 10, 0, tzinfo=UTC),
+    other_nodes={"controller-machine": ("trn1-ctl",), "login-group": ("trn1-login",)},
+)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from hyperpod_scheduler.agent.settings import CheckpointSettings
 from hyperpod_scheduler.config.model import SCHEDULE_TAG, Config, Policy, ReadyBy, Target, merge_policies
 from hyperpod_scheduler.engine.planner import Action, ScheduleState
 from hyperpod_scheduler.engine.readiness import Lead, lead_time
@@ -122,6 +123,18 @@ class Fleet:
             if target.tag_selector and i >= 0:
                 return merge_policies(target.policy, self.config.defaults.policy)
         return merge_policies(self.config.defaults.policy)
+
+    def checkpoints_for(self, ref: ClusterRef) -> CheckpointSettings | None:
+        """The cluster's checkpoint-audit block: the cluster's own, else its target's, else the defaults'."""
+        for target in self.config.targets:
+            if (target.region or DEFAULT_REGION) != ref.region:
+                continue
+            for entry in target.clusters:
+                if entry.name == ref.name:
+                    return entry.checkpoints or target.checkpoints or self.config.defaults.checkpoints
+            if target.tag_selector:
+                return target.checkpoints or self.config.defaults.checkpoints
+        return self.config.defaults.checkpoints
 
     def find(self, name: str, region: str | None = None) -> Governed | None:
         for g in self.governed():

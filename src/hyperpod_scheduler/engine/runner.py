@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -292,27 +292,56 @@ class Engine:
             now=self.now(),
             dry_run=dry_run,
         )
-        verdicts = []
-        for guard in self.guards_for(ref):
-            try:
-                verdicts.append(guard.before_stop(ctx))
-            except Exception as exc:  # a check that cannot run must not let instances be terminated
-                verdicts.append(Verdict(guard.name, "block", f"guard {guard.name} failed: {exc}"))
-        blocked = [v for v in verdicts if v.decision == "block"]
-        if blocked:
-            reason = "; ".join(f"{v.guard}: {v.reason}" for v in blocked)
-            self._emit(ref, "blocked", f"stop blocked: {reason}", guards=[v.guard for v in blocked])
-            if not dry_run:
-                self._mark_applied(ref, record, "running", transition_at)
-                self._history(ref, "stop", "blocked", reason=reason)
-            return Result(ref.name, "blocked", reason)
+        guards = list(self.guards_for(ref))
+        # Guards with side effects (the checkpoint guard signals, drains and requeues on allow) run last,
+        # only if every other guard allowed, and only on the groups that really go to zero.
+        plain = [g for g in guards if not getattr(g, "side_effects", False)]
+        acting = [g for g in guards if getattr(g, "side_effects", False)]
         floors: dict[str, int] = {}
-        for v in verdicts:
-            if v.decision == "keep":
-                self._emit(ref, "note", f"{v.guard}: {v.reason}")
-                for group, count in v.floors.items():
-                    floors[group] = max(floors.get(group, 0), count)
+        for batch in (plain, acting):
+            if batch is acting:
+                ctx = replace(ctx, groups_to_zero=tuple(n for n in ctx.groups_to_zero if n not in floors))
+            verdicts = [self._ask(guard, ctx) for guard in batch]
+            blocked = [v for v in verdicts if v.decision == "block"]
+            if blocked:
+                reason = "; ".join(f"{v.guard}: {v.reason}" for v in blocked)
+                self._emit(ref, "blocked", f"stop blocked: {reason}", guards=[v.guard for v in blocked])
+                if not dry_run:
+                    self._mark_applied(ref, record, "running", transition_at)
+                    self._history(ref, "stop", "blocked", reason=reason, verdicts=[_verdict_detail(v) for v in blocked])
+                return Result(ref.name, "blocked", reason)
+            for v in verdicts:
+                if v.decision == "keep":
+                    self._emit(ref, "note", f"{v.guard}: {v.reason}")
+                    for group, count in v.floors.items():
+                        floors[group] = max(floors.get(group, 0), count)
+                elif v.detail and batch is acting:
+                    self._emit(ref, "note", f"{v.guard}: {v.reason}", **{"verdict": _verdict_detail(v)})
         return planner.apply_floors(plan, view, floors)
+
+    @staticmethod
+    def _ask(guard: StopGuard, ctx: StopContext) -> Verdict:
+        try:
+            return guard.before_stop(ctx)
+        except Exception as exc:  # a check that cannot run must not let instances be terminated
+            return Verdict(guard.name, "block", f"guard {guard.name} failed: {exc}")
+
+    def _after_start(self, ref: ClusterRef, view: ClusterView, expected: Mapping[str, int]) -> None:
+        """Let guards with a Slurm side resume what a stop drained and report readiness (nodes idle in Slurm)."""
+        for guard in self.guards_for(ref):
+            after = getattr(guard, "after_start", None)
+            if after is None:
+                continue
+            try:
+                answer = after(ref.key, view, dict(expected))
+            except Exception as exc:
+                self._emit(ref, "error", f"{guard.name}: after start: {exc}")
+                continue
+            if answer is None:
+                self._emit(ref, "note", f"{guard.name}: the Slurm agent did not answer after the start")
+            else:
+                ready = getattr(answer, "ready", None)
+                self._emit(ref, "note" if ready else "failed", f"{guard.name}: {getattr(answer, 'reason', '')}")
 
     def _send(
         self,
@@ -331,8 +360,11 @@ class Engine:
         except ClientError as exc:
             code = exc.response.get("Error", {}).get("Code", "")
             if code in ("ConflictException", "ValidationException", "ResourceNotFound"):
-                # Not accepted: nothing is in flight, so the intent is withdrawn (the snapshot stays).
+                # Not accepted: nothing is in flight, so the intent is withdrawn (the snapshot stays),
+                # and anything a guard drained for this stop is given back.
                 self._clear_pending(ref, record)
+                if action == "stop":
+                    self._after_start(ref, view, view.targets())
                 message = f"UpdateCluster refused: {code}: {exc.response.get('Error', {}).get('Message', '')}"
                 self._emit(ref, "skip" if code == "ConflictException" else "error", message)
                 self._history(ref, action, "refused", error=message)
@@ -371,7 +403,7 @@ class Engine:
             )
             if isinstance(verdict, planner.Settled):
                 crashpoints.reached("before-settle")
-                return self._settle(ref, record, verdict)
+                return self._settle(ref, record, verdict, view)
             if verdict.detail != self._last_progress.get(ref.key):
                 self._emit(ref, "progress", f"{pending.action}: {verdict.detail}", counts=view.currents())
                 self._last_progress[ref.key] = verdict.detail
@@ -403,9 +435,12 @@ class Engine:
         self._emit(ref, "note", f"{pending.action} was interrupted before it went out; sending it now")
         return self._send(ref, record, view, request, pending.action, targets, "resumed", False, 0)
 
-    def _settle(self, ref: ClusterRef, record: ClusterRecord, verdict: planner.Settled) -> Result:
+    def _settle(self, ref: ClusterRef, record: ClusterRecord, verdict: planner.Settled, view: ClusterView) -> Result:
         pending = record.pending
         assert pending is not None
+        if pending.action == "start" and verdict.ok:
+            # Ready means joined Slurm and idle, not just Running in the API: ask before timing the start.
+            self._after_start(ref, view, {o.group: o.current for o in verdict.outcomes})
         now = self.now()
         duration = (now - pending.created_at).total_seconds()
         applied_at = pending.transition_at or now
@@ -517,6 +552,10 @@ class Engine:
             except ConflictError:
                 continue
         raise HyperpodSchedulerError(f"cluster '{ref.name}': the state store kept changing; try again")
+
+
+def _verdict_detail(v: Verdict) -> dict[str, Any]:
+    return {"guard": v.guard, "decision": v.decision, "reason": v.reason, **{k: v.detail[k] for k in v.detail}}
 
 
 def _rolled_back(verdict: planner.Settled) -> bool:
