@@ -1,6 +1,14 @@
 #!/usr/bin/env bash
 # The whole test suite: lint (ruff), types (mypy), then pytest. Extra arguments go to pytest.
+# As root it also installs and starts what the integration tests need: a real Slurm on loopback
+# (munge, slurmctld, several slurmd) and Debian's Chromium for the browser tests.
 source "$(dirname "$0")/_venv.sh" dev
+if [ "$(id -u)" = 0 ]; then
+  echo "== slurm (scripts/slurm-ci.sh)"; bash scripts/slurm-ci.sh
+  if [ -f scripts/browser-ci.sh ]; then echo "== chromium (scripts/browser-ci.sh)"; bash scripts/browser-ci.sh; fi
+else
+  echo "== not root: the real-Slurm and browser tests skip (under CI=true they fail instead)"
+fi
 echo "== ruff"; ruff check src tests bench
 echo "== mypy"; mypy
 echo "== pytest"
