@@ -1,0 +1,219 @@
+"""The dashboard as an ASGI app: server-rendered pages, a JSON API under /api, an OpenAPI document.
+
+Reading needs nothing; every change (hold, release, stop, start, schedule edit) needs the access token
+the dashboard was started with, sent as ``Authorization: Bearer`` (API) or typed into the confirm form.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+from fastapi import Body, FastAPI, Form, Header, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+from markupsafe import Markup
+from pydantic import BaseModel, Field
+
+from hyperpod_scheduler import __version__
+from hyperpod_scheduler.errors import HyperpodSchedulerError
+from hyperpod_scheduler.web import grid as grids
+from hyperpod_scheduler.web.service import ACTIONS, Dashboard, NotFound, Refused
+
+HERE = Path(__file__).parent
+ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"description": "Bad input (one line naming the field and value)"},
+    404: {"description": "Unknown cluster or schedule"},
+    502: {"description": "An AWS call failed (e.g. tag discovery without credentials)"},
+}
+WRITE_ERRORS: dict[int | str, dict[str, Any]] = {
+    **ERRORS,
+    401: {"description": "Access token missing or wrong"},
+    403: {"description": "Read-only dashboard (no token configured)"},
+}
+
+
+class HoldBody(BaseModel):
+    state: str = Field("running", description="Keep the cluster 'running' or 'stopped'.")
+    until: str | None = Field(None, description="ISO 8601 instant the hold ends; none: until released.")
+    reason: str = ""
+    by: str = Field("", description="Who asks (recorded in the history).")
+
+
+class ActBody(BaseModel):
+    reason: str = ""
+    by: str = Field("", description="Who asks (recorded in the history).")
+
+
+class GridBody(BaseModel):
+    grid: list[list[bool]] = Field(description="7 rows (Mon..Sun) of 96 15-minute cells, in the schedule's timezone.")
+
+
+def _bearer(authorization: str | None) -> str | None:
+    if authorization and authorization.lower().startswith("bearer "):
+        return authorization[7:].strip()
+    return None
+
+
+def _status(exc: Exception) -> int:
+    if isinstance(exc, Refused):
+        return exc.status
+    return 404 if isinstance(exc, NotFound) else 400
+
+
+def create_app(dash: Dashboard) -> FastAPI:
+    app = FastAPI(
+        title="hyperpod-scheduler dashboard",
+        version=__version__,
+        description="Which clusters sleep tonight, what comes back when, what it saved. JSON under /api.",
+        # The interactive docs pages load scripts from a CDN; the document itself is enough.
+        docs_url=None,
+        redoc_url=None,
+    )
+    templates = Jinja2Templates(directory=str(HERE / "templates"))
+    app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
+
+    def page(request: Request, name: str, status: int = 200, **values: Any) -> Response:
+        values.update(read_only=dash.read_only, version=__version__, standalone=False, Markup=Markup)
+        return templates.TemplateResponse(request, name, values, status_code=status)
+
+    @app.exception_handler(HyperpodSchedulerError)
+    async def _problem(request: Request, exc: HyperpodSchedulerError) -> Response:
+        status = _status(exc)
+        if request.url.path.startswith("/api"):
+            return JSONResponse({"error": str(exc)}, status_code=status)
+        return page(
+            request, "message.html", status, title="Refused" if status in (401, 403) else "Error", message=str(exc)
+        )
+
+    @app.exception_handler(ClientError)
+    @app.exception_handler(BotoCoreError)
+    async def _aws(request: Request, exc: Exception) -> Response:
+        if isinstance(exc, ClientError):
+            err = exc.response.get("Error", {})
+            message = f"AWS {exc.operation_name} failed: {err.get('Code', 'Error')}: {err.get('Message', '')}"
+        else:
+            message = f"AWS: {exc}"
+        if request.url.path.startswith("/api"):
+            return JSONResponse({"error": message}, status_code=502)
+        return page(request, "message.html", 502, title="AWS error", message=message)
+
+    # ---- JSON API ---------------------------------------------------------------------------------
+    @app.get("/api/fleet", tags=["read"], responses=ERRORS)
+    def api_fleet() -> list[dict[str, Any]]:
+        """Every governed cluster: schedule, state, hold, next transition, protected groups, month's net saving."""
+        return dash.fleet()
+
+    @app.get("/api/clusters/{name}", tags=["read"], responses=ERRORS)
+    def api_cluster(name: str) -> dict[str, Any]:
+        """One cluster: groups, week timeline, recorded sizes, history, checkpoint audits, ready-by lead."""
+        return dash.cluster(name)
+
+    @app.get("/api/savings", tags=["read"], responses=ERRORS)
+    def api_savings(
+        since: Annotated[str | None, Query(description="ISO start (default: 30 days before until)")] = None,
+        until: Annotated[str | None, Query(description="ISO end (default: now)")] = None,
+    ) -> dict[str, Any]:
+        """The cost report, per night and cumulative, with the charts as SVG."""
+        return dash.savings(since, until)
+
+    @app.get("/api/schedules", tags=["read"], responses=ERRORS)
+    def api_schedules(tz: Annotated[str | None, Query(description="Viewer's IANA timezone")] = None) -> dict[str, Any]:
+        """Each schedule as a 7x96 grid in its own timezone and in the viewer's."""
+        return dash.schedules(tz)
+
+    @app.put("/api/schedules/{name}", tags=["write"], responses=WRITE_ERRORS)
+    def api_save_schedule(
+        name: str, body: GridBody, authorization: Annotated[str | None, Header()] = None
+    ) -> dict[str, Any]:
+        """Replace a schedule's windows with a painted grid and write the config file."""
+        return dash.save_schedule(name, body.grid, _bearer(authorization))
+
+    @app.post("/api/clusters/{name}/hold", tags=["write"], responses=WRITE_ERRORS)
+    def api_hold(
+        name: str, body: Annotated[HoldBody, Body()], authorization: Annotated[str | None, Header()] = None
+    ) -> dict[str, Any]:
+        """Keep a cluster running (or stopped) until a time or until released."""
+        return dash.act(name, "hold", _bearer(authorization), body.by, body.until, body.state, body.reason)
+
+    @app.post("/api/clusters/{name}/release", tags=["write"], responses=WRITE_ERRORS)
+    def api_release(
+        name: str, body: Annotated[ActBody, Body()], authorization: Annotated[str | None, Header()] = None
+    ) -> dict[str, Any]:
+        """End a hold; the next tick applies the schedule."""
+        return dash.act(name, "release", _bearer(authorization), body.by, reason=body.reason)
+
+    @app.post("/api/clusters/{name}/stop", tags=["write"], responses=WRITE_ERRORS)
+    def api_stop(
+        name: str, body: Annotated[ActBody, Body()], authorization: Annotated[str | None, Header()] = None
+    ) -> dict[str, Any]:
+        """Stop now (sizes recorded, protected groups kept)."""
+        return dash.act(name, "stop", _bearer(authorization), body.by, reason=body.reason)
+
+    @app.post("/api/clusters/{name}/start", tags=["write"], responses=WRITE_ERRORS)
+    def api_start(
+        name: str, body: Annotated[ActBody, Body()], authorization: Annotated[str | None, Header()] = None
+    ) -> dict[str, Any]:
+        """Start now (recorded sizes restored)."""
+        return dash.act(name, "start", _bearer(authorization), body.by, reason=body.reason)
+
+    # ---- pages --------------------------------------------------------------------------------------
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    def fleet_page(request: Request) -> Response:
+        return page(request, "fleet.html", rows=dash.fleet(), now=dash.now())
+
+    @app.get("/clusters/{name}", response_class=HTMLResponse, include_in_schema=False)
+    def cluster_page(request: Request, name: str) -> Response:
+        return page(request, "cluster.html", c=dash.cluster(name), actions=ACTIONS)
+
+    @app.get("/savings", response_class=HTMLResponse, include_in_schema=False)
+    def savings_page(request: Request, since: str | None = None, until: str | None = None) -> Response:
+        return page(request, "savings.html", s=dash.savings(since or None, until or None))
+
+    @app.get("/schedules", response_class=HTMLResponse, include_in_schema=False)
+    def schedules_page(request: Request, tz: str | None = None, saved: str | None = None) -> Response:
+        return page(request, "schedules.html", g=dash.schedules(tz), saved=saved, slots=grids.SLOTS)
+
+    @app.post("/schedules/{name}", response_class=HTMLResponse, include_in_schema=False)
+    async def save_schedule_page(request: Request, name: str) -> Response:
+        form = await request.form()
+        cells = [str(v) for v in form.getlist("cell")]
+        token = str(form.get("token") or "")
+        dash.save_schedule(name, grids.grid_from_cells(cells), token)
+        tz = str(form.get("tz") or "")
+        return RedirectResponse(f"/schedules?saved={name}" + (f"&tz={tz}" if tz else ""), status_code=303)
+
+    @app.get("/clusters/{name}/actions/{action}", response_class=HTMLResponse, include_in_schema=False)
+    def confirm_page(request: Request, name: str, action: str) -> Response:
+        if action not in ACTIONS:
+            raise NotFound(f"action: {action!r} is not one of {', '.join(ACTIONS)}")
+        return page(request, "confirm.html", c=dash.cluster(name), action=action)
+
+    @app.post("/clusters/{name}/actions/{action}", response_class=HTMLResponse, include_in_schema=False)
+    def do_action(
+        request: Request,
+        name: str,
+        action: str,
+        token: Annotated[str, Form()] = "",
+        by: Annotated[str, Form()] = "",
+        until: Annotated[str, Form()] = "",
+        state: Annotated[str, Form()] = "running",
+        reason: Annotated[str, Form()] = "",
+    ) -> Response:
+        result = dash.act(name, action, token, by, until or None, state, reason)
+        return page(
+            request,
+            "message.html",
+            title=f"{action} {name}: {result['kind']}",
+            message=result["message"],
+            back=f"/clusters/{name}",
+        )
+
+    @app.get("/healthz", include_in_schema=False)
+    def healthz() -> dict[str, str]:
+        return {"status": "ok", "time": datetime.now().astimezone().isoformat()}
+
+    return app

@@ -1,0 +1,72 @@
+"""The dashboard's views as one self-contained HTML file to share: inline CSS and SVG, no scripts,
+no external fetches."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
+
+from hyperpod_scheduler import __version__
+from hyperpod_scheduler.cli.context import Context
+from hyperpod_scheduler.cost.fsx import FileSystem
+from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.web.service import Dashboard, FileSystemsFn
+
+HERE = Path(__file__).parent
+
+
+def render_report(dash: Dashboard, since: str | None = None, until: str | None = None, tz: str | None = None) -> str:
+    env = Environment(loader=FileSystemLoader(str(HERE / "templates")), autoescape=select_autoescape(["html"]))
+    rows = dash.fleet()
+    values: dict[str, Any] = {
+        "standalone": True,
+        "read_only": True,
+        "version": __version__,
+        "Markup": Markup,
+        "css": Markup((HERE / "static" / "style.css").read_text(encoding="utf-8")),
+        "generated": dash.now().astimezone(UTC).isoformat(),
+        "rows": rows,
+        "clusters": [dash.cluster(r["cluster"]) for r in rows],
+        "s": dash.savings(since, until),
+        "g": dash.schedules(tz),
+        "saved": None,
+        "actions": (),
+    }
+    return env.get_template("report.html").render(values)
+
+
+def write_html_report(
+    ctx: Context,
+    path: str | Path,
+    since: str | None,
+    until: str | None,
+    *,
+    file_systems: Mapping[str, Sequence[FileSystem]] | None = None,
+) -> Path:
+    """Write the fleet, every cluster, the savings and the schedules to ``path`` as one HTML file.
+
+    ``file_systems`` (by cluster key) replaces FSx discovery, e.g. ``{}`` for ``--no-fsx``."""
+    fixed: FileSystemsFn | None = None
+    if file_systems is not None:
+        known = dict(file_systems)
+
+        def fixed_fn(_: Context, keys: list[str], __: list[str]) -> Mapping[str, Sequence[FileSystem]]:
+            return {k: known.get(k, []) for k in keys}
+
+        fixed = fixed_fn
+    dash = Dashboard(now=ctx.now, file_systems=fixed, fixed_context=ctx)
+    html = render_report(dash, since, until)
+    target = Path(path)
+    try:
+        target.write_text(html, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"--html {str(target)!r}: {exc.strerror or exc}") from None
+    return target
+
+
+__all__ = ["datetime", "render_report", "write_html_report"]

@@ -1,0 +1,419 @@
+"""What the dashboard shows and does, as plain dicts (the JSON API returns them; the pages render them).
+
+The shell around the library: config, state store, clock and AWS clients come from a ``Dashboard``;
+every figure comes from the same functions the CLI uses (fleet, schedule, cost, guards, engine).
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from hyperpod_scheduler.cli.context import Context, parse_instant
+from hyperpod_scheduler.config.load import config_path, load_config
+from hyperpod_scheduler.cost import summary
+from hyperpod_scheduler.cost.fsx import FileSystem
+from hyperpod_scheduler.cost.savings import Report, build_report, cost_of, keep_cost_per_night, nights_and_shortfalls
+from hyperpod_scheduler.engine.events import discard
+from hyperpod_scheduler.engine.fleet import Governed, lead_for, next_transition, ref_for
+from hyperpod_scheduler.engine.planner import effective_hold
+from hyperpod_scheduler.engine.runner import ClusterRef
+from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
+from hyperpod_scheduler.guards.capacity import protections
+from hyperpod_scheduler.store import open_store
+from hyperpod_scheduler.store.records import HistoryEntry
+from hyperpod_scheduler.web import grid as grids
+from hyperpod_scheduler.web.config_edit import read_document, write_schedule
+from hyperpod_scheduler.web.svg import bars_svg, timeline_svg
+from hyperpod_scheduler.web.timeline import group_rows
+
+if TYPE_CHECKING:
+    from mypy_boto3_sagemaker import SageMakerClient
+
+    from hyperpod_scheduler.store.base import StateStore
+
+AUDIT_KEYS = ("jobs", "signalled", "drained", "requeued", "resubmit", "checkpoint", "checkpoints", "audit")
+ActionName = Literal["hold", "release", "stop", "start"]
+ACTIONS: tuple[ActionName, ...] = ("hold", "release", "stop", "start")
+FSX_CACHE_S = 300.0
+FileSystemsFn = Callable[[Context, list[str], list[str]], Mapping[str, Sequence[FileSystem]]]
+
+
+class NotFound(HyperpodSchedulerError):
+    """A cluster or schedule the dashboard does not know."""
+
+
+class Refused(HyperpodSchedulerError):
+    """An action without the right token (401), or any action on a read-only dashboard (403)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class _WebContext(Context):
+    """The CLI's context with an injectable client factory (the emulator in tests and the demo)."""
+
+    client_override: Callable[[ClusterRef], SageMakerClient] | None = None
+
+    def client_for(self, ref: ClusterRef) -> SageMakerClient:
+        if self.client_override is not None:
+            return self.client_override(ref)
+        return super().client_for(ref)
+
+
+@dataclass
+class Dashboard:
+    """Everything the app needs; ``token`` None makes it read-only."""
+
+    config_file: str | None = None
+    state: str | None = None
+    token: str | None = None
+    now: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    client_for: Callable[[ClusterRef], SageMakerClient] | None = None
+    file_systems: FileSystemsFn | None = None  # default: the cost report's FSx discovery
+    fixed_context: Context | None = None  # a caller's context (the HTML report), used as is
+    _store: StateStore | None = None
+    _fsx_cache: dict[tuple[str, ...], tuple[float, Mapping[str, Sequence[FileSystem]], list[str]]] = field(
+        default_factory=dict
+    )
+
+    @property
+    def read_only(self) -> bool:
+        return not self.token
+
+    @property
+    def config_path(self) -> Path | None:
+        return config_path(self.config_file)
+
+    def store(self) -> StateStore:
+        if self._store is None:
+            self._store = open_store(self.state or load_config(self.config_file).state)
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    def context(self) -> Context:
+        """A fresh context per request: the config is re-read, so a schedule saved in the grid applies."""
+        if self.fixed_context is not None:
+            return self.fixed_context
+        ctx = _WebContext(load_config(self.config_file), self.store(), self.now, discard)
+        ctx.client_override = self.client_for
+        return ctx
+
+    # ---- access ----------------------------------------------------------------------------------
+    def authorize(self, given: str | None) -> None:
+        if not self.token:
+            raise Refused("the dashboard is read-only: it was started without an access token", 403)
+        # Constant time, so the comparison does not leak how much of a guess was right.
+        if not given or not hmac.compare_digest(given.encode("utf-8"), self.token.encode("utf-8")):
+            raise Refused("access token missing or wrong: action refused", 401)
+
+    # ---- reads -----------------------------------------------------------------------------------
+    def governed(self, ctx: Context, name: str) -> Governed:
+        g = ctx.fleet().find(name)
+        if g is None:
+            raise NotFound(f"cluster: {name!r} is not governed by the config")
+        return g
+
+    def report(self, ctx: Context, since: datetime, until: datetime) -> Report:
+        if until <= since:
+            raise UsageError(f"until {until.isoformat()} must be after since {since.isoformat()}")
+        entries = ctx.store.history_all(None, until)
+        keys = sorted({e.key for e in entries if e.action in ("stop", "start")})
+        records = {k: ctx.store.get(k) for k in keys}
+        notes: list[str] = []
+        systems = self._systems(ctx, keys, notes)
+        return build_report(entries, records, systems, ctx.prices(), since, until, notes)
+
+    def _systems(self, ctx: Context, keys: list[str], notes: list[str]) -> Mapping[str, Sequence[FileSystem]]:
+        if self.file_systems is not None:
+            return self.file_systems(ctx, keys, notes)
+        from hyperpod_scheduler.cli.report import discover_file_systems, settings_from
+
+        # FSx discovery is several AWS calls per cluster; file systems rarely change, so reuse a
+        # recent answer rather than paying for it on every page view.
+        cached = self._fsx_cache.get(tuple(keys))
+        if cached is not None and time.monotonic() - cached[0] < FSX_CACHE_S:
+            notes.extend(cached[2])
+            return cached[1]
+        found_notes: list[str] = []
+        found = discover_file_systems(ctx, keys, settings_from(ctx), found_notes)
+        self._fsx_cache[tuple(keys)] = (time.monotonic(), found, found_notes)
+        notes.extend(found_notes)
+        return found
+
+    def fleet(self) -> list[dict[str, Any]]:
+        ctx = self.context()
+        now = ctx.now()
+        month = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+        doc = summary.as_document(self.report(ctx, month, now)) if now > month else {"clusters": []}
+        net = {c["key"]: c["window"]["net_saving"] for c in doc["clusters"]}
+        return [status_row(ctx, g, net.get(g.ref.key, 0.0)) for g in ctx.fleet().governed()]
+
+    def cluster(self, name: str) -> dict[str, Any]:
+        ctx = self.context()
+        g = self.governed(ctx, name)
+        now = ctx.now()
+        row = status_row(ctx, g, None)
+        record = ctx.store.get(g.ref.key)
+        groups: list[dict[str, Any]] = []
+        protected: list[dict[str, Any]] = []
+        describe_error = None
+        try:
+            view = ctx.engine().describe(g.ref)
+            groups = [
+                {"group": v.name, "instance_type": v.instance_type, "current": v.current, "target": v.target}
+                for v in view.groups
+            ]
+            protected = [
+                {"group": p.group, "keep_at": p.keep_at, "reason": p.reason} for p in protections(view.groups, g.policy)
+            ]
+        except (ClientError, BotoCoreError, HyperpodSchedulerError) as exc:
+            describe_error = str(exc)
+            if record and record.snapshot:
+                groups = [
+                    {"group": n, "instance_type": s.instance_type, "current": None, "target": None}
+                    for n, s in record.snapshot.sizes.items()
+                ]
+        start, end = now - timedelta(days=4), now + timedelta(days=3)
+        history = ctx.store.history(g.ref.key, limit=500)
+        rows = group_rows([x["group"] for x in groups], history, g.schedule, start, now, end)
+        lead = lead_for(ctx.engine(), g, ctx.config.defaults.ready_by)
+        return {
+            **row,
+            "groups": groups,
+            "protected_groups": protected,
+            "describe_error": describe_error,
+            "recorded_sizes": {n: s.count for n, s in record.snapshot.sizes.items()}
+            if record and record.snapshot
+            else {},
+            "ready_by": {
+                "enabled": g.schedule.ready_by,
+                "lead_minutes": round(lead.lead.total_seconds() / 60, 1),
+                "why": lead.why,
+            },
+            "timeline": {
+                "from": start.isoformat(),
+                "to": end.isoformat(),
+                "now": now.isoformat(),
+                "groups": [
+                    {
+                        "group": r.group,
+                        "segments": [
+                            {"from": s.start.isoformat(), "to": s.end.isoformat(), "kind": s.kind} for s in r.segments
+                        ],
+                    }
+                    for r in rows
+                ],
+                "svg": timeline_svg(rows, start, end, now),
+            },
+            "history": [history_row(e) for e in history[:50]],
+            "checkpoint_audits": [history_row(e) for e in history if any(k in e.detail for k in AUDIT_KEYS)],
+        }
+
+    def savings(self, since_text: str | None = None, until_text: str | None = None) -> dict[str, Any]:
+        ctx = self.context()
+        until = parse_instant(until_text, "until") if until_text else ctx.now()
+        since = parse_instant(since_text, "since") if since_text else until - timedelta(days=30)
+        report = self.report(ctx, since, until)
+        doc = summary.as_document(report)
+        nights = per_night(ctx, report, self, since, until)
+        labels = [n["night"] for n in nights]
+        cumulative, total = [], 0.0
+        for n in nights:
+            total += n["net_saving"]
+            cumulative.append(round(total, 2))
+        doc["nights"] = nights
+        doc["cumulative_net_saving"] = cumulative
+        doc["charts"] = {
+            "per_night": bars_svg(
+                labels,
+                [
+                    ("GPU/instance cost avoided", "#2f855a", [n["avoided_cost"] for n in nights]),
+                    ("FSx kept billing", "#dd6b20", [n["fsx_residual"] for n in nights]),
+                    ("protected groups", "#718096", [n["protected_cost"] for n in nights]),
+                ],
+                "per night (USD)",
+            ),
+            "cumulative": bars_svg(labels, [("cumulative net saving", "#2b6cb0", cumulative)], "cumulative (USD)"),
+        }
+        return doc
+
+    def schedules(self, tz: str | None) -> dict[str, Any]:
+        zone = grids.viewer_zone(tz)
+        ctx = self.context()
+        now = ctx.now()
+        used = {g.schedule_label for g in ctx.fleet().governed()}
+        out = []
+        for name, value in ctx.config.schedules.items():
+            pattern = grids.pattern_of(name, value)
+            own = pattern.timezone
+            entry = grids.entry_mapping(value)
+            out.append(
+                {
+                    "name": name,
+                    "expression": pattern.expression,
+                    "timezone": own.key,
+                    "holidays": list(entry.get("holidays") or [])
+                    if not isinstance(entry.get("holidays"), str)
+                    else [entry["holidays"]],
+                    "skip_dates": [str(d) for d in entry.get("skip_dates") or []],
+                    "mode": pattern.mode,
+                    "in_use": name in used,
+                    "grid": grids.grid_for(pattern, own, grids.week_monday(now, own)),
+                    "viewer_grid": grids.grid_for(pattern, zone, grids.week_monday(now, zone)),
+                }
+            )
+        return {"viewer_timezone": zone.key, "days": list(grids.day_names()), "schedules": out}
+
+    # ---- writes ----------------------------------------------------------------------------------
+    def save_schedule(self, name: str, grid: grids.Grid, token: str | None) -> dict[str, Any]:
+        self.authorize(token)
+        path = self.config_path
+        if path is None:
+            raise UsageError("schedule: the dashboard was started without a config file; nothing to write to")
+        schedules = read_document(path).get("schedules") or {}
+        if name not in schedules:
+            raise NotFound(f"schedule: {name!r} is not in {path}")
+        pattern = grids.pattern_of(name, schedules[name])
+        entry = grids.edited_entry(name, schedules[name], grids.check_grid(grid), pattern.timezone.key)
+        write_schedule(path, name, entry)
+        return {"name": name, "windows": entry["windows"], "timezone": entry["timezone"]}
+
+    def act(
+        self,
+        name: str,
+        action: str,
+        token: str | None,
+        by: str = "",
+        until: str | None = None,
+        hold_state: str = "running",
+        reason: str = "",
+    ) -> dict[str, Any]:
+        """Hold, release, stop or start one cluster; recorded in the history with who asked."""
+        if action not in ACTIONS:
+            raise NotFound(f"action: {action!r} is not one of {', '.join(ACTIONS)}")
+        self.authorize(token)
+        ctx = self.context()
+        g = self.governed(ctx, name)
+        who = f"dashboard:{(by or 'anonymous').strip()[:64]}"
+        engine = ctx.engine(actor=who)
+        now = ctx.now()
+        if action == "hold":
+            if hold_state not in ("running", "stopped"):
+                raise UsageError(f"state: {hold_state!r} is not 'running' or 'stopped'")
+            end = parse_instant(until, "until") if until else None
+            if end is not None and end <= now:
+                raise UsageError(f"until: {until!r} is not in the future")
+            engine.set_hold(g.ref, hold_state, end, reason or "dashboard")  # type: ignore[arg-type]
+            message = f"held {hold_state}" + (f" until {end.isoformat()}" if end else " until released")
+            return {"cluster": name, "action": action, "kind": "ok", "message": message, "by": who}
+        if action == "release":
+            released = engine.release(g.ref)
+            return {
+                "cluster": name,
+                "action": action,
+                "kind": "ok" if released else "noop",
+                "message": "released" if released else "no hold to release",
+                "by": who,
+            }
+        result = engine.act(g.ref, action, transition_id=f"dashboard-{action}@{now.isoformat()}", reason="dashboard")
+        # The engine writes history when an update settles (possibly on a later tick, by the
+        # scheduler); this line records who asked, at once.
+        ctx.store.append_history(
+            HistoryEntry(
+                key=g.ref.key,
+                at=now,
+                action=f"manual-{action}",
+                actor=who,
+                outcome=result.kind,
+                detail={"message": result.message, "reason": reason or "dashboard"},
+            )
+        )
+        return {"cluster": name, "action": action, "kind": result.kind, "message": result.message, "by": who}
+
+
+def history_row(e: HistoryEntry) -> dict[str, Any]:
+    return {
+        "at": e.at.isoformat(),
+        "action": e.action,
+        "actor": e.actor,
+        "outcome": e.outcome,
+        "duration_s": e.duration_s,
+        "duration_text": "" if e.duration_s is None else f"{e.duration_s / 60:.1f} min",
+        "detail": e.detail,
+    }
+
+
+def status_row(ctx: Context, g: Governed, month_net: float | None) -> dict[str, Any]:
+    """One fleet line. (Same figures as ``status``; the CLI's row builder is private to cli/ops.py.)"""
+    record = ctx.store.get(g.ref.key)
+    now = ctx.now()
+    nxt = next_transition(g.schedule, now)
+    hold = effective_hold(record, now)
+    state: str = record.applied_state if record and record.applied_state else "unknown"
+    if record and record.pending:
+        state = "stopping" if record.pending.action == "stop" else "starting"
+    kept = []
+    if record and record.snapshot:
+        for group, count in record.snapshot.kept.items():
+            size = record.snapshot.sizes.get(group)
+            kept.append({"group": group, "kept": count, "instance_type": size.instance_type if size else None})
+    outcomes = [o.model_dump(mode="json") for o in record.last_outcomes] if record else []
+    return {
+        "key": g.ref.key,
+        "cluster": g.ref.name,
+        "region": g.ref.region,
+        "schedule": g.schedule_label,
+        "schedule_expression": g.schedule.expression,
+        "state": state,
+        "hold": None
+        if not (record and record.hold and hold)
+        else {
+            "state": record.hold.state,
+            "until": record.hold.until.isoformat() if record.hold.until else None,
+            "by": record.hold.by,
+            "reason": record.hold.reason,
+        },
+        "next_transition": {"at": nxt[0].isoformat(), "state": nxt[1]} if nxt else None,
+        "protected": kept,
+        "last_outcomes": outcomes,
+        "month_net_saving_usd": None if month_net is None else round(month_net, 2),
+    }
+
+
+def per_night(ctx: Context, report: Report, dash: Dashboard, since: datetime, until: datetime) -> list[dict[str, Any]]:
+    """Each night (by its UTC start date) summed over clusters: what was avoided and what kept billing."""
+    by_key = {c.key: c for c in report.clusters}
+    entries = ctx.store.history_all(None, until)
+    records = {k: ctx.store.get(k) for k in by_key}
+    nights, _ = nights_and_shortfalls(entries, records, since, until)
+    prices = ctx.prices()
+    out: dict[str, dict[str, float]] = {}
+    for key, items in nights.items():
+        systems = by_key[key].file_systems if key in by_key else []
+        for night in items:
+            t = cost_of(key, [night], [], systems, prices).totals
+            slot = out.setdefault(
+                f"{night.start:%Y-%m-%d}",
+                {"avoided_cost": 0.0, "fsx_residual": 0.0, "protected_cost": 0.0, "net_saving": 0.0},
+            )
+            slot["avoided_cost"] += t.avoided_cost
+            slot["fsx_residual"] += t.fsx_residual
+            slot["protected_cost"] += t.protected_cost
+            slot["net_saving"] += t.net_saving
+    return [{"night": k, **{f: round(v, 2) for f, v in out[k].items()}} for k in sorted(out)]
+
+
+__all__ = ["ACTIONS", "Dashboard", "NotFound", "Refused", "keep_cost_per_night", "ref_for"]

@@ -1,0 +1,107 @@
+"""Server-rendered SVG: the week timeline and the savings bar charts. Pure string building; every
+label is escaped. Sizes are in viewBox units so the charts scale to the page (laptop or phone)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from html import escape
+
+from hyperpod_scheduler.web.timeline import GroupRow
+
+LABEL_W = 150
+CHART_W = 1000
+ROW_H = 26
+COLORS = {
+    "running": "#2f855a",
+    "stopped": "#a0aec0",
+    "shortfall": "#c53030",
+    "planned-running": "#9ae6b4",
+    "planned-stopped": "#e2e8f0",
+}
+
+
+def _x(at: datetime, start: datetime, end: datetime) -> float:
+    span = (end - start).total_seconds() or 1.0
+    return LABEL_W + (CHART_W - LABEL_W) * (at - start).total_seconds() / span
+
+
+def timeline_svg(rows: Sequence[GroupRow], start: datetime, end: datetime, now: datetime) -> str:
+    """One row per instance group, day lines at UTC midnights and a line at ``now``."""
+    height = 24 + ROW_H * len(rows) + 6
+    out = [
+        f'<svg class="timeline" viewBox="0 0 {CHART_W} {height}" role="img" '
+        f'aria-label="week timeline per instance group" xmlns="http://www.w3.org/2000/svg">'
+    ]
+    day = (start.astimezone(UTC) + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+    while day < end:
+        x = _x(day, start, end)
+        out.append(f'<line x1="{x:.1f}" y1="14" x2="{x:.1f}" y2="{height}" stroke="#cbd5e0"/>')
+        out.append(f'<text x="{x + 3:.1f}" y="12" font-size="11" fill="#4a5568">{day:%a %d}</text>')
+        day += timedelta(days=1)
+    for i, row in enumerate(rows):
+        y = 20 + i * ROW_H
+        out.append(f'<g class="group-row" data-group="{escape(row.group)}">')
+        out.append(f'<text x="4" y="{y + 16}" font-size="12">{escape(row.group)}</text>')
+        for s in row.segments:
+            x1, x2 = _x(max(s.start, start), start, end), _x(min(s.end, end), start, end)
+            title = f"{s.kind} {s.start:%a %H:%M}Z - {s.end:%a %H:%M}Z"
+            out.append(
+                f'<rect class="seg {s.kind}" x="{x1:.1f}" y="{y + 3}" width="{max(x2 - x1, 0.5):.1f}" '
+                f'height="{ROW_H - 8}" fill="{COLORS.get(s.kind, "#718096")}"><title>{escape(title)}</title></rect>'
+            )
+        out.append("</g>")
+    if start <= now <= end:
+        x = _x(now, start, end)
+        out.append(f'<line x1="{x:.1f}" y1="14" x2="{x:.1f}" y2="{height}" stroke="#2b6cb0" stroke-width="2"/>')
+        out.append(f'<text x="{x + 3:.1f}" y="{height - 2}" font-size="10" fill="#2b6cb0">now</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def bars_svg(labels: Sequence[str], series: Sequence[tuple[str, str, Sequence[float]]], title: str) -> str:
+    """Grouped bars: one group per label, one bar per series (name, colour, values), in USD.
+    Negative values (a night whose protected groups cost more than was saved) hang below the zero line."""
+    n, k = len(labels), max(len(series), 1)
+    height, top, bottom, left = 260, 28, 48, 90
+    values_all = [v for _, _, values in series for v in values]
+    high, low = max([*values_all, 0.0]), min([*values_all, 0.0])
+    span = (high - low) or 1.0
+    width = CHART_W
+    slot = (width - left - 10) / max(n, 1)
+    bar = max(min(slot / (k + 1), 60.0), 1.0)
+    plot_h = height - top - bottom
+
+    def y_of(value: float) -> float:
+        return top + plot_h * (high - value) / span
+
+    out = [
+        f'<svg class="bars" viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title)}" '
+        'xmlns="http://www.w3.org/2000/svg">',
+        f'<text x="{left}" y="18" font-size="16" font-weight="bold">{escape(title)}</text>',
+    ]
+    for value in sorted({high, low, 0.0}):
+        y = y_of(value)
+        out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{width - 10}" y2="{y:.1f}" stroke="#cbd5e0"/>')
+        out.append(f'<text x="{left - 4}" y="{y + 5:.1f}" font-size="14" text-anchor="end">${value:,.0f}</text>')
+    zero = y_of(0.0)
+    for i, label in enumerate(labels):
+        x0 = left + i * slot + (slot - bar * k) / 2
+        for j, (name, colour, values) in enumerate(series):
+            value = values[i] if i < len(values) else 0.0
+            y1, y2 = sorted((y_of(value), zero))
+            out.append(
+                f'<rect x="{x0 + j * bar:.1f}" y="{y1:.1f}" width="{bar * 0.9:.1f}" height="{max(y2 - y1, 0.5):.1f}" '
+                f'fill="{colour}"><title>{escape(f"{label} {name}: ${value:,.2f}")}</title></rect>'
+            )
+        if n <= 12 or i % max(n // 12, 1) == 0:
+            out.append(
+                f'<text x="{left + i * slot + slot / 2:.1f}" y="{height - bottom + 18}" font-size="14" '
+                f'text-anchor="middle">{escape(label)}</text>'
+            )
+    for j, (name, colour, _) in enumerate(series):
+        x = left + j * 300
+        out.append(f'<rect x="{x}" y="{height - 18}" width="14" height="14" fill="{colour}"/>')
+        out.append(f'<text x="{x + 18}" y="{height - 6}" font-size="14">{escape(name)}</text>')
+    out.append("</svg>")
+    return "".join(out)

@@ -1,0 +1,94 @@
+"""A week per instance group: what ran, what was stopped, what fell short, and what is planned.
+
+Pure: history entries, the schedule and the clock come in; segments go out. The past comes from the
+settled stop/start entries (their per-group outcomes), the future from the schedule's transitions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from hyperpod_scheduler.cost.savings import parse_outcome
+from hyperpod_scheduler.schedule import Schedule
+from hyperpod_scheduler.store.records import HistoryEntry
+
+# running | stopped | shortfall | planned-running | planned-stopped
+Kind = str
+
+
+@dataclass(frozen=True)
+class Segment:
+    start: datetime
+    end: datetime
+    kind: Kind
+
+
+@dataclass(frozen=True)
+class GroupRow:
+    group: str
+    segments: tuple[Segment, ...]
+
+
+def _state_after(entry: HistoryEntry, group: str) -> Kind:
+    outcomes = entry.detail.get("outcomes") or {}
+    parsed = parse_outcome(outcomes.get(group)) if isinstance(outcomes, dict) else None
+    if entry.action == "stop":
+        if parsed and parsed[1] > 0:
+            return "running"  # kept, floored, or a scale-in that failed: these nodes kept billing
+        return "stopped"
+    if parsed and parsed[0] in ("partial", "failed") and parsed[1] < parsed[2]:
+        return "shortfall"
+    return "running"
+
+
+def _merge(segments: Iterable[Segment]) -> tuple[Segment, ...]:
+    out: list[Segment] = []
+    for s in segments:
+        if s.end <= s.start:
+            continue
+        if out and out[-1].kind == s.kind and out[-1].end == s.start:
+            out[-1] = Segment(out[-1].start, s.end, s.kind)
+        else:
+            out.append(s)
+    return tuple(out)
+
+
+def group_rows(
+    groups: Sequence[str],
+    entries: Iterable[HistoryEntry],
+    schedule: Schedule | None,
+    start: datetime,
+    now: datetime,
+    end: datetime,
+) -> list[GroupRow]:
+    """One row per group from ``start`` to ``end``: recorded states up to ``now``, the plan after it."""
+    changes = sorted(
+        (e for e in entries if e.action in ("stop", "start") and e.outcome in ("ok", "failed") and e.at < now),
+        key=lambda e: e.at,
+    )
+    rows = []
+    for group in groups:
+        state: Kind = "running"
+        points: list[tuple[datetime, Kind]] = []
+        for e in changes:
+            if e.at <= start:
+                state = _state_after(e, group)
+            else:
+                points.append((e.at, _state_after(e, group)))
+        segments: list[Segment] = []
+        cursor = start
+        for at, kind in points:
+            segments.append(Segment(cursor, at, state))
+            cursor, state = at, kind
+        segments.append(Segment(cursor, now, state))
+        if schedule is not None:
+            planned = "planned-running" if schedule.is_running(now) else "planned-stopped"
+            cursor = now
+            for t in schedule.transitions(now, end):
+                segments.append(Segment(cursor, t.at, planned))
+                cursor, planned = t.at, f"planned-{t.state}"
+            segments.append(Segment(cursor, end, planned))
+        rows.append(GroupRow(group, _merge(segments)))
+    return rows

@@ -1,0 +1,128 @@
+"""The demo fleet in the emulator, a config file and a SQLite store with a day and a half of ticks:
+what the dashboard tests look at."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import boto3
+import uvicorn
+import yaml
+
+from hyperpod_scheduler.cluster.load import load_request
+from hyperpod_scheduler.cost.fsx import FileSystem
+from hyperpod_scheduler.demo.scenario import CAPACITY, CLUSTERS, FILE_SYSTEMS, SCHEDULES, VIRTUAL_START, examples_dir
+from hyperpod_scheduler.emulator import Emulator, running_emulator
+from hyperpod_scheduler.engine.fleet import Fleet, tick
+from hyperpod_scheduler.engine.runner import Engine
+from hyperpod_scheduler.store import open_store
+from hyperpod_scheduler.web import Dashboard, create_app
+
+REGION = "us-east-1"
+
+
+@dataclass
+class DemoFleet:
+    emu: Emulator
+    client: Any
+    config: Path
+    state: Path
+    names: list[str]
+    group_counts: dict[str, int]  # instance groups per cluster, from the example specs
+
+    def dashboard(self, token: str | None) -> Dashboard:
+        def systems(_: Any, keys: list[str], __: list[str]) -> dict[str, list[FileSystem]]:
+            return {
+                k: [FileSystem(**fs, found_by="demo") for fs in FILE_SYSTEMS.get(k.rsplit("/", 1)[-1], [])]
+                for k in keys
+            }
+
+        return Dashboard(
+            config_file=str(self.config),
+            state=str(self.state),
+            token=token,
+            now=self.emu.clock.now,
+            client_for=lambda ref: self.client,
+            file_systems=systems,
+        )
+
+
+def _wait_in_service(emu: Emulator, client: Any, names: list[str]) -> None:
+    for _ in range(360):
+        answers = [client.describe_cluster(ClusterName=n) for n in names]
+        if all(
+            a["ClusterStatus"] == "InService"
+            and all(g["CurrentCount"] == g.get("TargetCount", g["CurrentCount"]) for g in a["InstanceGroups"])
+            for a in answers
+        ):
+            return
+        emu.advance(60)
+    raise AssertionError("demo clusters did not come up in the emulator")
+
+
+@contextmanager
+def demo_fleet(folder: Path, hours: float = 36.0, step_minutes: float = 30.0) -> Iterator[DemoFleet]:
+    """Sunday noon: create the three example clusters, then tick the scheduler for ``hours``."""
+    requests = [(c, load_request(examples_dir() / c.spec_file)) for c in CLUSTERS]
+    with running_emulator(virtual_start=VIRTUAL_START, seed=7, capacity=CAPACITY) as emu:
+        session = boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name=REGION)
+        client = session.client("sagemaker", endpoint_url=emu.endpoint)
+        for _, request in requests:
+            client.create_cluster(**request)
+        names = [r["ClusterName"] for _, r in requests]
+        _wait_in_service(emu, client, names)
+        config = folder / "hyperpod-scheduler.yaml"
+        state = folder / "state.sqlite"
+        document = {
+            "state": str(state),
+            "defaults": {"settle_timeout_minutes": 120},
+            "schedules": SCHEDULES,
+            "targets": [
+                {
+                    "region": REGION,
+                    "clusters": [{"name": r["ClusterName"], "schedule": c.schedule} for c, r in requests],
+                }
+            ],
+        }
+        config.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+        dash = Dashboard(config_file=str(config), state=str(state))
+        ctx = dash.context()
+        with open_store(str(state)) as store:
+            engine = Engine(
+                store, lambda ref: client, emu.clock.now, actor="scheduler", settle_timeout=timedelta(hours=2)
+            )
+            governed = Fleet(ctx.config, lambda ref: client).governed()
+            for _ in range(int(hours * 60 / step_minutes)):
+                tick(engine, governed, emu.clock.now())
+                emu.advance(step_minutes * 60)
+        dash.close()
+        counts = {r["ClusterName"]: len(r["InstanceGroups"]) for _, r in requests}
+        yield DemoFleet(emu, client, config, state, names, counts)
+
+
+@contextmanager
+def serving(dash: Dashboard) -> Iterator[str]:
+    """The dashboard on a free loopback port in a thread; yields its base URL."""
+    server = uvicorn.Server(uvicorn.Config(create_app(dash), host="127.0.0.1", port=0, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    for _ in range(500):
+        if server.started:
+            break
+        time.sleep(0.01)
+    else:
+        raise AssertionError("the dashboard server did not start")
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        dash.close()

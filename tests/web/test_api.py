@@ -1,0 +1,197 @@
+"""The JSON API and pages over the demo fleet (in-process client; the browser tests serve it for real)."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import boto3
+import yaml
+from botocore.stub import Stubber
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from hyperpod_scheduler.cli.context import Context
+from hyperpod_scheduler.cli.main import app as cli_app
+from hyperpod_scheduler.config.load import load_config
+from hyperpod_scheduler.engine.events import discard
+from hyperpod_scheduler.store import open_store
+from hyperpod_scheduler.web import create_app, write_html_report
+from hyperpod_scheduler.web.grid import SLOTS
+from tests.web.conftest import TOKEN
+from tests.web.fleet import DemoFleet
+
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def _client(fleet: DemoFleet, token: str | None = TOKEN) -> TestClient:
+    return TestClient(create_app(fleet.dashboard(token)))
+
+
+def _status(fleet: DemoFleet) -> dict[str, dict[str, object]]:
+    result = CliRunner().invoke(
+        cli_app, ["status", "--json", "--config", str(fleet.config), "--state", str(fleet.state)]
+    )
+    assert result.exit_code == 0, result.output
+    return {row["cluster"]: row for row in json.loads(result.output)}
+
+
+def test_fleet_lists_every_demo_cluster_with_its_schedule_and_saving(fleet: DemoFleet) -> None:
+    rows = {r["cluster"]: r for r in _client(fleet).get("/api/fleet").json()}
+    assert set(rows) == set(fleet.names)
+    assert rows["g5-dev"]["schedule"] == "berlin-office"
+    assert rows["g5-dev"]["state"] == "stopped"  # Monday night after a Berlin office day
+    assert rows["trn1-research"]["month_net_saving_usd"] > 0
+    assert rows["p5-training"]["protected"][0]["group"] == "p5-workers"  # scarce P5 capacity kept
+
+
+def test_cluster_timeline_has_one_row_per_instance_group(fleet: DemoFleet) -> None:
+    for name in fleet.names:
+        body = _client(fleet).get(f"/api/clusters/{name}").json()
+        assert len(body["timeline"]["groups"]) == fleet.group_counts[name]
+        assert body["timeline"]["svg"].count('class="group-row"') == fleet.group_counts[name]
+    kinds = {s["kind"] for g in body["timeline"]["groups"] for s in g["segments"]}
+    assert {"running", "stopped"} <= kinds and kinds & {"planned-running", "planned-stopped"}
+    assert body["ready_by"]["lead_minutes"] > 0
+
+
+def test_unknown_cluster_is_404_with_one_line(fleet: DemoFleet) -> None:
+    answer = _client(fleet).get("/api/clusters/nope")
+    assert answer.status_code == 404
+    assert answer.json() == {"error": "cluster: 'nope' is not governed by the config"}
+
+
+def test_actions_are_refused_without_the_token_and_on_a_read_only_dashboard(fleet: DemoFleet) -> None:
+    before = _client(fleet).get("/api/clusters/g5-dev").json()["history"]
+    assert _client(fleet).post("/api/clusters/g5-dev/stop", json={}).status_code == 401
+    wrong = {"Authorization": "Bearer s3cret-token-for-test"}
+    assert _client(fleet).post("/api/clusters/g5-dev/hold", json={}, headers=wrong).status_code == 401
+    assert _client(fleet, None).post("/api/clusters/g5-dev/hold", json={}, headers=AUTH).status_code == 403
+    page = _client(fleet).post("/clusters/g5-dev/actions/start", data={"by": "eve", "token": ""})
+    assert page.status_code == 401 and "refused" in page.text
+    assert _client(fleet).get("/api/clusters/g5-dev").json()["history"] == before
+
+
+def test_hold_through_the_api_shows_in_status_and_history(fleet: DemoFleet) -> None:
+    until = (fleet.emu.clock.now() + timedelta(days=400)).isoformat()
+    answer = _client(fleet).post(
+        "/api/clusters/trn1-research/hold", json={"state": "running", "until": until, "by": "ana"}, headers=AUTH
+    )
+    assert answer.status_code == 200, answer.text
+    assert "(held running)" in str(_status(fleet)["trn1-research"]["state"])
+    history = _client(fleet).get("/api/clusters/trn1-research").json()["history"]
+    assert (history[0]["action"], history[0]["actor"]) == ("hold", "dashboard:ana")
+    released = _client(fleet).post("/api/clusters/trn1-research/release", json={"by": "ana"}, headers=AUTH)
+    assert released.json()["kind"] == "ok"
+    assert "held" not in str(_status(fleet)["trn1-research"]["state"])
+
+
+def test_hold_in_the_past_is_a_one_line_400(fleet: DemoFleet) -> None:
+    answer = _client(fleet).post("/api/clusters/g5-dev/hold", json={"until": "2020-01-01T00:00Z"}, headers=AUTH)
+    assert answer.status_code == 400
+    assert answer.json()["error"].startswith("until: '2020-01-01T00:00Z' is not in the future")
+
+
+def test_start_now_sends_the_update_and_records_who(fleet: DemoFleet) -> None:
+    answer = _client(fleet).post("/api/clusters/g5-dev/start", json={"by": "ops"}, headers=AUTH)
+    assert answer.json()["kind"] == "sent", answer.text
+    described = fleet.client.describe_cluster(ClusterName="g5-dev")
+    assert all(g["TargetCount"] > 0 for g in described["InstanceGroups"])
+    history = _client(fleet).get("/api/clusters/g5-dev").json()["history"]
+    assert (history[0]["action"], history[0]["actor"]) == ("manual-start", "dashboard:ops")
+
+
+def test_painting_the_grid_writes_windows_to_the_config(fleet: DemoFleet) -> None:
+    grid = [[d < 5 and 24 <= s < 72 for s in range(SLOTS)] for d in range(7)]
+    assert _client(fleet).put("/api/schedules/berlin-office", json={"grid": grid}).status_code == 401
+    answer = _client(fleet).put("/api/schedules/berlin-office", json={"grid": grid}, headers=AUTH)
+    assert answer.json()["windows"] == ["Mon-Fri 06:00-18:00"], answer.text
+    saved = yaml.safe_load(fleet.config.read_text())["schedules"]["berlin-office"]
+    assert saved == {"windows": ["Mon-Fri 06:00-18:00"], "timezone": "Europe/Berlin", "holidays": "DE-BE"}
+    assert load_config(fleet.config).schedules["berlin-office"]["windows"] == ["Mon-Fri 06:00-18:00"]
+    shown = _client(fleet).get("/api/schedules").json()["schedules"]
+    assert next(s for s in shown if s["name"] == "berlin-office")["grid"] == grid
+    bad = _client(fleet).put("/api/schedules/berlin-office", json={"grid": [[True]]}, headers=AUTH)
+    assert bad.status_code == 400 and "grid: expected 7 rows" in bad.json()["error"]
+
+
+def test_grid_form_without_javascript_saves_checked_cells(fleet: DemoFleet) -> None:
+    cells = [f"{d}-{s}" for d in range(5) for s in range(28, 84)]
+    answer = _client(fleet).post(
+        "/schedules/training-hours", data={"cell": cells, "token": TOKEN}, follow_redirects=False
+    )
+    assert answer.status_code == 303
+    assert load_config(fleet.config).schedules["training-hours"]["windows"] == ["Mon-Fri 07:00-21:00"]
+
+
+def test_pages_render_without_javascript(fleet: DemoFleet) -> None:
+    client = _client(fleet)
+    assert all(n in client.get("/").text for n in fleet.names)
+    cluster = client.get("/clusters/p5-training").text
+    assert "<svg" in cluster and "Stop now" in cluster
+    assert client.get("/savings").text.count("<svg") == 2
+    assert client.get("/schedules?tz=Asia/Tokyo").text.count('name="cell"') == 7 * SLOTS * 3
+    assert client.get("/schedules?tz=Nowhere/Land").status_code == 400
+    assert "token" in client.get("/clusters/g5-dev/actions/hold").text
+
+
+def test_html_report_is_self_contained(fleet: DemoFleet, tmp_path: Path) -> None:
+    dash = fleet.dashboard(None)
+    config = load_config(fleet.config)
+    with open_store(str(fleet.state)) as store:
+        ctx = Context(config, store, fleet.emu.clock.now, discard)
+        ctx.client_for = lambda ref: fleet.client  # type: ignore[method-assign]
+        out = write_html_report(ctx, tmp_path / "report.html", None, None, file_systems={})
+    html = out.read_text()
+    dash.close()
+    assert all(f'id="c-{n}"' in html for n in fleet.names)
+    assert "<style>" in html and "<script" not in html
+    assert not re.search(r'(src|href)="(https?:)?//', html)  # nothing fetched from elsewhere
+    artifacts = Path(__file__).resolve().parents[2] / "test-artifacts" / "web"
+    artifacts.mkdir(parents=True, exist_ok=True)
+    (artifacts / "report.html").write_text(html)  # the shareable file, for a look
+
+
+def test_demo_dashboard_serves_a_finished_demo_run(fleet: DemoFleet, tmp_path: Path) -> None:
+    from hyperpod_scheduler.demo.scenario import FILE_SYSTEMS
+    from hyperpod_scheduler.web.demo_serve import demo_dashboard
+
+    state = tmp_path / "state.sqlite"
+    state.write_bytes(fleet.state.read_bytes())
+    dash = demo_dashboard(fleet.emu, load_config(fleet.config), str(state), None, FILE_SYSTEMS)
+    rows = TestClient(create_app(dash)).get("/api/fleet").json()
+    assert {r["cluster"] for r in rows} == set(fleet.names)
+    assert load_config(tmp_path / "hyperpod-scheduler.yaml").targets[0].region == "us-east-1"
+    savings = TestClient(create_app(dash)).get("/api/savings").json()
+    assert savings["total"]["window"]["fsx_residual"] > 0  # the demo's shared FSx kept billing
+    dash.close()
+
+
+def test_an_aws_failure_is_a_one_line_502_not_a_crash(fleet: DemoFleet, tmp_path: Path) -> None:
+    # A tag-selected target needs ListClusters; an emulator that refuses it stands in for missing credentials.
+    config = tmp_path / "tagged.yaml"
+    config.write_text(
+        yaml.safe_dump({"schedules": {"s": "Mon-Fri 08:00-18:00 UTC"}, "targets": [{"tag_selector": True}]})
+    )
+    dash = fleet.dashboard(TOKEN)
+    dash.config_file = str(config)
+    dash.client_for = lambda ref: _refusing_client()
+    client = TestClient(create_app(dash))
+    answer = client.get("/api/fleet")
+    assert answer.status_code == 502
+    assert answer.json()["error"].startswith("AWS ListClusters failed: AccessDenied")
+    assert client.get("/").status_code == 502
+    dash.close()
+
+
+def _refusing_client() -> Any:
+    stubbed = boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1").client(
+        "sagemaker", endpoint_url="http://127.0.0.1:9"
+    )
+    stubber = Stubber(stubbed)
+    stubber.add_client_error("list_clusters", "AccessDenied", "no credentials here")
+    stubber.activate()
+    return stubbed
