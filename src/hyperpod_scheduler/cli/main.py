@@ -9,7 +9,7 @@ import typer
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_scheduler import __version__
-from hyperpod_scheduler.cli import agent, cluster, demo, emulator, ops, report, schedule
+from hyperpod_scheduler.cli import agent, cluster, dashboard, demo, emulator, ops, report, schedule
 from hyperpod_scheduler.cli import deploy as deploy_cli
 from hyperpod_scheduler.cli.output import error_line
 from hyperpod_scheduler.errors import HyperpodSchedulerError
@@ -31,6 +31,7 @@ app.add_typer(deploy_cli.config_app, name="config", help="The fleet config store
 ops.register(app)
 demo.register(app)
 report.register(app)
+dashboard.register(app)
 
 
 def _version(value: bool) -> None:

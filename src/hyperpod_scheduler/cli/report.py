@@ -177,6 +177,9 @@ def register(app: typer.Typer) -> None:
         until: str | None = typer.Option(None, "--until", help="ISO end of the window (default: now)."),
         as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
         csv_file: Path | None = typer.Option(None, "--csv", help="Write one CSV row per cluster and period to FILE."),
+        html_file: Path | None = typer.Option(
+            None, "--html", help="Write the dashboard's views as one self-contained HTML file to share."
+        ),
         prices: Path | None = typer.Option(None, "--prices", help="A price override file (JSON/YAML); always wins."),
         price_source: str | None = typer.Option(
             None, "--price-source", help="'bundled' (no network) or 'api' (AWS Price List API, cached)."
@@ -184,7 +187,7 @@ def register(app: typer.Typer) -> None:
         no_fsx: bool = typer.Option(False, "--no-fsx", help="Do not look up FSx file systems (no AWS calls)."),
         config: str | None = typer.Option(None, "--config", "-c", help="Config file."),
         state: str | None = typer.Option(
-            None, "--state", help="State store: a SQLite path, sqlite:///path, or memory:."
+            None, "--state", help="State store: a SQLite path, sqlite:///path, dynamodb://TABLE?region=R, or memory:."
         ),
     ) -> None:
         """Per cluster and in total, per night and per month: instance hours avoided and their cost, the
@@ -194,6 +197,12 @@ def register(app: typer.Typer) -> None:
         if price_source not in (None, "bundled", "api"):
             raise UsageError(f"--price-source: {price_source!r} is not 'bundled' or 'api'")
         ctx = make_context(config, state, as_json)
+        if html_file is not None:
+            from hyperpod_scheduler.web import write_html_report
+
+            written = write_html_report(ctx, html_file, since, until, file_systems={} if no_fsx else None)
+            console.print(f"wrote {written}", highlight=False)
+            return
         settings = settings_from(ctx)
         changes: dict[str, Any] = {}
         if prices is not None:

@@ -128,6 +128,7 @@ def run_demo(
     examples: str | Path | None = None,
     events: Sink | None = None,
     on_ready: Callable[[str], None] | None = None,
+    on_finish: Callable[[DemoResult, Emulator, Config, str], None] | None = None,
 ) -> DemoResult:
     folder = examples_dir(examples)
     requests = [(c, load_request(folder / c.spec_file)) for c in CLUSTERS]
@@ -226,8 +227,12 @@ def run_demo(
             sim_start,
             clock(),
         )
+        result = DemoResult(list(summaries.values()), collector.events, days, emu.endpoint, report)
+        if on_finish is not None:
+            # While the emulator and the store still exist (the dashboard can serve them).
+            on_finish(result, emu, config, str(Path(tmp) / "state.sqlite"))
         store.close()
-        return DemoResult(list(summaries.values()), collector.events, days, emu.endpoint, report)
+        return result
 
 
 def summary_rows(result: DemoResult) -> list[dict[str, Any]]:
