@@ -225,21 +225,13 @@ class Engine:
             self._emit(ref, "skip", plan.reason)
             return Result(ref.name, "skip", plan.reason)
         if isinstance(plan, planner.Noop):
-            if not dry_run:
-                self._mark_applied(ref, record, plan.state, transition_at or now)
-                self._history(ref, action, "noop", reason=plan.reason)
-            self._emit(ref, "noop", plan.reason)
-            return Result(ref.name, "noop", plan.reason)
+            return self._noop(ref, record, action, plan, transition_at or now, dry_run)
         if action == "stop":
             guarded = self._guard(ref, record, view, plan, transition_at or now, dry_run)
             if isinstance(guarded, Result):
                 return guarded
             if isinstance(guarded, planner.Noop):
-                if not dry_run:
-                    self._mark_applied(ref, record, guarded.state, transition_at or now)
-                    self._history(ref, action, "noop", reason=guarded.reason)
-                self._emit(ref, "noop", guarded.reason)
-                return Result(ref.name, "noop", guarded.reason)
+                return self._noop(ref, record, action, guarded, transition_at or now, dry_run)
             plan = guarded
         request = build_update(view, plan.counts)
         targets = {name: count for name, (count, _) in plan.counts.items()}
@@ -272,6 +264,22 @@ class Engine:
             sizes = {n: s.count for n, s in plan.snapshot.sizes.items()}
             self._emit(ref, "note", f"recorded sizes {sizes}", sizes=sizes)
         return self._send(ref, stored, view, request, action, targets, reason, wait, poll_seconds)
+
+    def _noop(
+        self,
+        ref: ClusterRef,
+        record: ClusterRecord | None,
+        action: planner.Action,
+        noop: planner.Noop,
+        at: datetime,
+        dry_run: bool,
+    ) -> Result:
+        """Nothing to send: remember the state as applied (so the transition is not retried) and say why."""
+        if not dry_run:
+            self._mark_applied(ref, record, noop.state, at)
+            self._history(ref, action, "noop", reason=noop.reason)
+        self._emit(ref, "noop", noop.reason)
+        return Result(ref.name, "noop", noop.reason)
 
     def _guard(
         self,
