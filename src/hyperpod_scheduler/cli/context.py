@@ -108,6 +108,7 @@ class Context:
             settle_timeout=timeout,
             guards_for=lambda ref: self.guards_for(ref, include_protected),
             retry=self.config.defaults.retry,
+            lease_ttl_s=self.config.defaults.lease_ttl_seconds,
         )
 
     def prices(self) -> PriceTable:

@@ -98,6 +98,8 @@ class Defaults(_Strict):
     settle_timeout_minutes: float = Field(default=180, gt=0)
     poll_seconds: float = Field(default=30, gt=0)
     concurrency: int = Field(default=8, ge=1, le=64)  # clusters handled at once in a tick
+    # How long a runner's claim on a cluster lasts if it dies mid-action (it is renewed while waiting).
+    lease_ttl_seconds: float = Field(default=900, gt=0)
     policy: Policy = Field(default_factory=Policy)
     retry: Retry = Field(default_factory=Retry)
     ready_by: ReadyBy = Field(default_factory=ReadyBy)
