@@ -111,7 +111,7 @@ class Engine:
     # ---- AWS edge --------------------------------------------------------------------------------
     def describe(self, ref: ClusterRef) -> ClusterView:
         answer = self.client_for(ref).describe_cluster(ClusterName=ref.name)
-        return parse_cluster(answer)  # type: ignore[arg-type]  (parse_cluster checks the shape itself)
+        return parse_cluster(answer)  # parse_cluster checks the shape itself
 
     # ---- one cluster, one tick -------------------------------------------------------------------
     def reconcile(
