@@ -22,6 +22,8 @@ from typing import Any
 
 import boto3
 
+from hyperpod_scheduler.cost.fsx import FileSystem
+from hyperpod_scheduler.cost.prices import bundled
 from hyperpod_scheduler.emulator import running_emulator
 from hyperpod_scheduler.engine.events import Collector
 from hyperpod_scheduler.engine.fleet import Governed, ref_for, tick
@@ -33,6 +35,8 @@ ROLE = "arn:aws:iam::123456789012:role/bench"
 MONTH_START = datetime(2026, 12, 1, 0, 0, tzinfo=UTC)
 TICK_MIN = 5
 GPU = "ml.g5.12xlarge"
+# Every cluster shares a 2.4 TiB FSx for Lustre file system, which keeps billing while it is stopped.
+FSX = FileSystem("fs-0123456789abcdef0", 2400, "PERSISTENT_2", 125, found_by="bench")
 SCHEDULES = [
     "Mon-Fri 08:00-18:00 UTC",
     "Mon-Fri 08:00-19:00 Europe/Berlin",
@@ -98,6 +102,12 @@ def simulate(members: list[Member], days: int, shortfall: bool) -> dict[str, Any
         engine = Engine(MemoryStore(), lambda _r: client, emu.clock.now, events=events)
         governed = [Governed(ref_for(m.name, "us-east-1"), "bench", m.schedule, False) for m in members]
 
+        always_by_type: Counter[str] = Counter()
+        for m in members:
+            for g in request(m.name, m.size - 1)["InstanceGroups"]:
+                always_by_type[g["InstanceType"]] += g["InstanceCount"]
+        used_by_type: Counter[str] = Counter()  # instance-minutes holding capacity, per type
+        stopped_cluster_min = 0  # cluster-minutes the schedules leave stopped (the FSx keeps billing)
         used_min = 0  # instance-minutes holding capacity
         wanted_stopped_min = 0  # instance-minutes the schedules leave stopped
         unavailable_min = 0  # instance-minutes wanted running but not running
@@ -111,10 +121,20 @@ def simulate(members: list[Member], days: int, shortfall: bool) -> dict[str, Any
                         d = emu.backend.dispatch("DescribeCluster", {"ClusterName": m.name})
                         running = sum(g["CurrentCount"] for g in d["InstanceGroups"])
                         unavailable_min += TICK_MIN * max(0, m.size - running)
-            used_min += sum(emu.backend.usage().values())
+            usage = emu.backend.usage()
+            used_min += sum(usage.values())
+            used_by_type.update(usage)
+            stopped_cluster_min += sum(1 for m in members if m.schedule.state_at(now) == "stopped")
             wanted_stopped_min += sum(m.size for m in members if m.schedule.state_at(now) == "stopped")
             emu.advance(60)
     always_on = sum(m.size for m in members) * minutes
+    prices = bundled()
+    saved_usd = 0.0
+    for itype, count in always_by_type.items():
+        price = prices.instance(itype)
+        if price is not None:
+            saved_usd += (count * minutes - used_by_type[itype]) / 60 * price.usd
+    fsx_hourly = FSX.hourly(prices) or 0.0
     sent = [e.message.split()[0] for e in events.events if e.kind == "sent"]
     return {
         "always_on_h": always_on / 60,
@@ -125,6 +145,8 @@ def simulate(members: list[Member], days: int, shortfall: bool) -> dict[str, Any
         "stops": sent.count("stop"),
         "failed": sum(1 for e in events.events if e.kind == "failed"),
         "calls": sum(calls.values()),
+        "saved_usd": saved_usd,
+        "fsx_residual_usd": stopped_cluster_min / 60 * fsx_hourly,
         "wall_s": time.perf_counter() - wall0,
     }
 
@@ -142,16 +164,17 @@ def main() -> None:
     print(f"cores: {os.cpu_count()}  python: {sys.version.split()[0]}  tick: every {TICK_MIN} virtual minutes")
     print(
         "| region | clusters | days | instances | always-on inst-h | max saved inst-h | saved inst-h | saved / max "
-        "| wanted but not running inst-h | starts / stops sent | failed starts (no capacity) | FSx residual "
-        "| API calls | wall |"
+        "| wanted but not running inst-h | starts / stops sent | failed starts (no capacity) | instance saving "
+        "| FSx residual | API calls | wall |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for label, shortfall in (("ample capacity", False), ("GPU shortfall at morning starts", True)):
         r = simulate(members, days, shortfall)
         print(
             f"| {label} | {n} | {days} | {sum(m.size for m in members)} | {r['always_on_h']:,.0f} "
             f"| {r['max_saved_h']:,.0f} | {r['saved_h']:,.0f} | {100 * r['saved_h'] / r['max_saved_h']:.2f}% "
-            f"| {r['unavailable_h']:,.1f} | {r['starts']} / {r['stops']} | {r['failed']} | n/a (cost module) "
+            f"| {r['unavailable_h']:,.1f} | {r['starts']} / {r['stops']} | {r['failed']} | ${r['saved_usd']:,.0f} "
+            f"| ${r['fsx_residual_usd']:,.0f} "
             f"| {r['calls']:,} | {r['wall_s']:.1f} s |"
         )
     print(

@@ -18,10 +18,13 @@ SECRETS = {
     "AWS_ACCESS_KEY_ID": "AKIAFAKEKEY0123456789",
     "AWS_SECRET_ACCESS_KEY": "fake/Secret+Key0123456789abcdefghijklmnop",
     "AWS_SESSION_TOKEN": "FwoGZXIvYXdzEFAKESESSIONTOKEN0123456789",
-    "HYPERPOD_SCHEDULER_WEBHOOK_URL": "https://hooks.slack.com/services/T000FAKE/B000FAKE/fakeWebhookSecret42",
-    "SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T111FAKE/B111FAKE/otherWebhookSecret43",
+    # Loopback, discard port: a notification attempt must never leave this machine.
+    "HYPERPOD_SCHEDULER_WEBHOOK_URL": "http://127.0.0.1:9/services/T000FAKE/B000FAKE/fakeWebhookSecret42",
+    "SLACK_WEBHOOK_URL": "http://127.0.0.1:9/services/T111FAKE/B111FAKE/otherWebhookSecret43",
 }
-NEEDLES = [*SECRETS.values(), "fakeWebhookSecret42", "otherWebhookSecret43", "FAKESESSIONTOKEN"]
+CONFIG_WEBHOOK = "http://127.0.0.1:9/services/T222FAKE/B222FAKE/configWebhookSecret44"
+NEEDLES = [*SECRETS.values(), CONFIG_WEBHOOK, "fakeWebhookSecret42", "otherWebhookSecret43", "configWebhookSecret44",
+           "FAKESESSIONTOKEN"]
 
 
 @pytest.fixture
@@ -51,6 +54,7 @@ def test_no_secret_in_output_or_state_and_state_is_private(emu: Emulator, tmp_pa
     config = tmp_path / "hyperpod-scheduler.yaml"
     config.write_text(
         "defaults: {poll_seconds: 0.05}\ntargets: [{region: us-east-1, schedule: never, clusters: [c1]}]\n"
+        f"notifications: {{webhook_url: '{CONFIG_WEBHOOK}'}}\n"
     )
     cfg = ("--config", str(config))
     out = ""
