@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from hyperpod_scheduler.cluster.check import SpecReport, check_request, check_spec
-from hyperpod_scheduler.cluster.spec import parse_yaml, spec_from_dict
-from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.cluster.spec import read_spec_file, spec_from_dict
 
 
 def is_raw_request(data: Any) -> bool:
@@ -21,17 +20,10 @@ def is_raw_request(data: Any) -> bool:
 
 def load_report(path: str | Path) -> SpecReport:
     """Parse and check the file at ``path`` (UsageError if unreadable, SpecError if unparseable)."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"spec file not found: {p}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read spec file {p}: {exc}") from None
-    data = parse_yaml(text, str(p))  # JSON is YAML: one parser, one duplicate-key check
+    data = read_spec_file(path)  # JSON is YAML: one parser, one duplicate-key check
     if is_raw_request(data):
         return check_request(dict(data))
-    return check_spec(spec_from_dict(data, str(p)))
+    return check_spec(spec_from_dict(data, str(path)))
 
 
 def load_request(path: str | Path) -> dict[str, Any]:

@@ -249,8 +249,8 @@ def spec_from_dict(data: Any, source: str | None = None) -> ClusterSpec:
         raise SpecError(_problems_from(exc, data), source) from None
 
 
-def load_spec(path: str | Path) -> ClusterSpec:
-    """Read and parse a spec file; a missing file is a UsageError, a bad one a SpecError."""
+def read_spec_file(path: str | Path) -> Any:
+    """The parsed YAML (or JSON) of a spec file; a missing file is a UsageError, bad YAML a SpecError."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
@@ -258,4 +258,9 @@ def load_spec(path: str | Path) -> ClusterSpec:
         raise UsageError(f"spec file not found: {p}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read spec file {p}: {exc}") from None
-    return spec_from_dict(parse_yaml(text, str(p)), str(p))
+    return parse_yaml(text, str(p))
+
+
+def load_spec(path: str | Path) -> ClusterSpec:
+    """Read and parse a spec file; a missing file is a UsageError, a bad one a SpecError."""
+    return spec_from_dict(read_spec_file(path), str(path))

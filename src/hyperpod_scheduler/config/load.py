@@ -30,12 +30,17 @@ def parse_config(data: Any, source: str = "config") -> Config:
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            value = err.get("input")
-            shown = "" if isinstance(value, dict | list) else f" (value {value!r})"
-            lines.append(f"{_loc(tuple(err['loc']))}: {err['msg']}{shown}")
-        raise UsageError(f"{source}: " + "; ".join(lines)) from None
+        raise UsageError(describe_validation_error(exc, source)) from None
+
+
+def describe_validation_error(exc: ValidationError, source: str) -> str:
+    """One line for a pydantic error in a config-like file: every problem with its path and value."""
+    lines = []
+    for err in exc.errors():
+        value = err.get("input")
+        shown = "" if isinstance(value, dict | list) else f" (value {value!r})"
+        lines.append(f"{_loc(tuple(err['loc']))}: {err['msg']}{shown}")
+    return f"{source}: " + "; ".join(lines)
 
 
 def config_path(explicit: str | Path | None) -> Path | None:

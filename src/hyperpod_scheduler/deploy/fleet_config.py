@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from hyperpod_scheduler.config.load import describe_validation_error
 from hyperpod_scheduler.config.model import Config, Defaults, Target
 from hyperpod_scheduler.errors import UsageError
 
@@ -59,12 +60,7 @@ def parse_fleet_config(data: Any, source: str = "fleet config") -> FleetConfig:
     try:
         fleet = FleetConfig.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(".")
-        value = err.get("input")
-        shown = "" if isinstance(value, dict | list) else f" (value {value!r})"
-        more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise UsageError(f"{source}: {where or '(top level)'}: {err['msg']}{shown}{more}") from None
+        raise UsageError(describe_validation_error(exc, source)) from None
     seen: set[tuple[str, str]] = set()
     for i, target in enumerate(fleet.targets):
         place = (target.account, target.region)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
 # Bumped when a stored shape changes incompatibly; readers migrate older formats on load.
 RECORD_FORMAT = 1
@@ -38,6 +38,16 @@ def key_problem(key: object) -> str | None:
     if any(ord(c) < 32 or ord(c) == 127 for c in key):
         return "contains a control character"
     return None
+
+
+def _checked_key(key: str) -> str:
+    problem = key_problem(key)
+    if problem:
+        raise ValueError(f"key {key!r} {problem}")
+    return key
+
+
+RecordKey = Annotated[str, AfterValidator(_checked_key)]
 
 
 def cluster_key(name: str, region: str, account: str | None = None) -> str:
@@ -128,7 +138,7 @@ class RetryState(Stored):
 class ClusterRecord(Stored):
     """Everything remembered about one cluster. ``version`` is owned by the store (compare-and-set)."""
 
-    key: str
+    key: RecordKey
     version: Count = 0
     snapshot: Snapshot | None = None
     applied_state: State | None = None
@@ -141,13 +151,6 @@ class ClusterRecord(Stored):
     updated_at: AwareDatetime
     record_format: int = RECORD_FORMAT
 
-    @field_validator("key")
-    @classmethod
-    def _valid_key(cls, key: str) -> str:
-        problem = key_problem(key)
-        if problem:
-            raise ValueError(f"key {key!r} {problem}")
-        return key
 
     @field_validator("start_durations_s")
     @classmethod
@@ -167,7 +170,7 @@ class ClusterRecord(Stored):
 class HistoryEntry(Stored):
     """One line of the action log: what happened to which cluster, when, by whom, and how long it took."""
 
-    key: str
+    key: RecordKey
     at: AwareDatetime
     action: str
     actor: str
@@ -177,13 +180,6 @@ class HistoryEntry(Stored):
     detail: dict[str, Any] = Field(default_factory=dict)
     record_format: int = RECORD_FORMAT
 
-    @field_validator("key")
-    @classmethod
-    def _valid_key(cls, key: str) -> str:
-        problem = key_problem(key)
-        if problem:
-            raise ValueError(f"key {key!r} {problem}")
-        return key
 
     @field_validator("detail", mode="before")
     @classmethod
