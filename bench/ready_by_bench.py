@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 import boto3
 
+from hyperpod_scheduler.cluster.samples import slurm_request
 from hyperpod_scheduler.config.model import ReadyBy
 from hyperpod_scheduler.emulator import running_emulator
 from hyperpod_scheduler.engine.events import Collector
@@ -29,27 +30,8 @@ START = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
 
 def request(name: str) -> dict:  # type: ignore[type-arg]
-    return {
-        "ClusterName": name,
-        "Orchestrator": {"Slurm": {}},
-        "InstanceGroups": [
-            {
-                "InstanceGroupName": "controller",
-                "InstanceType": "ml.m5.xlarge",
-                "InstanceCount": 1,
-                "ExecutionRole": ROLE,
-                "SlurmConfig": {"NodeType": "Controller"},
-            },
-            {
-                "InstanceGroupName": "gpu",
-                "InstanceType": "ml.g5.12xlarge",
-                "InstanceCount": 4,
-                "ExecutionRole": ROLE,
-                "SlurmConfig": {"NodeType": "Compute", "PartitionNames": ["gpu"]},
-                "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-bench/lc/", "OnInitComplete": "ext.sh"},
-            },
-        ],
-    }
+    ext = {"SourceS3Uri": "s3://sagemaker-bench/lc/", "OnInitComplete": "ext.sh"}
+    return slurm_request(name, {"gpu": ("ml.g5.12xlarge", 4)}, role=ROLE, lifecycle={"gpu": ext})
 
 
 def main() -> None:

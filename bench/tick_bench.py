@@ -20,6 +20,7 @@ from typing import Any
 
 import boto3
 
+from hyperpod_scheduler.cluster.samples import slurm_request
 from hyperpod_scheduler.emulator import running_emulator
 from hyperpod_scheduler.engine.fleet import Governed, ref_for, tick
 from hyperpod_scheduler.engine.runner import Engine
@@ -31,26 +32,7 @@ START = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)  # Sunday: the office schedule
 
 
 def request(name: str) -> dict[str, Any]:
-    return {
-        "ClusterName": name,
-        "Orchestrator": {"Slurm": {}},
-        "InstanceGroups": [
-            {
-                "InstanceGroupName": "controller",
-                "InstanceType": "ml.m5.xlarge",
-                "InstanceCount": 1,
-                "ExecutionRole": ROLE,
-                "SlurmConfig": {"NodeType": "Controller"},
-            },
-            {
-                "InstanceGroupName": "cpu",
-                "InstanceType": "ml.c5.xlarge",
-                "InstanceCount": 2,
-                "ExecutionRole": ROLE,
-                "SlurmConfig": {"NodeType": "Compute", "PartitionNames": ["cpu"]},
-            },
-        ],
-    }
+    return slurm_request(name, {"cpu": ("ml.c5.xlarge", 2)}, role=ROLE)
 
 
 def main() -> None:

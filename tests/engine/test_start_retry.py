@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from hyperpod_scheduler.cluster.samples import slurm_request
 from hyperpod_scheduler.config.model import Policy, Retry
 from hyperpod_scheduler.emulator import running_emulator
 from hyperpod_scheduler.engine.events import Collector
@@ -19,26 +20,7 @@ CAPACITY_MSG = "We currently do not have sufficient capacity for the requested i
 
 
 def _request() -> dict[str, Any]:
-    return {
-        "ClusterName": "g5",
-        "Orchestrator": {"Slurm": {}},
-        "InstanceGroups": [
-            {
-                "InstanceGroupName": "controller",
-                "InstanceType": "ml.m5.xlarge",
-                "InstanceCount": 1,
-                "ExecutionRole": ROLE,
-                "SlurmConfig": {"NodeType": "Controller"},
-            },
-            {
-                "InstanceGroupName": "gpu",
-                "InstanceType": "ml.g5.48xlarge",
-                "InstanceCount": 4,
-                "ExecutionRole": ROLE,
-                "SlurmConfig": {"NodeType": "Compute", "PartitionNames": ["gpu"]},
-            },
-        ],
-    }
+    return slurm_request("g5", {"gpu": ("ml.g5.48xlarge", 4)}, role=ROLE)
 
 
 def test_rollback_is_retried_with_backoff_until_capacity_returns() -> None:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from hyperpod_scheduler.cluster.samples import slurm_request
 from hyperpod_scheduler.emulator import Emulator
 from hyperpod_scheduler.emulator.errors import EmulatorError
 from hyperpod_scheduler.engine.fleet import ref_for
@@ -123,24 +124,4 @@ def spawn_cli(args: list[str], env: Mapping[str, str], cwd: Path) -> subprocess.
 
 def small_request(name: str, cpu: int = 2) -> dict[str, Any]:
     """A two-group Slurm cluster: a controller and ``cpu`` compute nodes."""
-    role = "arn:aws:iam::123456789012:role/reliability"
-    return {
-        "ClusterName": name,
-        "Orchestrator": {"Slurm": {}},
-        "InstanceGroups": [
-            {
-                "InstanceGroupName": "controller",
-                "InstanceType": "ml.m5.xlarge",
-                "InstanceCount": 1,
-                "ExecutionRole": role,
-                "SlurmConfig": {"NodeType": "Controller"},
-            },
-            {
-                "InstanceGroupName": "cpu",
-                "InstanceType": "ml.c5.xlarge",
-                "InstanceCount": cpu,
-                "ExecutionRole": role,
-                "SlurmConfig": {"NodeType": "Compute", "PartitionNames": ["cpu"]},
-            },
-        ],
-    }
+    return slurm_request(name, {"cpu": ("ml.c5.xlarge", cpu)}, role="arn:aws:iam::123456789012:role/reliability")
