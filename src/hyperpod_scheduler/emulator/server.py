@@ -8,7 +8,6 @@ emulator's own control API (health, clock, faults, reset), not AWS's.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import socket
 import threading
@@ -19,7 +18,7 @@ from typing import Any, Final, Protocol
 
 from hyperpod_scheduler.emulator.clock import Clock, VirtualClock
 from hyperpod_scheduler.emulator.errors import EmulatorError, validation
-from hyperpod_scheduler.emulator.protocol import AwsJsonApi, Dispatcher, Reply, error_reply, json_reply
+from hyperpod_scheduler.emulator.protocol import AwsJsonApi, Dispatcher, Reply, decode_body, error_reply, json_reply
 from hyperpod_scheduler.errors import UsageError
 
 log = logging.getLogger(__name__)
@@ -56,7 +55,7 @@ class AdminApi:
     def handle(self, method: str, path: str, body: bytes) -> Reply:
         route = path[len(ADMIN_PREFIX) :].split("?", 1)[0].strip("/")
         try:
-            payload = _decode_admin_body(body) if method == "POST" else {}
+            payload = decode_body(body) if method == "POST" else {}
             if route == "health" and method == "GET":
                 return json_reply(200, {"status": "ok", **self._clock_view()})
             if route == "clock" and method == "GET":
@@ -115,18 +114,6 @@ def _parse_instant(value: Any) -> datetime:
     except ValueError:
         raise validation(f"set: {value!r} is not an ISO 8601 time") from None
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
-
-
-def _decode_admin_body(body: bytes) -> dict[str, Any]:
-    if not body.strip():
-        return {}
-    try:
-        decoded = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise EmulatorError("SerializationException", f"Malformed JSON body: {exc}", 400) from None
-    if not isinstance(decoded, dict):
-        raise EmulatorError("SerializationException", "The body must be a JSON object", 400)
-    return decoded
 
 
 class _Handler(BaseHTTPRequestHandler):
