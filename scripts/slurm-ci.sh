@@ -74,8 +74,11 @@ chmod 0700 /etc/munge && chmod 0400 /etc/munge/munge.key && chmod 0755 /run/mung
 if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
     say "starting munged"
     rm -f /run/munge/munge.socket.2*
-    runuser -u munge -- /usr/sbin/munged --pid-file=/run/munge/munged.pid
-    cp /run/munge/munged.pid /run/slurm-ci/munged.pid 2>/dev/null || true
+    # In the foreground, started in the background here: a daemonising munged reopens /dev/null as
+    # the munge user, which fails on machines where /dev/null is root-only (seen on CI).
+    setpriv --reuid=munge --regid=munge --init-groups -- /usr/sbin/munged --foreground \
+        --pid-file=/run/munge/munged.pid </dev/null >>/var/log/munge/munged.out 2>&1 &
+    echo $! >/run/slurm-ci/munged.pid
     for _ in $(seq 1 50); do munge -n 2>/dev/null | unmunge >/dev/null 2>&1 && break; sleep 0.1; done
     munge -n | unmunge >/dev/null || die "munged did not come up (see /var/log/munge/munged.log)"
 fi
