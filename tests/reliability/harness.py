@@ -87,6 +87,12 @@ def record(state: Path, name: str = "c1") -> ClusterRecord | None:
         return store.get(ref_for(name, "us-east-1").key)
 
 
+def settled_lines(state: Path, action: str, name: str = "c1") -> int:
+    """How many history lines say ``action`` settled (the savings report counts nights from them)."""
+    with SqliteStore(state) as store:
+        return sum(1 for e in store.history(ref_for(name, "us-east-1").key) if (e.action, e.outcome) == (action, "ok"))
+
+
 def recorded_sizes(state: Path, name: str = "c1") -> dict[str, int]:
     rec = record(state, name)
     if rec is None or rec.snapshot is None:

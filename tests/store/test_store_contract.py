@@ -234,6 +234,32 @@ def test_history_entries_at_the_same_instant_keep_append_order(store: StateStore
     assert [e.detail["n"] for e in store.history_all()] == [0, 1, 2, 3]
 
 
+def test_a_put_can_carry_history_lines_with_it(store: StateStore) -> None:
+    store.append_history(entry(KEY, T0, n=0))
+    stored = store.put(rec(applied_state="stopped"), None, history=[entry(KEY, T0 + timedelta(hours=1), n=1)])
+    stored = store.put(
+        stored.evolve(applied_state="running"),
+        stored.version,
+        history=[entry(KEY, T0 + timedelta(hours=2), n=2), entry("other/r/c", T0 + timedelta(hours=2), n=3)],
+    )
+    assert store.get(KEY) == stored and stored.version == 2
+    assert [e.detail["n"] for e in store.history(KEY)] == [2, 1, 0]
+    assert [e.detail["n"] for e in store.history_all()] == [0, 1, 2, 3]
+
+
+def test_a_put_that_loses_its_race_stores_none_of_its_history(store: StateStore) -> None:
+    first = store.put(rec(), None)
+    store.put(first.evolve(applied_state="stopped"), first.version)
+    with pytest.raises(ConflictError) as err:
+        store.put(first.evolve(applied_state="running"), first.version, history=[entry(KEY, T0, n=1)])
+    assert (err.value.expected, err.value.actual) == (1, 2)
+    with pytest.raises(ConflictError):
+        store.put(rec(), None, history=[entry(KEY, T0, n=2)])
+    assert store.history(KEY) == [] and store.history_all() == []
+    stored = store.get(KEY)
+    assert stored is not None and stored.applied_state == "stopped"
+
+
 def test_history_default_limit_is_50(store: StateStore) -> None:
     for i in range(55):
         store.append_history(entry(KEY, T0 + timedelta(minutes=i), n=i))

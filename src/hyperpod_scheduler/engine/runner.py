@@ -93,19 +93,18 @@ class Engine:
     def _emit(self, ref: ClusterRef, kind: Any, message: str, **detail: Any) -> None:
         self.events(Event(self.now(), ref.name, kind, message, detail))
 
-    def _history(
+    def _entry(
         self, ref: ClusterRef, action: str, outcome: str, duration_s: float | None = None, **detail: Any
-    ) -> None:
-        self.store.append_history(
-            HistoryEntry(
-                key=ref.key,
-                at=self.now(),
-                action=action,
-                actor=self.actor,
-                outcome=outcome,
-                duration_s=duration_s,
-                detail=detail,
-            )
+    ) -> HistoryEntry:
+        """A history line, written in the same store write as the record change it describes."""
+        return HistoryEntry(
+            key=ref.key,
+            at=self.now(),
+            action=action,
+            actor=self.actor,
+            outcome=outcome,
+            duration_s=duration_s,
+            detail=detail,
         )
 
     # ---- AWS edge --------------------------------------------------------------------------------
@@ -276,8 +275,7 @@ class Engine:
     ) -> Result:
         """Nothing to send: remember the state as applied (so the transition is not retried) and say why."""
         if not dry_run:
-            self._mark_applied(ref, record, noop.state, at)
-            self._history(ref, action, "noop", reason=noop.reason)
+            self._mark_applied(ref, record, noop.state, at, self._entry(ref, action, "noop", reason=noop.reason))
         self._emit(ref, "noop", noop.reason)
         return Result(ref.name, "noop", noop.reason)
 
@@ -315,8 +313,10 @@ class Engine:
                 reason = "; ".join(f"{v.guard}: {v.reason}" for v in blocked)
                 self._emit(ref, "blocked", f"stop blocked: {reason}", guards=[v.guard for v in blocked])
                 if not dry_run:
-                    self._mark_applied(ref, record, "running", transition_at)
-                    self._history(ref, "stop", "blocked", reason=reason, verdicts=[_verdict_detail(v) for v in blocked])
+                    line = self._entry(
+                        ref, "stop", "blocked", reason=reason, verdicts=[_verdict_detail(v) for v in blocked]
+                    )
+                    self._mark_applied(ref, record, "running", transition_at, line)
                 return Result(ref.name, "blocked", reason)
             for v in verdicts:
                 if v.decision == "keep":
@@ -370,12 +370,11 @@ class Engine:
             if code in ("ConflictException", "ValidationException", "ResourceNotFound"):
                 # Not accepted: nothing is in flight, so the intent is withdrawn (the snapshot stays),
                 # and anything a guard drained for this stop is given back.
-                self._clear_pending(ref, record)
+                message = f"UpdateCluster refused: {code}: {exc.response.get('Error', {}).get('Message', '')}"
+                self._clear_pending(ref, record, self._entry(ref, action, "refused", error=message))
                 if action == "stop":
                     self._after_start(ref, view, view.targets())
-                message = f"UpdateCluster refused: {code}: {exc.response.get('Error', {}).get('Message', '')}"
                 self._emit(ref, "skip" if code == "ConflictException" else "error", message)
-                self._history(ref, action, "refused", error=message)
                 return Result(ref.name, "skip" if code == "ConflictException" else "error", message)
             raise  # unknown outcome: the intent stays; the next run compares the cluster and decides
         crashpoints.reached("after-send")
@@ -472,8 +471,6 @@ class Engine:
             )
         if pending.action == "stop":
             updated = updated.evolve(retry=None)
-        self.store.put(updated, expected_version=record.version)
-        crashpoints.reached("after-settle")
         outcomes = {o.group: f"{o.outcome} {o.current}/{o.target}" for o in verdict.outcomes}
         kind = "settled" if verdict.ok else "failed"
         extra: dict[str, Any] = {}
@@ -483,7 +480,7 @@ class Engine:
                 n: {"count": sz.count, "instance_type": sz.instance_type} for n, sz in record.snapshot.sizes.items()
             }
             extra["kept"] = dict(record.snapshot.kept)
-        self._history(
+        line = self._entry(
             ref,
             pending.action,
             "ok" if verdict.ok else "failed",
@@ -492,6 +489,8 @@ class Engine:
             message=verdict.detail,
             **extra,
         )
+        self.store.put(updated, expected_version=record.version, history=[line])
+        crashpoints.reached("after-settle")
         groups = ", ".join(f"{o.group} {o.outcome} {o.current}/{o.target}" for o in verdict.outcomes)
         how = "settled" if verdict.ok else f"did not settle ({verdict.detail}{retry_note})"
         self._emit(ref, kind, f"{pending.action} {how} after {_fmt_duration(duration)}: {groups}", outcomes=outcomes)
@@ -510,19 +509,24 @@ class Engine:
         return RetryState(transition_id=base, attempt=attempt, next_at=next_at, deadline=deadline, reason=reason[:200])
 
     # ---- small writes ----------------------------------------------------------------------------
-    def _mark_applied(self, ref: ClusterRef, record: ClusterRecord | None, state: planner.State, at: datetime) -> None:
+    def _mark_applied(
+        self, ref: ClusterRef, record: ClusterRecord | None, state: planner.State, at: datetime, line: HistoryEntry
+    ) -> None:
         now = self.now()
         base = record or ClusterRecord.new(ref.key, now)
-        # A conflict means another runner recorded the same conclusion.
+        # A conflict means another runner recorded the same conclusion (and its own history line).
         with contextlib.suppress(ConflictError):
             self.store.put(
                 base.evolve(applied_state=state, applied_transition_at=at, updated_at=now),
                 expected_version=record.version if record else None,
+                history=[line],
             )
 
-    def _clear_pending(self, ref: ClusterRef, record: ClusterRecord) -> None:
+    def _clear_pending(self, ref: ClusterRef, record: ClusterRecord, line: HistoryEntry) -> None:
         with contextlib.suppress(ConflictError):
-            self.store.put(record.evolve(pending=None, updated_at=self.now()), expected_version=record.version)
+            self.store.put(
+                record.evolve(pending=None, updated_at=self.now()), expected_version=record.version, history=[line]
+            )
 
     # ---- manual holds ----------------------------------------------------------------------------
     def set_hold(self, ref: ClusterRef, state: planner.State, until: datetime | None, reason: str = "") -> None:
@@ -534,8 +538,8 @@ class Engine:
             base = rec or ClusterRecord.new(ref.key, now)
             return base.evolve(hold=Hold(state=state, until=until, by=self.actor, reason=reason), updated_at=now)
 
-        self._update(ref, change)
-        self._history(ref, "hold", "ok", state=state, until=until.isoformat() if until else None)
+        line = self._entry(ref, "hold", "ok", state=state, until=until.isoformat() if until else None)
+        self._update(ref, change, line)
 
     def release(self, ref: ClusterRef) -> bool:
         now = self.now()
@@ -548,15 +552,19 @@ class Engine:
             lambda rec: (rec or ClusterRecord.new(ref.key, now)).evolve(
                 hold=None, applied_transition_at=None, updated_at=now
             ),
+            self._entry(ref, "release", "ok"),
         )
-        self._history(ref, "release", "ok")
         return True
 
-    def _update(self, ref: ClusterRef, change: Callable[[ClusterRecord | None], ClusterRecord]) -> ClusterRecord:
+    def _update(
+        self, ref: ClusterRef, change: Callable[[ClusterRecord | None], ClusterRecord], line: HistoryEntry
+    ) -> ClusterRecord:
         for _ in range(10):
             record = self.store.get(ref.key)
             try:
-                return self.store.put(change(record), expected_version=record.version if record else None)
+                return self.store.put(
+                    change(record), expected_version=record.version if record else None, history=[line]
+                )
             except ConflictError:
                 continue
         raise HyperpodSchedulerError(f"cluster '{ref.name}': the state store kept changing; try again")

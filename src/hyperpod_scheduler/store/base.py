@@ -12,7 +12,7 @@ import random
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
@@ -31,10 +31,14 @@ class StateStore(Protocol):
         """The record under ``key`` with its stored version, or None if there is none."""
         ...
 
-    def put(self, record: ClusterRecord, expected_version: int | None) -> ClusterRecord:
+    def put(
+        self, record: ClusterRecord, expected_version: int | None, history: Sequence[HistoryEntry] = ()
+    ) -> ClusterRecord:
         """Compare-and-set. ``expected_version`` None (or 0) means "must not exist yet"; otherwise
         the stored version must equal it. Stores under version expected+1 (or 1) and returns the
         record carrying that version; ``record.version`` itself is ignored. Raises ``ConflictError``.
+        ``history`` entries are appended in the same atomic write: on a conflict none is stored, and a
+        crash never keeps the record without them (the savings report reads them).
         """
         ...
 

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.store.base import check_expected, check_limit, lease_expiry
 from hyperpod_scheduler.store.codec import (
     check_aware,
@@ -45,6 +46,7 @@ LEASE_SK = "lease"
 # instants before 1970 too (year 1 is about -6.2e16 µs).
 _AT_OFFSET = 10**17
 _CONDITION_FAILED = "ConditionalCheckFailedException"
+_MAX_TRANSACTION_ITEMS = 100  # DynamoDB's limit for one TransactWriteItems
 
 _seq_lock = threading.Lock()
 _last_seq = 0
@@ -121,7 +123,9 @@ class DynamoDBStore:
         )
         return None if item is None else decode_record(key, item["body"]["S"], int(item["ver"]["N"]))
 
-    def put(self, record: ClusterRecord, expected_version: int | None) -> ClusterRecord:
+    def put(
+        self, record: ClusterRecord, expected_version: int | None, history: Sequence[HistoryEntry] = ()
+    ) -> ClusterRecord:
         expected = check_expected(expected_version)
         stored = record.evolve(version=expected + 1)
         item = {
@@ -138,14 +142,27 @@ class DynamoDBStore:
                 "ExpressionAttributeNames": {"#v": "ver"},
                 "ExpressionAttributeValues": {":expected": {"N": str(expected)}},
             }
+        if len(history) >= _MAX_TRANSACTION_ITEMS:
+            raise UsageError(f"history: {len(history)} entries in one put; at most {_MAX_TRANSACTION_ITEMS - 1}")
         try:
-            self._call(
-                "put_item",
-                TableName=self.table,
-                Item=item,
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                **condition,
-            )
+            if history:
+                # One transaction, so the record never lands without its history lines.
+                put = {"TableName": self.table, "Item": item, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
+                self._call(
+                    "transact_write_items",
+                    TransactItems=[
+                        {"Put": {**put, **condition}},
+                        *({"Put": {"TableName": self.table, "Item": self._history_item(e)}} for e in history),
+                    ],
+                )
+            else:
+                self._call(
+                    "put_item",
+                    TableName=self.table,
+                    Item=item,
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                    **condition,
+                )
         except _ConditionFailed as failed:
             old = failed.item
             if old is None:  # some DynamoDB look-alikes do not return the item: read it
@@ -170,6 +187,9 @@ class DynamoDBStore:
     # -- history ---------------------------------------------------------------------------------
 
     def append_history(self, entry: HistoryEntry) -> None:
+        self._call("put_item", TableName=self.table, Item=self._history_item(entry))
+
+    def _history_item(self, entry: HistoryEntry) -> dict[str, Any]:
         at_us = to_micros(entry.at)
         item: dict[str, Any] = {
             **_key(f"hist#{entry.key}", f"{at_us + _AT_OFFSET:018d}#{_next_seq():020d}"),
@@ -179,7 +199,7 @@ class DynamoDBStore:
         }
         if self.history_ttl is not None:
             item[TTL_ATTRIBUTE] = {"N": str(int((entry.at + self.history_ttl).timestamp()))}
-        self._call("put_item", TableName=self.table, Item=item)
+        return item
 
     def history(self, key: str, limit: int = 50) -> list[HistoryEntry]:
         check_key(key)
@@ -320,6 +340,15 @@ class DynamoDBStore:
             if code == _CONDITION_FAILED:  # only conditional writes can fail this way
                 old: Any = exc.response.get("Item")
                 raise _ConditionFailed(old) from None
+            if code == "TransactionCanceledException":
+                # Only the first action (the record's Put) carries a condition; a TransactionConflict
+                # is another writer on the same item at that instant, a lost race like any other.
+                reasons: list[Any] = list(exc.response.get("CancellationReasons") or [])
+                first = reasons[0] if reasons else {}
+                if first.get("Code") == "ConditionalCheckFailed":
+                    raise _ConditionFailed(first.get("Item")) from None
+                if any(r.get("Code") == "TransactionConflict" for r in reasons):
+                    raise _ConditionFailed(None) from None
             if code == "ResourceNotFoundException":
                 raise StoreError(
                     f"state store dynamodb://{self.table}: table not found (deploy the hub template first)"

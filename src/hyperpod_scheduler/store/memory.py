@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
@@ -65,9 +66,12 @@ class MemoryStore:
             row = self._records.get(key)
         return None if row is None else decode_record(key, row.body, row.version)
 
-    def put(self, record: ClusterRecord, expected_version: int | None) -> ClusterRecord:
+    def put(
+        self, record: ClusterRecord, expected_version: int | None, history: Sequence[HistoryEntry] = ()
+    ) -> ClusterRecord:
         new_version = check_expected(expected_version) + 1
         body = encode_record(record.evolve(version=new_version))
+        entries = [(e, encode_history(e)) for e in history]
         with self._lock:
             self._check_open()
             row = self._records.get(record.key)
@@ -75,6 +79,8 @@ class MemoryStore:
             if actual != (expected_version or None):
                 raise ConflictError(record.key, expected_version, actual)
             self._records[record.key] = _Row(new_version, body)
+            for entry, entry_body in entries:
+                self._append(entry, entry_body)
         return record.evolve(version=new_version)
 
     def list_keys(self) -> list[str]:
@@ -86,7 +92,10 @@ class MemoryStore:
         row_body = encode_history(entry)
         with self._lock:
             self._check_open()
-            self._history.append(_HistoryRow(next(self._seq), to_micros(entry.at), entry.key, row_body))
+            self._append(entry, row_body)
+
+    def _append(self, entry: HistoryEntry, body: str) -> None:
+        self._history.append(_HistoryRow(next(self._seq), to_micros(entry.at), entry.key, body))
 
     def history(self, key: str, limit: int = 50) -> list[HistoryEntry]:
         check_key(key)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -85,10 +85,13 @@ class SqliteStore:
             row = conn.execute("SELECT version, body FROM records WHERE key = ?", (key,)).fetchone()
         return None if row is None else decode_record(key, row[1], row[0])
 
-    def put(self, record: ClusterRecord, expected_version: int | None) -> ClusterRecord:
+    def put(
+        self, record: ClusterRecord, expected_version: int | None, history: Sequence[HistoryEntry] = ()
+    ) -> ClusterRecord:
         expected = check_expected(expected_version)
         stored = record.evolve(version=expected + 1)
         body = encode_record(stored)
+        rows = [_history_row(e) for e in history]
         with self._write() as conn:
             if expected == 0:
                 cur = conn.execute(
@@ -103,6 +106,7 @@ class SqliteStore:
             if cur.rowcount != 1:
                 row = conn.execute("SELECT version FROM records WHERE key = ?", (record.key,)).fetchone()
                 raise ConflictError(record.key, expected_version, None if row is None else row[0])
+            conn.executemany(_INSERT_HISTORY, rows)
         return stored
 
     def list_keys(self) -> list[str]:
@@ -112,12 +116,9 @@ class SqliteStore:
     # -- history ---------------------------------------------------------------------------------
 
     def append_history(self, entry: HistoryEntry) -> None:
-        body = encode_history(entry)
+        row = _history_row(entry)
         with self._write() as conn:
-            conn.execute(
-                "INSERT INTO history (key, at_us, body) VALUES (?, ?, ?)",
-                (entry.key, to_micros(entry.at), body),
-            )
+            conn.execute(_INSERT_HISTORY, row)
 
     def history(self, key: str, limit: int = 50) -> list[HistoryEntry]:
         check_key(key)
@@ -245,6 +246,13 @@ class SqliteStore:
     def _check_open(self) -> None:
         if self._closed:
             raise StoreError(f"state store {self.path}: used after close()")
+
+
+_INSERT_HISTORY = "INSERT INTO history (key, at_us, body) VALUES (?, ?, ?)"
+
+
+def _history_row(entry: HistoryEntry) -> tuple[str, int, str]:
+    return (entry.key, to_micros(entry.at), encode_history(entry))
 
 
 def _create_private_file(path: Path) -> None:
