@@ -194,6 +194,21 @@ def test_a_real_time_clock_cannot_be_moved() -> None:
         assert (status, clock["virtual"]) == (200, False)
         status, err = _admin(emu, "POST", "clock", {"advance_seconds": 60})
         assert (status, err["__type"]) == (400, "ValidationException")
+        assert "paused" in err["message"]
+
+
+def test_a_real_time_clock_can_be_paused_and_resumed_over_http() -> None:
+    with running_emulator(speed=100_000) as emu:
+        status, clock = _admin(emu, "POST", "clock", {"pause": True})
+        assert (status, clock["paused"]) == (200, True)
+        frozen = clock["now"]
+        assert _admin(emu, "GET", "clock")[1]["now"] == frozen
+        status, err = _admin(emu, "POST", "clock", {"pause": "yes"})
+        assert status == 400 and "pause" in err["message"] and "'yes'" in err["message"]
+        status, clock = _admin(emu, "POST", "clock", {"pause": False})
+        assert (status, clock["paused"]) == (200, False)
+        later = _admin(emu, "GET", "clock")[1]["now"]
+        assert later > frozen
 
 
 def test_leaving_the_context_closes_the_port_and_open_connections() -> None:

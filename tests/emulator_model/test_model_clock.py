@@ -32,6 +32,22 @@ def test_real_clock_is_aware_monotonic_and_scaled_from_its_start() -> None:
         RealClock(speed=0)
 
 
+def test_a_paused_real_clock_stands_still_and_resumes_where_it_stood() -> None:
+    real = RealClock(speed=100_000, start=T0)
+    real.pause()
+    frozen = real.now()
+    assert real.paused and all(real.now() == frozen for _ in range(1000))
+    real.pause()  # pausing twice keeps the first instant
+    assert real.now() == frozen
+    real.resume()
+    assert not real.paused
+    # At 100,000x, a paused stretch that still counted would show as far more than a few minutes.
+    after = real.now()
+    assert frozen <= after < frozen + timedelta(minutes=5)
+    real.resume()  # resuming a running clock changes nothing
+    assert real.now() >= after
+
+
 def test_a_week_jump_applies_every_change_in_order() -> None:
     b = backend(seed=8)
     b.dispatch("CreateCluster", cluster_request())

@@ -6,6 +6,7 @@ emulator saw exactly one UpdateCluster for the transition (a second one would be
 
 from __future__ import annotations
 
+import contextlib
 import random
 import signal
 import time
@@ -17,7 +18,16 @@ import pytest
 
 from hyperpod_scheduler.engine.crashpoints import ENV, POINTS
 from tests.reliability.crash_setup import RECOVER_AFTER, Live, live_cluster
-from tests.reliability.harness import SIZES, STOPPED, at_sizes, recorded_sizes, run_cli, spawn_cli, wait_for
+from tests.reliability.harness import (
+    SIZES,
+    STOPPED,
+    at_sizes,
+    recorded_sizes,
+    run_cli,
+    settled_lines,
+    spawn_cli,
+    wait_for,
+)
 
 KILLED = -signal.SIGKILL
 TICK_POINTS = ("after-intent", "after-send", "after-sent", "before-settle", "after-settle")
@@ -45,15 +55,26 @@ def _recovered(live: Live, wanted: dict[str, int]) -> None:
     at = datetime.now(UTC) + RECOVER_AFTER if wanted == STOPPED else live.start_at + RECOVER_AFTER
     live.converge(wanted, at)
     assert recorded_sizes(live.state) == SIZES, "a recorded size was lost or overwritten"
+    action = "stop" if wanted == STOPPED else "start"
+    assert settled_lines(live.state, action) == 1, f"the settled {action} is not in the history exactly once"
     assert live.tally.sent["c1"] <= 1, f"UpdateCluster sent {live.tally.sent['c1']} times for one transition"
     assert live.tally.accepted["c1"] == live.tally.sent["c1"]
+
+
+def _killed_at(live: Live, point: str, command: str) -> None:
+    """Run ``command c1 --wait`` until the crash point kills it."""
+    # The fast emulator may settle an update before the child's first poll; 'while-following' needs
+    # the cluster still Updating at that poll, so its clock stands still until the kill.
+    holding = live.emu.paused() if point == "while-following" else contextlib.nullcontext()
+    with holding:
+        child = run_cli(live.args(command, "c1", "--wait"), {**live.env, ENV: point}, live.tmp)
+    assert child.returncode == KILLED, f"{point} was never reached: {child.stdout}{child.stderr}"
 
 
 @pytest.mark.parametrize("point", POINTS)
 def test_stop_killed_at_each_point_converges(stop_live: Live, point: str) -> None:
     live = stop_live
-    child = run_cli(live.args("stop", "c1", "--wait"), {**live.env, ENV: point}, live.tmp)
-    assert child.returncode == KILLED, f"{point} was never reached: {child.stdout}{child.stderr}"
+    _killed_at(live, point, "stop")
     _recovered(live, STOPPED)
     assert live.tally.sent["c1"] == 1
 
@@ -62,8 +83,7 @@ def test_stop_killed_at_each_point_converges(stop_live: Live, point: str) -> Non
 def test_start_killed_at_each_point_converges(start_live: Live, point: str) -> None:
     live = start_live
     _stopped_by_hand(live)
-    child = run_cli(live.args("start", "c1", "--wait"), {**live.env, ENV: point}, live.tmp)
-    assert child.returncode == KILLED, f"{point} was never reached: {child.stdout}{child.stderr}"
+    _killed_at(live, point, "start")
     _recovered(live, SIZES)
     assert live.tally.sent["c1"] == 1
 

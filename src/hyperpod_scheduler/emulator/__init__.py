@@ -65,6 +65,20 @@ class Emulator:
         clock.advance(seconds)
         self.backend.process_due()
 
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Stop the real-time clock inside the block: whatever is provisioning or terminating stays
+        exactly where it is (a virtual clock is still between ``advance`` calls anyway)."""
+        clock = self.clock
+        if not isinstance(clock, RealClock):
+            yield
+            return
+        clock.pause()
+        try:
+            yield
+        finally:
+            clock.resume()
+
     def close(self) -> None:
         """Stop serving, then let the backend flush its state file (when it has one)."""
         self._server.close()

@@ -25,7 +25,11 @@ def _aware(t: datetime) -> datetime:
 
 
 class RealClock:
-    """Wall-clock time scaled by ``speed`` from the moment of creation: now = start + elapsed * speed."""
+    """Wall-clock time scaled by ``speed`` from the moment of creation: now = start + elapsed * speed.
+
+    ``pause()`` stops it until ``resume()``: a test (or a user rehearsing) can hold a cluster in
+    Updating for as long as it needs, whatever the speed and however loaded the machine is.
+    """
 
     def __init__(self, speed: float = 1.0, start: datetime | None = None) -> None:
         if not speed > 0:
@@ -33,9 +37,29 @@ class RealClock:
         self.speed = float(speed)
         self._start = _aware(start) if start is not None else datetime.now(UTC)
         self._mono = time.monotonic()
+        self._paused_at: float | None = None
+        self._lock = threading.Lock()
 
     def now(self) -> datetime:
-        return self._start + timedelta(seconds=(time.monotonic() - self._mono) * self.speed)
+        with self._lock:
+            mono = self._paused_at if self._paused_at is not None else time.monotonic()
+            return self._start + timedelta(seconds=(mono - self._mono) * self.speed)
+
+    @property
+    def paused(self) -> bool:
+        return self._paused_at is not None
+
+    def pause(self) -> None:
+        with self._lock:
+            if self._paused_at is None:
+                self._paused_at = time.monotonic()
+
+    def resume(self) -> None:
+        """Go on from where it stood: the paused stretch never happened on this clock."""
+        with self._lock:
+            if self._paused_at is not None:
+                self._mono += time.monotonic() - self._paused_at
+                self._paused_at = None
 
 
 class VirtualClock:

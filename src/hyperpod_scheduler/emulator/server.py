@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final, Protocol
 
-from hyperpod_scheduler.emulator.clock import Clock, VirtualClock
+from hyperpod_scheduler.emulator.clock import Clock, RealClock, VirtualClock
 from hyperpod_scheduler.emulator.errors import EmulatorError, validation
 from hyperpod_scheduler.emulator.protocol import AwsJsonApi, Dispatcher, Reply, decode_body, error_reply, json_reply
 from hyperpod_scheduler.errors import UsageError
@@ -84,13 +84,24 @@ class AdminApi:
         return {
             "now": _iso(clock.now()),
             "virtual": isinstance(clock, VirtualClock),
+            "paused": isinstance(clock, RealClock) and clock.paused,
             "next_event": _iso(self.backend.next_event_time()),
         }
 
     def _move_clock(self, payload: dict[str, Any]) -> None:
         clock = self.backend.clock
+        if isinstance(clock, RealClock) and "pause" in payload:
+            if not isinstance(payload["pause"], bool):
+                raise validation(f"pause must be true or false, got {payload['pause']!r}")
+            if payload["pause"]:
+                clock.pause()
+            else:
+                clock.resume()
+            return
         if not isinstance(clock, VirtualClock):
-            raise validation("the emulator runs on a real-time clock; only a virtual clock can be moved")
+            raise validation(
+                'the emulator runs on a real-time clock: it can only be paused ({"pause": true}) and resumed'
+            )
         if "advance_seconds" in payload:
             seconds = payload["advance_seconds"]
             if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
