@@ -103,7 +103,7 @@ def test_json_report_has_saving_fsx_residual_protected_and_shortfalls(env: Path)
     assert w["avoided_cost"] == pytest.approx(2 * 98.32 * 34.5, abs=0.01)
     assert w["protected_cost"] == pytest.approx(0.269 * 34.5, abs=0.01)  # the controller kept
     assert w["fsx_residual"] == pytest.approx(7300 * 0.21 / 730 * 34.5, abs=0.01)
-    assert w["net_saving"] == pytest.approx(w["avoided_cost"] - w["fsx_residual"] - w["protected_cost"], abs=0.02)
+    assert w["net_saving"] == pytest.approx(w["avoided_cost"] - w["fsx_residual"], abs=0.02)
     assert c["per_night"]["avoided_cost"] == pytest.approx(w["avoided_cost"] / 3, abs=0.01)
     assert c["file_systems"][0]["found_by"] == "tag" and c["fsx_per_month"] == pytest.approx(1533.0)
     assert [(s["group"], s["restored"], s["wanted"]) for s in c["shortfalls"]] == [("gpu", 1, 2)]

@@ -116,7 +116,8 @@ def print_table(report: Report) -> None:
     doc = summary.as_document(report)
     table = Table(
         title=f"savings {report.since:%Y-%m-%d %H:%M}Z .. {report.until:%Y-%m-%d %H:%M}Z (USD)",
-        caption="net = instance cost avoided - FSx kept billing - protected groups kept running",
+        caption="net = instance cost avoided - FSx kept billing; protected groups were kept on purpose "
+        "and are shown beside it, not subtracted",
     )
     for col in (
         "cluster",
@@ -125,7 +126,7 @@ def print_table(report: Report) -> None:
         "node-hours avoided",
         "instance cost avoided",
         "FSx kept billing",
-        "protected groups",
+        "protected, kept (not saved)",
         "net saving",
         "shortfall nodes",
     ):

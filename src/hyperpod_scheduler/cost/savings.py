@@ -19,10 +19,13 @@ gives what was still running after the stop: ``avoided = recorded - current`` no
 cost. A group with no outcome is taken as fully stopped.
 
 Money: ``avoided_cost`` is what the stopped nodes would have billed; ``fsx_residual`` is what the
-cluster's FSx for Lustre billed meanwhile; ``protected_cost`` is what the nodes still running
-billed meanwhile; ``net_saving = avoided_cost - fsx_residual - protected_cost``, i.e. the saving
-left once the cost of a "stopped" cluster is paid. A price missing from the table leaves its cost
-out and names the instance type in ``unpriced``.
+cluster's FSx for Lustre billed meanwhile; ``net_saving = avoided_cost - fsx_residual``: the GPU
+saving with the storage that kept billing set against it (a stopped cluster is not free).
+``protected_cost`` is what the nodes still running billed meanwhile. It is reported beside the
+saving, never subtracted: those nodes were kept on purpose (scarce capacity, floors, a training
+plan) and would have billed the same without the schedule, so they are a saving not taken, not a
+loss. A price missing from the table leaves its cost out and names the instance type in
+``unpriced``.
 """
 
 from __future__ import annotations
@@ -97,7 +100,7 @@ class Totals:
 
     @property
     def net_saving(self) -> float:
-        return self.avoided_cost - self.fsx_residual - self.protected_cost
+        return self.avoided_cost - self.fsx_residual
 
     def add(self, other: Totals) -> None:
         for name in (
