@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from datetime import datetime, timedelta
 
 import pytest
@@ -33,17 +34,17 @@ def test_real_clock_is_aware_monotonic_and_scaled_from_its_start() -> None:
 
 
 def test_a_paused_real_clock_stands_still_and_resumes_where_it_stood() -> None:
-    real = RealClock(speed=100_000, start=T0)
+    real = RealClock(speed=100, start=T0)
     real.pause()
     frozen = real.now()
-    assert real.paused and all(real.now() == frozen for _ in range(1000))
+    time.sleep(0.6)  # 60 s on this clock, were it running
+    assert real.paused and real.now() == frozen
     real.pause()  # pausing twice keeps the first instant
     assert real.now() == frozen
     real.resume()
     assert not real.paused
-    # At 100,000x, a paused stretch that still counted would show as far more than a few minutes.
     after = real.now()
-    assert frozen <= after < frozen + timedelta(minutes=5)
+    assert frozen <= after < frozen + timedelta(seconds=30)  # the paused stretch did not count
     real.resume()  # resuming a running clock changes nothing
     assert real.now() >= after
 
