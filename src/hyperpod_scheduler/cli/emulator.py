@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import shutil
 import signal
 import sys
 import threading
@@ -12,6 +13,7 @@ from types import FrameType
 
 import typer
 
+from hyperpod_scheduler.emulator.slurm_bridge import DEFAULT_PIDFILE, LocalSlurmd, SlurmBridge, parse_pools
 from hyperpod_scheduler.errors import UsageError
 
 app = typer.Typer(help="emulator commands.", no_args_is_help=True)
@@ -36,6 +38,21 @@ def _check_options(host: str, port: int, speed: float, allow_remote: bool) -> No
         raise UsageError(f"--port must be between 0 and 65535, got {port}")
     if not speed > 0:
         raise UsageError(f"--speed must be a positive number, got {speed}")
+
+
+def _slurm_bridges(values: list[str], pidfile: str) -> list[SlurmBridge]:
+    try:
+        pools = parse_pools(values)
+    except ValueError as exc:
+        raise UsageError(f"--slurm {exc}") from None
+    if pools and shutil.which("slurmd") is None:
+        raise UsageError(
+            "--slurm: slurmd is not on PATH (install slurm-wlm; scripts/slurm-ci.sh sets up a loopback Slurm)"
+        )
+    if pools and "{name}" not in pidfile:
+        raise UsageError(f"--slurmd-pidfile {pidfile!r}: must contain {{name}} (slurm.conf's %n)")
+    daemons = LocalSlurmd(pidfile=pidfile)
+    return [SlurmBridge(groups, daemons, cluster=cluster) for cluster, groups in pools.items()]
 
 
 def _parse_start(value: str | None) -> datetime | None:
@@ -67,12 +84,22 @@ def serve(
     allow_remote: bool = typer.Option(
         False, "--allow-remote", help="Allow a non-loopback --host (nothing is authenticated)."
     ),
+    slurm: list[str] = typer.Option(
+        [],
+        "--slurm",
+        help="CLUSTER/GROUP=NODE[,NODE...]: back that group's instances with these local Slurm nodes "
+        "(slurmd -N NODE starts when an instance runs, stops when it is terminated). Repeatable.",
+    ),
+    slurmd_pidfile: str = typer.Option(
+        DEFAULT_PIDFILE, "--slurmd-pidfile", help="Where slurm.conf's SlurmdPidFile puts a node's pid ({name})."
+    ),
 ) -> None:
     """Serve the emulated SageMaker HyperPod API until SIGTERM or Ctrl-C; prints `endpoint: URL` when ready."""
     from hyperpod_scheduler.emulator import start_emulator
     from hyperpod_scheduler.emulator.protocol import Faults
 
     _check_options(host, port, speed, allow_remote)
+    bridges = _slurm_bridges(slurm, slurmd_pidfile)
     start = _parse_start(virtual_start)
     if state is not None and not state.parent.is_dir():
         raise UsageError(f"--state {state}: the folder {state.parent} does not exist")
@@ -100,6 +127,8 @@ def serve(
         )
     except OSError as exc:
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    for bridge in bridges:
+        emulator.backend.add_listener(bridge)
     try:
         print(f"endpoint: {emulator.endpoint}", flush=True)
         while not stop.wait(0.5):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -23,6 +24,7 @@ log = logging.getLogger(__name__)
 
 GONE_REASON = "emulator: instance terminated"
 DEFAULT_PIDFILE = "/run/slurm-ci/slurmd-{name}.pid"
+_NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
 class SlurmdControl(Protocol):
@@ -108,3 +110,27 @@ class SlurmBridge:
     def _free_name(self, group: str) -> str | None:
         taken = set(self.assigned.values())
         return next((n for n in self.pools[group] if n not in taken), None)
+
+
+def parse_pools(values: Sequence[str]) -> dict[str, dict[str, list[str]]]:
+    """``["c1/gpu=node1,node2", "c1/cpu=node3"]`` → ``{"c1": {"gpu": ["node1", "node2"], "cpu": ["node3"]}}``.
+
+    Raises ValueError naming the bad value: each Slurm node name may back one group only.
+    """
+    pools: dict[str, dict[str, list[str]]] = {}
+    owner: dict[str, str] = {}
+    for value in values:
+        where, sep, names_part = value.partition("=")
+        cluster, slash, group = where.strip().partition("/")
+        names = [n.strip() for n in names_part.split(",")]
+        if not sep or not slash or not cluster or not group or not all(names):
+            raise ValueError(f"{value!r}: expected CLUSTER/GROUP=NODE[,NODE...], e.g. c1/gpu=node1,node2")
+        bad = [n for n in names if not _NODE_NAME.fullmatch(n)]
+        if bad:
+            raise ValueError(f"{value!r}: {bad[0]!r} is not a Slurm node name")
+        for name in names:
+            if name in owner:
+                raise ValueError(f"{value!r}: node {name} already backs {owner[name]}")
+            owner[name] = f"{cluster}/{group}"
+        pools.setdefault(cluster, {}).setdefault(group, []).extend(names)
+    return pools
