@@ -151,3 +151,14 @@ def test_config_typo_is_named(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert "targets[0].clusterz" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_status_with_nothing_to_show_says_what_makes_a_cluster_appear(live: tuple[Emulator, Path]) -> None:
+    _, state = live
+    empty = state.parent / "empty.yaml"
+    empty.write_text("targets: []\n")
+    code, out = invoke("status", "--config", str(empty), "--state", str(state))
+    assert code == 0, out
+    assert "no clusters" in out and "hyperpod-scheduler:schedule" in out
+    code, out = invoke("status", "--state", str(state))  # the config names c1: no hint
+    assert code == 0 and "c1" in out and "no clusters" not in out

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from hyperpod_scheduler.cli.context import Context, make_context, parse_instant
 from hyperpod_scheduler.cli.output import console, error_line, print_json
+from hyperpod_scheduler.config.model import SCHEDULE_TAG
 from hyperpod_scheduler.cost.savings import keep_cost_per_night
 from hyperpod_scheduler.engine.fleet import (
     HORIZON,
@@ -164,6 +165,12 @@ def register(app: typer.Typer) -> None:
                 r["outcome_text"],
             )
         console.print(table)
+        if not rows:
+            # An empty table alone reads as "broken"; say what makes a cluster show up.
+            console.print(
+                f"no clusters: none is named in the config or tagged {SCHEDULE_TAG}=<schedule>, "
+                "and the state store has none from a manual stop or start"
+            )
 
     @app.command("plan")
     def plan_cmd(
