@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,8 +43,6 @@ def live(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[tuple[Emul
             ):
                 waiter_ok = True
                 break
-            import time
-
             time.sleep(0.05)
         assert waiter_ok
         yield emu, tmp_path / "state.sqlite"
@@ -162,3 +161,24 @@ def test_status_with_nothing_to_show_says_what_makes_a_cluster_appear(live: tupl
     assert "no clusters" in out and "hyperpod-scheduler:schedule" in out
     code, out = invoke("status", "--state", str(state))  # the config names c1: no hint
     assert code == 0 and "c1" in out and "no clusters" not in out
+
+
+def test_a_cluster_named_without_a_region_is_acted_on_in_the_chains_region(
+    live: tuple[Emulator, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    emu, state = live
+    # The emulator keeps each region's clusters apart, as AWS does: c1 of us-east-1 is not here.
+    dublin = boto3.client("sagemaker", endpoint_url=emu.endpoint, region_name="eu-west-1")
+    dublin.create_cluster(**three_tier_request("c9"))
+    for _ in range(400):
+        if dublin.describe_cluster(ClusterName="c9")["ClusterStatus"] == "InService":
+            break
+        time.sleep(0.05)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    empty = state.parent / "empty.yaml"
+    empty.write_text("targets: []\n")
+    code, out = invoke("stop", "c9", "--wait", "--config", str(empty), "--state", str(state))
+    assert code == 0, out
+    code, out = invoke("status", "--json", "--config", str(empty), "--state", str(state))
+    assert [row["key"] for row in json.loads(out)] == ["default/eu-west-1/c9"]
+    assert all(g["CurrentCount"] == 0 for g in dublin.describe_cluster(ClusterName="c9")["InstanceGroups"])

@@ -6,14 +6,41 @@ No private endpoint flags: pointing a client at the emulator is done with the st
 
 from __future__ import annotations
 
+import functools
+import os
 from typing import TYPE_CHECKING, Any
 
 import boto3
+import botocore.session
 from botocore.config import Config
+from botocore.exceptions import ProfileNotFound
+
+from hyperpod_scheduler.errors import UsageError
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_sagemaker import SageMakerClient
+
+# What AWS's own tools fall back to when no region is configured anywhere.
+FALLBACK_REGION = "us-east-1"
+_REGION_ENV = ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_CONFIG_FILE")
+
+
+def default_region(profile: str | None = None) -> str:
+    """The region the standard AWS chain gives (AWS_REGION, AWS_DEFAULT_REGION, the profile's config
+    file), else us-east-1. A cluster named without a region is looked for there, like the AWS CLI does."""
+    return _chain_region(profile, tuple(os.environ.get(k) for k in _REGION_ENV))
+
+
+@functools.lru_cache(maxsize=64)
+def _chain_region(profile: str | None, env: tuple[str | None, ...]) -> str:
+    # ``env`` is only the cache key: the chain itself reads the environment and config files.
+    try:
+        region = botocore.session.Session(profile=profile).get_config_variable("region")
+    except ProfileNotFound:
+        raise UsageError(f"profile {profile!r}: not found in the AWS config files") from None
+    return str(region) if region else FALLBACK_REGION
+
 
 # Adaptive retry backs off on ThrottlingException and 5xx without us writing a retry loop.
 RETRY_CONFIG = Config(retries={"mode": "adaptive", "max_attempts": 8}, connect_timeout=5, read_timeout=30)

@@ -168,8 +168,8 @@ def register(app: typer.Typer) -> None:
         if not rows:
             # An empty table alone reads as "broken"; say what makes a cluster show up.
             console.print(
-                f"no clusters: none is named in the config or tagged {SCHEDULE_TAG}=<schedule>, "
-                "and the state store has none from a manual stop or start"
+                f"no clusters: none is named in the config or tagged {SCHEDULE_TAG}=<schedule> in a target "
+                "with tag_selector: true, and the state store has none from a manual stop or start"
             )
 
     @app.command("plan")

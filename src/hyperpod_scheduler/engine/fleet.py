@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from hyperpod_scheduler.agent.settings import CheckpointSettings
+from hyperpod_scheduler.aws.clients import default_region
 from hyperpod_scheduler.config.model import SCHEDULE_TAG, Config, Policy, ReadyBy, Target, merge_policies
 from hyperpod_scheduler.engine.planner import Action, ScheduleState
 from hyperpod_scheduler.engine.readiness import Lead, lead_time
@@ -24,7 +25,6 @@ from hyperpod_scheduler.store.records import cluster_key
 if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient
 
-DEFAULT_REGION = "us-east-1"
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ def schedule_state(schedule: Schedule, now: datetime, lead: timedelta | None = N
 
 
 def ref_for(name: str, region: str | None, profile: str | None = None, account: str | None = None) -> ClusterRef:
-    region = region or DEFAULT_REGION
+    region = region or default_region(profile)
     return ClusterRef(key=cluster_key(name, region, account), name=name, region=region, profile=profile)
 
 
@@ -115,7 +115,7 @@ class Fleet:
     def policy_for(self, ref: ClusterRef) -> Policy:
         """The cluster's policy; a cluster outside the config gets the defaults (scarce capacity protected)."""
         for i, target in enumerate(self.config.targets):
-            if (target.region or DEFAULT_REGION) != ref.region:
+            if (target.region or default_region(target.profile)) != ref.region:
                 continue
             for entry in target.clusters:
                 if entry.name == ref.name:
@@ -127,7 +127,7 @@ class Fleet:
     def checkpoints_for(self, ref: ClusterRef) -> CheckpointSettings | None:
         """The cluster's checkpoint-audit block: the cluster's own, else its target's, else the defaults'."""
         for target in self.config.targets:
-            if (target.region or DEFAULT_REGION) != ref.region:
+            if (target.region or default_region(target.profile)) != ref.region:
                 continue
             for entry in target.clusters:
                 if entry.name == ref.name:
