@@ -23,8 +23,14 @@ SECRETS = {
     "SLACK_WEBHOOK_URL": "http://127.0.0.1:9/services/T111FAKE/B111FAKE/otherWebhookSecret43",
 }
 CONFIG_WEBHOOK = "http://127.0.0.1:9/services/T222FAKE/B222FAKE/configWebhookSecret44"
-NEEDLES = [*SECRETS.values(), CONFIG_WEBHOOK, "fakeWebhookSecret42", "otherWebhookSecret43", "configWebhookSecret44",
-           "FAKESESSIONTOKEN"]
+NEEDLES = [
+    *SECRETS.values(),
+    CONFIG_WEBHOOK,
+    "fakeWebhookSecret42",
+    "otherWebhookSecret43",
+    "configWebhookSecret44",
+    "FAKESESSIONTOKEN",
+]
 
 
 @pytest.fixture

@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient
 
 
-
 @dataclass(frozen=True)
 class Governed:
     """A cluster under a schedule."""

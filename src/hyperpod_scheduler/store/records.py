@@ -151,7 +151,6 @@ class ClusterRecord(Stored):
     updated_at: AwareDatetime
     record_format: int = RECORD_FORMAT
 
-
     @field_validator("start_durations_s")
     @classmethod
     def _bounded(cls, durations: list[float]) -> list[float]:
@@ -179,7 +178,6 @@ class HistoryEntry(Stored):
     # Anything JSON-serialisable, or convertible (see ``_jsonable``); always plain JSON once stored.
     detail: dict[str, Any] = Field(default_factory=dict)
     record_format: int = RECORD_FORMAT
-
 
     @field_validator("detail", mode="before")
     @classmethod
