@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from hyperpod_scheduler.engine.cluster_view import ClusterView, parse_cluster
+from hyperpod_scheduler.cluster.view import ClusterView, parse_cluster
 
 ROLE = "arn:aws:iam::123456789012:role/hyperpod-exec"
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

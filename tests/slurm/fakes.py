@@ -9,7 +9,7 @@ from typing import Any
 
 from hyperpod_scheduler.agent.messages import Intent, NodeSelector
 from hyperpod_scheduler.agent.settings import CheckpointSettings
-from hyperpod_scheduler.engine.cluster_view import ClusterView, parse_cluster
+from hyperpod_scheduler.cluster.view import ClusterView, parse_cluster
 from hyperpod_scheduler.slurm.model import SlurmJob, SlurmNode
 
 T0 = datetime(2026, 11, 30, 19, 0, tzinfo=UTC)

@@ -11,9 +11,9 @@ import boto3
 
 from hyperpod_scheduler.agent.settings import DRAIN_REASON, CheckpointSettings
 from hyperpod_scheduler.agent.worker import SlurmSide
+from hyperpod_scheduler.cluster.view import parse_cluster
 from hyperpod_scheduler.emulator import running_emulator
 from hyperpod_scheduler.emulator.slurm_bridge import LocalSlurmd, SlurmBridge
-from hyperpod_scheduler.engine.cluster_view import parse_cluster
 from hyperpod_scheduler.engine.events import Collector
 from hyperpod_scheduler.engine.fleet import ref_for
 from hyperpod_scheduler.engine.runner import Engine

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from hyperpod_scheduler.cluster.view import parse_cluster
 from hyperpod_scheduler.emulator.slurm_bridge import LocalSlurmd
-from hyperpod_scheduler.engine.cluster_view import parse_cluster
 from hyperpod_scheduler.engine.update_request import build_update
 
 from .real import ensure_slurm, exclusive, node_states, wait_for

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
-from hyperpod_scheduler.engine.cluster_view import ClusterView
+from hyperpod_scheduler.cluster.view import ClusterView
 from hyperpod_scheduler.store.records import ClusterRecord, GroupOutcome, GroupSize, Outcome, Snapshot
 
 State = Literal["running", "stopped"]

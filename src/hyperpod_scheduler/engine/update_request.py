@@ -13,7 +13,7 @@ from typing import Any
 
 from hyperpod_scheduler.aws.model import validate_request
 from hyperpod_scheduler.cluster.describe import group_request_from_details
-from hyperpod_scheduler.engine.cluster_view import ClusterView
+from hyperpod_scheduler.cluster.view import ClusterView
 from hyperpod_scheduler.errors import SpecError
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
-from hyperpod_scheduler.engine.cluster_view import ClusterView
+from hyperpod_scheduler.cluster.view import ClusterView
 
 Decision = Literal["allow", "block", "keep"]
 

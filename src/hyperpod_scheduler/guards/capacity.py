@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from hyperpod_scheduler.cluster.view import GroupView
 from hyperpod_scheduler.config.model import Policy
-from hyperpod_scheduler.engine.cluster_view import GroupView
 from hyperpod_scheduler.guards.base import StopContext, Verdict
 
 # P4d/P4de, P5/P5e/P5en, every P6 variant, Trn2: the families capacity reports show as hard to get back.

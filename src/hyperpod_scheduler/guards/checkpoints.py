@@ -18,7 +18,7 @@ from hyperpod_scheduler.agent.channel import Channel, open_channel
 from hyperpod_scheduler.agent.messages import AgentVerdict, Intent, NodeSelector
 from hyperpod_scheduler.agent.settings import CheckpointSettings
 from hyperpod_scheduler.agent.worker import SlurmSide
-from hyperpod_scheduler.engine.cluster_view import ClusterView
+from hyperpod_scheduler.cluster.view import ClusterView
 from hyperpod_scheduler.guards.base import StopContext, Verdict
 from hyperpod_scheduler.slurm.commands import SubprocessSlurm
 

@@ -1,4 +1,4 @@
-"""A typed, validated view of a DescribeCluster answer: the engine never reads raw API dicts elsewhere.
+"""A typed, validated view of a DescribeCluster answer: the engine and the guards never read raw API dicts elsewhere.
 
 An answer with a missing or malformed field raises ``MalformedAnswer`` naming the field and value,
 so a tick can log a clear skip instead of crashing or, worse, recording a wrong size.
