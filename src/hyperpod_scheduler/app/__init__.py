@@ -1,0 +1,1 @@
+"""What every face (CLI, dashboard, Lambda, demo) builds on: the composition root and the views they show."""
