@@ -64,3 +64,7 @@ class SpecError(UsageError):
 
 class AwsError(HyperpodSchedulerError):
     """An AWS (or emulator) call failed in a way the caller cannot recover from this run."""
+
+
+class MalformedAnswer(AwsError):
+    """An AWS answer that lacks a field we rely on, or carries a value we do not understand."""

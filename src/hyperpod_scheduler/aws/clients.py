@@ -15,6 +15,7 @@ import botocore.session
 from botocore.config import Config
 from botocore.exceptions import ProfileNotFound
 
+from hyperpod_scheduler.aws import answers
 from hyperpod_scheduler.errors import UsageError
 
 if TYPE_CHECKING:
@@ -54,7 +55,8 @@ def sagemaker_client(
     profile: str | None = None, region: str | None = None, endpoint_url: str | None = None, **kw: Any
 ) -> SageMakerClient:
     sess = session(profile, region)
-    return sess.client("sagemaker", endpoint_url=endpoint_url, config=kw.pop("config", RETRY_CONFIG), **kw)
+    client = sess.client("sagemaker", endpoint_url=endpoint_url, config=kw.pop("config", RETRY_CONFIG), **kw)
+    return answers.watch(client)  # answers checked before botocore parses them; unknown members kept in sight
 
 
 def s3_client(profile: str | None = None, region: str | None = None) -> S3Client:

@@ -109,6 +109,7 @@ class Context:
             guards_for=lambda ref: self.guards_for(ref, include_protected),
             retry=self.config.defaults.retry,
             lease_ttl_s=self.config.defaults.lease_ttl_seconds,
+            policy_for=lambda ref: self.fleet().policy_for(ref),
         )
 
     def prices(self) -> PriceTable:

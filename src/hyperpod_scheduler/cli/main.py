@@ -36,7 +36,11 @@ dashboard.register(app)
 
 def _version(value: bool) -> None:
     if value:
-        print(f"hyperpod-scheduler {__version__}")
+        import boto3
+        import botocore
+
+        # The botocore model decides which HyperPod members a stop can re-send (docs/scheduler.md).
+        print(f"hyperpod-scheduler {__version__} (boto3 {boto3.__version__}, botocore {botocore.__version__})")
         raise typer.Exit()
 
 

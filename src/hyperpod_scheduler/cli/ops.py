@@ -9,12 +9,14 @@ from typing import Any
 
 import typer
 from botocore.exceptions import BotoCoreError, ClientError
+from rich.markup import escape
 from rich.table import Table
 
 from hyperpod_scheduler.cli.context import Context, make_context, parse_instant
 from hyperpod_scheduler.cli.output import console, error_line, print_json
 from hyperpod_scheduler.config.model import SCHEDULE_TAG
 from hyperpod_scheduler.cost.savings import keep_cost_per_night
+from hyperpod_scheduler.engine import fidelity
 from hyperpod_scheduler.engine.fleet import (
     HORIZON,
     Governed,
@@ -49,7 +51,7 @@ def _ref(ctx: Context, name: str, region: str | None, profile: str | None) -> Cl
 
 
 def _exit_for(results: list[Result]) -> None:
-    if any(r.kind in ("error", "failed") for r in results):
+    if any(r.kind in ("error", "failed", "refused") for r in results):
         raise typer.Exit(1)
 
 
@@ -162,7 +164,7 @@ def register(app: typer.Typer) -> None:
                 r["sizes_text"],
                 r["protected_text"],
                 r["next_text"],
-                r["outcome_text"],
+                escape(r["outcome_text"]),
             )
         console.print(table)
         if not rows:
@@ -211,6 +213,8 @@ def register(app: typer.Typer) -> None:
                 console.print(f"[yellow]{row['cluster']}: {warning}[/]")
             if row.get("error"):
                 console.print(f"[red]{row['cluster']}: cannot describe: {row['error']}[/]")
+            if row.get("refused"):
+                console.print(f"[red]{row['cluster']}: no stop or start will be sent: {escape(row['refused'])}[/]")
 
     @app.command()
     def history(
@@ -350,6 +354,7 @@ def _protection_rows(ctx: Context, g: Governed) -> dict[str, Any]:
     warning = head_warning(view.groups, g.policy)
     if warning:
         row["warnings"].append(warning)
+    row["refused"] = fidelity.refusal(view, g.policy)
     return row
 
 
@@ -372,6 +377,10 @@ def _status_row(ctx: Context, g: Governed | None, key: str | None = None) -> dic
             cost = keep_cost_per_night(itype, count, hours, ctx.prices()) if itype and hours else None
             protected.append({"group": name, "kept": count, "keep_cost_per_night_usd": cost and round(cost, 2)})
     outcomes = [o.model_dump(mode="json") for o in record.last_outcomes] if record else []
+    refused = record.refused if record else None
+    ami = record.ami_changes if record else []
+    attention = [f"{refused.action} refused: {refused.reason}"] if refused else []
+    attention.extend(fidelity.describe_changes([c]) for c in ami)
     return {
         "key": g.ref.key if g else key,
         "cluster": g.ref.name if g else (key or "").rsplit("/", 1)[-1],
@@ -391,7 +400,12 @@ def _status_row(ctx: Context, g: Governed | None, key: str | None = None) -> dic
             for p in protected
         )
         or "-",
-        "outcome_text": ", ".join(f"{o['group']} {o['outcome']} {o['current']}/{o['target']}" for o in outcomes) or "-",
+        "outcome_text": "; ".join(
+            [", ".join(f"{o['group']} {o['outcome']} {o['current']}/{o['target']}" for o in outcomes), *attention]
+        ).strip("; ")
+        or "-",
+        "refused": refused.model_dump(mode="json") if refused else None,
+        "ami_changes": [c.model_dump(mode="json") for c in ami],
     }
 
 

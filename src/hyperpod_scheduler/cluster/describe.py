@@ -1,42 +1,35 @@
-"""A DescribeCluster answer read two ways: a per-group summary for people, and the CreateCluster-form
-configuration it implies (for ``describe --as-spec`` and for rules that need the current request).
+"""A DescribeCluster answer read two ways: a per-group summary for people, and the request it implies
+(the UpdateCluster a stop or start sends, and the CreateCluster form for ``describe --as-spec``).
 
 Pure functions over the response dict; the AWS call lives in the CLI.
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from botocore.model import ListShape, Shape, StructureShape
+from botocore.model import StructureShape
 
-from hyperpod_scheduler.aws.model import service_model
+from hyperpod_scheduler.aws.model import operation_model
+from hyperpod_scheduler.cluster.round_trip import rebuild, shape, twin
 from hyperpod_scheduler.cluster.tiers import Tier, tier_of
 
-_CLUSTER_SAME_SHAPE = ("VpcConfig", "Orchestrator", "NodeRecovery", "NodeProvisioningMode", "ClusterRole")
-
-# Describe members whose request twin has another name: the "Desired" value is what the group is
-# configured to be, so re-sending it changes nothing.
-_RENAMED: dict[str, dict[str, str]] = {
-    "InstanceRequirements": {"DesiredInstanceTypes": "InstanceTypes"},
-    "KubernetesConfig": {"DesiredLabels": "Labels", "DesiredTaints": "Taints"},
-    "AutoPatchConfig": {"DesiredPatchSchedule": "PatchSchedule"},
-}
-# ImageId is not reported as a request value (only Current/DesiredImageId); leaving it out keeps the
-# group's image as it is, whereas sending CurrentImageId would pin a group that floats.
-_NEVER_COPIED = {"InstanceCount", "MinInstanceCount", "ImageId", "ImageReleaseVersion"}
-
-
-def _prune(shape: Shape, value: Any) -> Any:
-    """Keep only what the request shape knows, so a describe-only field never leaks into a request."""
-    if isinstance(shape, StructureShape) and isinstance(value, Mapping):
-        return {k: _prune(shape.members[k], v) for k, v in value.items() if k in shape.members}
-    if isinstance(shape, ListShape) and isinstance(value, list):
-        return [_prune(shape.member, v) for v in value]
-    return copy.deepcopy(value)
+GROUP_REQUEST = "ClusterInstanceGroupSpecification"
+GROUP_ANSWER = "ClusterInstanceGroupDetails"
+RESTRICTED_REQUEST = "ClusterRestrictedInstanceGroupSpecification"
+RESTRICTED_ANSWER = "ClusterRestrictedInstanceGroupDetails"
+# Counts are what an update changes; the answer reports them as TargetCount/MinCount, not by twin.
+COUNT_MEMBERS = frozenset({"InstanceCount", "MinInstanceCount"})
+# The group's AMI. Re-sent by default: botocore documents an omitted ImageReleaseVersion as "the latest
+# available version is used", so a nightly stop and start could otherwise move every node to a newer
+# AMI (unconfirmed on AWS; the safe reading is that it can). ``pin_image=False`` is `ami: follow-latest`.
+IMAGE_MEMBERS = frozenset({"ImageId", "ImageReleaseVersion"})
+# Cluster-level members handled on their own (the groups) or never re-sent (they name a change).
+_NOT_SETTINGS = frozenset(
+    {"ClusterName", "InstanceGroups", "RestrictedInstanceGroups", "InstanceGroupsToDelete", "Tags"}
+)
 
 
 def group_count(details: Mapping[str, Any]) -> int:
@@ -48,48 +41,84 @@ def group_count(details: Mapping[str, Any]) -> int:
     return 0
 
 
-def group_request_from_details(
-    details: Mapping[str, Any], count: int | None = None, min_count: int | None = None
-) -> dict[str, Any]:
-    """One ClusterInstanceGroupSpecification rebuilt from ClusterInstanceGroupDetails, driven by the
-    botocore model: every request member the answer reports is copied (renamed where the shapes differ,
-    pruned to the request shape). ``count`` defaults to the group's target size, ``min_count`` to MinCount.
+def _structure(name: str) -> StructureShape:
+    found = shape(name)
+    assert isinstance(found, StructureShape)
+    return found
 
-    ``LifeCycleConfig`` is copied exactly (absent stays absent): re-sending a group with a different
-    block would change its tier.
+
+def group_request_from_details(
+    details: Mapping[str, Any],
+    count: int | None = None,
+    min_count: int | None = None,
+    *,
+    pin_image: bool = True,
+    restricted: bool = False,
+) -> dict[str, Any]:
+    """One group's request (``ClusterInstanceGroupSpecification``, or the restricted twin) rebuilt from
+    its DescribeCluster details: every member the answer reports is re-sent as it is (``round_trip``),
+    with only ``InstanceCount`` (default: the target size) and ``MinInstanceCount`` (default: MinCount,
+    never above the count) set here. ``LifeCycleConfig`` is copied exactly (absent stays absent):
+    re-sending a group with a different block would change its tier.
     """
-    shape = service_model().shape_for("ClusterInstanceGroupSpecification")
-    assert isinstance(shape, StructureShape)
+    request_shape = _structure(RESTRICTED_REQUEST if restricted else GROUP_REQUEST)
+    answer_shape = _structure(RESTRICTED_ANSWER if restricted else GROUP_ANSWER)
     out: dict[str, Any] = {"InstanceGroupName": details.get("InstanceGroupName")}
     out["InstanceCount"] = group_count(details) if count is None else count
-    for member, member_shape in shape.members.items():
-        if member in _NEVER_COPIED or member == "InstanceGroupName" or details.get(member) is None:
+    for member, member_shape in request_shape.members.items():
+        if member in COUNT_MEMBERS or member == "InstanceGroupName" or (member in IMAGE_MEMBERS and not pin_image):
             continue
-        value = details[member]
-        renames = _RENAMED.get(member)
-        if renames is not None and isinstance(value, Mapping):
-            value = {renames[k]: v for k, v in value.items() if k in renames}
-            if not value:
-                continue
-        out[member] = _prune(member_shape, value)
+        source = twin(member, answer_shape)
+        if source is None or details.get(source) is None:
+            continue
+        out[member] = rebuild(member_shape, answer_shape.members[source], details[source])
     slurm = out.get("SlurmConfig")
     if isinstance(slurm, dict) and not slurm.get("PartitionNames"):
         # Answers may report an empty list on Controller/Login groups; partitions belong to Compute only.
         slurm.pop("PartitionNames", None)
-    minimum = min_count if min_count is not None else details.get("MinCount")
-    if isinstance(minimum, int) and not isinstance(minimum, bool):
-        out["MinInstanceCount"] = min(minimum, out["InstanceCount"])
+    if "MinInstanceCount" in request_shape.members:
+        minimum = min_count if min_count is not None else details.get("MinCount")
+        if isinstance(minimum, int) and not isinstance(minimum, bool):
+            out["MinInstanceCount"] = min(minimum, out["InstanceCount"])
     return out
 
 
-def request_from_describe(response: Mapping[str, Any]) -> dict[str, Any]:
+def cluster_settings(response: Mapping[str, Any], operation: str = "UpdateCluster") -> dict[str, Any]:
+    """The cluster-level members of ``operation``'s request that the answer reports, re-sent as they are
+    (NodeRecovery, NodeProvisioningMode, Orchestrator, TieredStorageConfig, AutoScaling, ClusterRole...)."""
+    request_shape = operation_model(operation).input_shape
+    answer_shape = operation_model("DescribeCluster").output_shape
+    assert isinstance(request_shape, StructureShape) and isinstance(answer_shape, StructureShape)
+    out: dict[str, Any] = {}
+    for member, member_shape in request_shape.members.items():
+        source = twin(member, answer_shape)
+        if member in _NOT_SETTINGS or source is None or response.get(source) is None:
+            continue
+        out[member] = rebuild(member_shape, answer_shape.members[source], response[source])
+    orchestrator = out.get("Orchestrator")
+    slurm = orchestrator.get("Slurm") if isinstance(orchestrator, dict) else None
+    if response.get("NodeProvisioningMode") == "Continuous" and isinstance(slurm, dict):
+        # Documented: Continuous mode runs in merge mode only and sending any strategy is an API error,
+        # so an answer that reports the effective strategy must not have it echoed back.
+        slurm.pop("SlurmConfigStrategy", None)
+    return out
+
+
+def request_from_describe(response: Mapping[str, Any], *, pin_image: bool = True) -> dict[str, Any]:
     """The CreateCluster-form configuration of a described cluster (tags are not part of Describe)."""
     out: dict[str, Any] = {"ClusterName": response.get("ClusterName")}
     groups = response.get("InstanceGroups") or []
-    out["InstanceGroups"] = [group_request_from_details(g) for g in groups if isinstance(g, Mapping)]
-    for key in _CLUSTER_SAME_SHAPE:
-        if response.get(key) is not None:
-            out[key] = response[key]
+    out["InstanceGroups"] = [
+        group_request_from_details(g, pin_image=pin_image) for g in groups if isinstance(g, Mapping)
+    ]
+    restricted = response.get("RestrictedInstanceGroups")
+    if isinstance(restricted, list) and restricted:
+        out["RestrictedInstanceGroups"] = [
+            group_request_from_details(g, pin_image=pin_image, restricted=True)
+            for g in restricted
+            if isinstance(g, Mapping)
+        ]
+    out.update(cluster_settings(response, "CreateCluster"))
     return out
 
 

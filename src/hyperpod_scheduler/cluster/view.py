@@ -10,18 +10,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from hyperpod_scheduler.aws.answers import UnknownMember, unknown_in
 from hyperpod_scheduler.cluster.tiers import Tier, tier_of
-from hyperpod_scheduler.errors import AwsError
+from hyperpod_scheduler.errors import MalformedAnswer
+
+__all__ = ["ClusterView", "GroupView", "MalformedAnswer", "parse_cluster", "parse_group"]
 
 # States in which the scheduler must not send an update (issue 4: not touched that tick).
 BUSY_CLUSTER_STATES = frozenset({"Creating", "Updating", "SystemUpdating", "RollingBack", "Deleting", "Failed"})
 KNOWN_CLUSTER_STATES = BUSY_CLUSTER_STATES | {"InService"}
 # In Continuous mode the cluster stays InService while a group changes; UpdateCluster is refused then.
 BUSY_GROUP_STATES = frozenset({"Creating", "Updating", "Deleting", "SystemUpdating"})
-
-
-class MalformedAnswer(AwsError):
-    """An AWS answer that lacks a field we rely on, or carries a value we do not understand."""
 
 
 @dataclass(frozen=True)
@@ -36,6 +35,8 @@ class GroupView:
     training_plan_arn: str | None
     tier: Tier
     details: Mapping[str, Any] = field(repr=False, compare=False)
+    image_id: str | None = None  # CurrentImageId: the AMI the running nodes have
+    image_release: str | None = None  # CurrentImageReleaseVersion
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,14 @@ class ClusterView:
     continuous: bool
     groups: tuple[GroupView, ...]
     raw: Mapping[str, Any] = field(repr=False, compare=False)
+    # Members of the answer the installed botocore model does not define (``aws.answers``): an update
+    # rebuilt from the parsed answer would drop them.
+    unknown_members: tuple[UnknownMember, ...] = ()
+    autoscaling_mode: str | None = None  # AutoScaling.Mode: "Enable" means Karpenter owns the counts
+
+    @property
+    def autoscaled(self) -> bool:
+        return self.autoscaling_mode == "Enable"
 
     @property
     def busy(self) -> bool:
@@ -93,6 +102,10 @@ def _str(value: Any, where: str) -> str:
     return value
 
 
+def _opt_str(value: Any, where: str) -> str | None:
+    return None if value is None else _str(value, where)
+
+
 def parse_group(details: Any, index: int) -> GroupView:
     if not isinstance(details, Mapping):
         raise MalformedAnswer(f"DescribeCluster answer: InstanceGroups[{index}] is {details!r}, expected an object")
@@ -116,6 +129,8 @@ def parse_group(details: Any, index: int) -> GroupView:
         training_plan_arn=details.get("TrainingPlanArn") if isinstance(details.get("TrainingPlanArn"), str) else None,
         tier=tier_of(details),
         details=details,
+        image_id=_opt_str(details.get("CurrentImageId"), f"{where} CurrentImageId"),
+        image_release=_opt_str(details.get("CurrentImageReleaseVersion"), f"{where} CurrentImageReleaseVersion"),
     )
 
 
@@ -140,6 +155,12 @@ def parse_cluster(answer: Mapping[str, Any]) -> ClusterView:
     if len(set(names)) != len(names):
         raise MalformedAnswer(f"DescribeCluster answer: cluster '{name}' lists a group twice: {names}")
     failure = answer.get("FailureMessage")
+    scaling = answer.get("AutoScaling")
+    if scaling is not None and not isinstance(scaling, Mapping):
+        raise MalformedAnswer(
+            f"DescribeCluster answer: cluster '{name}' AutoScaling is {scaling!r}, expected an object"
+        )
+    mode = scaling.get("Mode") if scaling is not None else None
     return ClusterView(
         name=str(name),
         arn=arn,
@@ -148,4 +169,6 @@ def parse_cluster(answer: Mapping[str, Any]) -> ClusterView:
         continuous=answer.get("NodeProvisioningMode") == "Continuous",
         groups=groups,
         raw=answer,
+        unknown_members=unknown_in(answer),
+        autoscaling_mode=_opt_str(mode, f"cluster '{name}' AutoScaling.Mode"),
     )

@@ -27,6 +27,11 @@ class Policy(_Strict):
     keep_slurm_head: bool | None = None  # keep Controller and Login groups running overnight
     scarce_families: list[str] | None = None  # more families to protect (e.g. "g6e"), beside the built-in ones
     groups: dict[str, GroupPolicyValue] | None = None  # per instance group: zero | keep | {floor: N}
+    # A stop/start re-sends each group's AMI (pin), or lets an omitted image mean "the latest" (follow-latest).
+    ami: Literal["pin", "follow-latest"] | None = None
+    # Members an answer carries that the installed botocore does not know, whose loss an update may accept
+    # (by member name, e.g. "FancyNewSetting", or by path, e.g. "InstanceGroups[1].FancyNewSetting").
+    accept_unknown_members: list[str] | None = None
 
     @field_validator("groups")
     @classmethod

@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-Kind = Literal["skip", "noop", "sent", "dry-run", "progress", "settled", "failed", "note", "error", "blocked"]
+Kind = Literal[
+    "skip", "noop", "sent", "dry-run", "progress", "settled", "failed", "note", "error", "blocked", "refused", "drift"
+]
 
 
 @dataclass(frozen=True)

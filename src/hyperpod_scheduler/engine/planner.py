@@ -131,7 +131,13 @@ def snapshot_for_stop(
                 f"group '{g.name}' was resized by hand to {size} (recorded {previous.sizes[g.name].count}): "
                 f"remembering {size}"
             )
-        sizes[g.name] = GroupSize(count=size, min_count=g.min_count, instance_type=g.instance_type)
+        sizes[g.name] = GroupSize(
+            count=size,
+            min_count=g.min_count,
+            instance_type=g.instance_type,
+            image_id=g.image_id,
+            image_release=g.image_release,
+        )
     return Snapshot(taken_at=now, sizes=sizes, transition_id=transition_id, reason="stop"), tuple(notes)
 
 

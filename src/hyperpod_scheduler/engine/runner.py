@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from hyperpod_scheduler.aws import answers
 from hyperpod_scheduler.cluster.view import ClusterView, parse_cluster
 from hyperpod_scheduler.config.model import Policy, Retry
-from hyperpod_scheduler.engine import crashpoints, planner
+from hyperpod_scheduler.engine import crashpoints, fidelity, planner
 from hyperpod_scheduler.engine.events import Event, Sink, discard
 from hyperpod_scheduler.engine.update_request import build_update
 from hyperpod_scheduler.errors import HyperpodSchedulerError, SpecError
@@ -33,6 +34,7 @@ from hyperpod_scheduler.store.records import (
     ClusterRecord,
     HistoryEntry,
     PendingAction,
+    Refusal,
     RetryState,
     request_digest,
 )
@@ -56,7 +58,7 @@ class ClusterRef:
 @dataclass(frozen=True)
 class Result:
     cluster: str
-    kind: str  # skip | noop | sent | dry-run | in-progress | settled | failed | error | quiet
+    kind: str  # skip | noop | sent | dry-run | in-progress | settled | failed | error | quiet | blocked | refused
     message: str
 
 
@@ -74,6 +76,7 @@ class Engine:
         lease_ttl_s: float = 900.0,
         guards_for: Callable[[ClusterRef], Sequence[StopGuard]] | None = None,
         retry: Retry | None = None,
+        policy_for: Callable[[ClusterRef], Policy] | None = None,
     ) -> None:
         self.store = store
         self.client_for = client_for
@@ -88,6 +91,8 @@ class Engine:
         self.guards_for = guards_for or (lambda ref: [CapacityGuard(Policy())])
         self._last_progress: dict[str, str] = {}  # only report progress that changed
         self.lease_ttl_s = lease_ttl_s
+        # The cluster's merged policy: what an update may accept losing, and whether it pins the AMI.
+        self.policy_for = policy_for or (lambda ref: Policy())
 
     # ---- reporting -------------------------------------------------------------------------------
     def _emit(self, ref: ClusterRef, kind: Any, message: str, **detail: Any) -> None:
@@ -109,7 +114,9 @@ class Engine:
 
     # ---- AWS edge --------------------------------------------------------------------------------
     def describe(self, ref: ClusterRef) -> ClusterView:
-        answer = self.client_for(ref).describe_cluster(ClusterName=ref.name)
+        # Watched every time: whoever built the client, its answers are checked before botocore parses
+        # them, and members the installed model does not know are kept in sight (``aws.answers``).
+        answer = answers.watch(self.client_for(ref)).describe_cluster(ClusterName=ref.name)
         return parse_cluster(answer)  # parse_cluster checks the shape itself
 
     # ---- one cluster, one tick -------------------------------------------------------------------
@@ -215,6 +222,12 @@ class Engine:
             record = self.store.get(ref.key)
         view = self.describe(ref)
         now = self.now()
+        policy = self.policy_for(ref)
+        refused = fidelity.refusal(view, policy)
+        if refused is not None:
+            return self._refuse(ref, record, action, refused, view, transition_at or now, dry_run)
+        for u in view.unknown_members:  # all accepted by the policy, or refusal would have said so
+            self._emit(ref, "note", f"accepting the loss of {u.path} (policy accept_unknown_members)", member=u.path)
         plan = (
             planner.plan_stop(view, record, now, transition_id)
             if action == "stop"
@@ -232,7 +245,7 @@ class Engine:
             if isinstance(guarded, planner.Noop):
                 return self._noop(ref, record, action, guarded, transition_at or now, dry_run)
             plan = guarded
-        request = build_update(view, plan.counts)
+        request = build_update(view, plan.counts, policy)
         targets = {name: count for name, (count, _) in plan.counts.items()}
         for note in plan.notes:
             self._emit(ref, "note", note)
@@ -250,7 +263,7 @@ class Engine:
             targets=targets,
             transition_at=transition_at or now,
         )
-        changes: dict[str, Any] = {"pending": pending, "updated_at": now}
+        changes: dict[str, Any] = {"pending": pending, "updated_at": now, "refused": None}
         if plan.snapshot is not None:
             changes["snapshot"] = plan.snapshot
         try:
@@ -263,6 +276,38 @@ class Engine:
             sizes = {n: s.count for n, s in plan.snapshot.sizes.items()}
             self._emit(ref, "note", f"recorded sizes {sizes}", sizes=sizes)
         return self._send(ref, stored, view, request, action, targets, reason, wait, poll_seconds)
+
+    def _refuse(
+        self,
+        ref: ClusterRef,
+        record: ClusterRecord | None,
+        action: planner.Action,
+        reason: str,
+        view: ClusterView,
+        at: datetime,
+        dry_run: bool,
+    ) -> Result:
+        """No update may go to this cluster: say so, remember it for `status`, and consume the transition
+        (as a blocked stop does) so a schedule does not retry it every tick; the next one tries again."""
+        members = [u.as_dict() for u in fidelity.unaccepted_members(view, self.policy_for(ref))]
+        self._emit(ref, "refused", f"{action} refused: {reason}", members=members)
+        if not dry_run:
+            stays: planner.State = "running" if action == "stop" else "stopped"
+            line = self._entry(ref, action, "refused", reason=reason, members=members)
+            now = self.now()
+            base = record or ClusterRecord.new(ref.key, now)
+            with contextlib.suppress(ConflictError):
+                self.store.put(
+                    base.evolve(
+                        applied_state=stays if base.applied_state is None else base.applied_state,
+                        applied_transition_at=at,
+                        refused=Refusal(at=now, action=action, reason=reason),
+                        updated_at=now,
+                    ),
+                    expected_version=record.version if record else None,
+                    history=[line],
+                )
+        return Result(ref.name, "refused", reason)
 
     def _noop(
         self,
@@ -438,7 +483,7 @@ class Engine:
             )
             return None
         counts = {n: (c, _min_for(view, record, n, c, pending.action)) for n, c in targets.items()}
-        request = build_update(view, counts)
+        request = build_update(view, counts, self.policy_for(ref))
         self._emit(ref, "note", f"{pending.action} was interrupted before it went out; sending it now")
         return self._send(ref, record, view, request, pending.action, targets, "resumed", False, 0)
 
@@ -460,6 +505,11 @@ class Engine:
         )
         if pending.action == "start" and verdict.ok:
             updated = updated.add_start_duration(duration, now).evolve(retry=None)
+        changes = (
+            fidelity.ami_changes(record.snapshot.sizes, view) if record.snapshot and pending.action == "start" else []
+        )
+        if pending.action == "start":
+            updated = updated.evolve(ami_changes=changes)
         retry_note = ""
         if pending.action == "start" and not verdict.ok and _rolled_back(verdict):
             retry = self._next_retry(record, pending.transition_id, verdict.detail, now)
@@ -488,12 +538,15 @@ class Engine:
             outcomes=outcomes,
             message=verdict.detail,
             **extra,
+            **({"ami_changes": [c.model_dump() for c in changes]} if changes else {}),
         )
         self.store.put(updated, expected_version=record.version, history=[line])
         crashpoints.reached("after-settle")
         groups = ", ".join(f"{o.group} {o.outcome} {o.current}/{o.target}" for o in verdict.outcomes)
         how = "settled" if verdict.ok else f"did not settle ({verdict.detail}{retry_note})"
         self._emit(ref, kind, f"{pending.action} {how} after {_fmt_duration(duration)}: {groups}", outcomes=outcomes)
+        if changes:
+            self._emit(ref, "drift", fidelity.describe_changes(changes), ami_changes=[c.model_dump() for c in changes])
         return Result(ref.name, kind, verdict.detail)
 
     def _next_retry(self, record: ClusterRecord, transition_id: str, reason: str, now: datetime) -> RetryState | None:

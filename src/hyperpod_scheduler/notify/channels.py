@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 SNS_ENV = "HYPERPOD_SCHEDULER_SNS_TOPIC_ARN"
 WEBHOOK_ENV = "HYPERPOD_SCHEDULER_WEBHOOK_URL"
 # The events worth waking someone for.
-NOTIFY_KINDS = frozenset({"blocked", "failed"})
+NOTIFY_KINDS = frozenset({"blocked", "failed", "refused", "drift"})
+_SUBJECTS = {"blocked": "stop blocked", "refused": "update refused", "drift": "AMI changed"}
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ class WebhookChannel:
 def message_for(event: Event) -> Message | None:
     if event.kind not in NOTIFY_KINDS:
         return None
-    what = "stop blocked" if event.kind == "blocked" else "start shortfall" if "start" in event.message else "failed"
+    what = _SUBJECTS.get(event.kind) or ("start shortfall" if "start" in event.message else "failed")
     return Message(f"hyperpod-scheduler: {event.cluster}: {what}", f"{event.at.isoformat()} {event.message}")
 
 

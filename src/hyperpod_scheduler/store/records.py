@@ -73,6 +73,8 @@ class GroupSize(Stored):
     count: Count
     min_count: Count | None = None
     instance_type: str | None = None  # for cost reports: what the recorded nodes were
+    image_id: str | None = None  # CurrentImageId at the stop: a start that brings back another is reported
+    image_release: str | None = None  # CurrentImageReleaseVersion at the stop
 
 
 class Snapshot(Stored):
@@ -113,6 +115,25 @@ class GroupOutcome(Stored):
     detail: str = ""
 
 
+class AmiChange(Stored):
+    """A group that a start brought back on another AMI than it ran when it was stopped."""
+
+    group: str
+    from_release: str | None = None
+    to_release: str | None = None
+    from_image: str | None = None
+    to_image: str | None = None
+
+
+class Refusal(Stored):
+    """The last stop or start the engine would not send, and why (an autoscaled cluster, an answer with a
+    member the installed botocore does not know). Cleared once an update goes out."""
+
+    at: AwareDatetime
+    action: Action
+    reason: str
+
+
 class Hold(Stored):
     """A manual override of the schedule; ``until=None`` holds until released."""
 
@@ -148,6 +169,8 @@ class ClusterRecord(Stored):
     hold: Hold | None = None
     retry: RetryState | None = None
     start_durations_s: list[Seconds] = Field(default_factory=list)
+    refused: Refusal | None = None
+    ami_changes: list[AmiChange] = Field(default_factory=list)  # found when the last start settled
     updated_at: AwareDatetime
     record_format: int = RECORD_FORMAT
 

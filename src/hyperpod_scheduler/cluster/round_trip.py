@@ -1,0 +1,75 @@
+"""DescribeCluster answer → request, derived from the botocore model rather than from a list of names.
+
+A request member's *twin* in the answer is the member of the same name, or else ``Desired<Name>``
+(``ImageId`` ↔ ``DesiredImageId``, ``AutoPatchConfig.PatchSchedule`` ↔ ``DesiredPatchSchedule``,
+``KubernetesConfig.Labels`` ↔ ``DesiredLabels``): the desired value is what the group is configured to
+be, so re-sending it changes nothing. The rule is applied at every depth, so a structure whose answer
+shape differs from its request shape (``ClusterAutoPatchConfigDetails`` against
+``ClusterAutoPatchConfig``) is rebuilt member by member, and whatever the answer reports beyond the
+request shape (status, current values) never leaks into a request.
+
+A request member without a twin cannot be re-sent, because no answer says what it is; ``untwinned``
+lists them, and a test generated from the model fails the day botocore adds one.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from botocore.model import ListShape, MapShape, Shape, StructureShape
+
+from hyperpod_scheduler.aws.model import service_model
+
+DESIRED = "Desired"
+
+
+def shape(name: str) -> Shape:
+    return service_model().shape_for(name)
+
+
+def twin(member: str, answer_shape: StructureShape) -> str | None:
+    """The answer member that reports the request member ``member``, or None."""
+    if member in answer_shape.members:
+        return member
+    desired = DESIRED + member
+    return desired if desired in answer_shape.members else None
+
+
+def rebuild(request_shape: Shape, answer_shape: Shape, value: Any) -> Any:
+    """``value`` (as the answer shape has it) in the request shape. A value of the wrong kind is passed
+    through unchanged, so request validation names it instead of it vanishing silently."""
+    if isinstance(request_shape, StructureShape) and isinstance(answer_shape, StructureShape):
+        if not isinstance(value, Mapping):
+            return copy.deepcopy(value)
+        out: dict[str, Any] = {}
+        for name, member in request_shape.members.items():
+            source = twin(name, answer_shape)
+            if source is None or value.get(source) is None:
+                continue
+            out[name] = rebuild(member, answer_shape.members[source], value[source])
+        return out
+    if isinstance(request_shape, ListShape) and isinstance(answer_shape, ListShape) and isinstance(value, list):
+        return [rebuild(request_shape.member, answer_shape.member, v) for v in value]
+    if isinstance(request_shape, MapShape) and isinstance(answer_shape, MapShape) and isinstance(value, Mapping):
+        return {k: rebuild(request_shape.value, answer_shape.value, v) for k, v in value.items()}
+    return copy.deepcopy(value)
+
+
+def untwinned(request_shape: Shape, answer_shape: Shape, path: str = "") -> list[str]:
+    """Request members, at any depth, that no member of the answer shape reports."""
+    found: list[str] = []
+    if isinstance(request_shape, StructureShape) and isinstance(answer_shape, StructureShape):
+        for name, member in request_shape.members.items():
+            where = f"{path}.{name}" if path else name
+            source = twin(name, answer_shape)
+            if source is None:
+                found.append(where)
+            else:
+                found.extend(untwinned(member, answer_shape.members[source], where))
+    elif isinstance(request_shape, ListShape) and isinstance(answer_shape, ListShape):
+        found.extend(untwinned(request_shape.member, answer_shape.member, f"{path}[]"))
+    elif isinstance(request_shape, MapShape) and isinstance(answer_shape, MapShape):
+        found.extend(untwinned(request_shape.value, answer_shape.value, f"{path}{{}}"))
+    return found
