@@ -105,6 +105,7 @@ class Context:
         sleep: Callable[[float], None] = time.sleep,
         agent: LocalAgent | None = None,
         warn: Callable[[str], None] = lambda _: None,
+        notify: bool = True,
     ) -> None:
         self.config = config
         self.store = store
@@ -114,7 +115,8 @@ class Context:
         self.sleep = sleep
         self.agent = agent
         self.warn = warn
-        channels = channels_from(config.notifications, clients.sns)
+        # The config's channels, else the environment's (``notify=False``: none, e.g. in the demo).
+        channels = channels_from(config.notifications, clients.sns) if notify else []
         self.events: Sink = Notifier(channels, on_error=warn, forward=events) if channels else events
         self._fleet: Fleet | None = None
         self._prices: PriceTable | None = None
