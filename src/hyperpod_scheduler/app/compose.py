@@ -13,9 +13,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_scheduler.agent.channel import Channel, StoreChannel, open_channel
 from hyperpod_scheduler.agent.settings import CheckpointSettings
@@ -29,6 +32,7 @@ from hyperpod_scheduler.engine.events import Sink, discard
 from hyperpod_scheduler.engine.fleet import Fleet, Governed, lead_for, tick
 from hyperpod_scheduler.engine.readiness import Lead
 from hyperpod_scheduler.engine.runner import ClusterRef, Engine, Result
+from hyperpod_scheduler.errors import HyperpodSchedulerError
 from hyperpod_scheduler.guards.base import StopGuard
 from hyperpod_scheduler.guards.capacity import CapacityGuard
 from hyperpod_scheduler.guards.checkpoints import AgentLink, ChannelLink, CheckpointGuard, LocalLink
@@ -153,18 +157,32 @@ class Context:
         )
 
     def tick(
-        self, governed: Iterable[Governed], *, dry_run: bool = False, engine: Engine | None = None
+        self,
+        governed: Iterable[Governed],
+        *,
+        dry_run: bool = False,
+        engine: Engine | None = None,
+        on_error: Callable[[Governed, Exception], Result] | None = None,
     ) -> list[Result]:
-        """One reconcile pass with the config's ready-by settings and concurrency."""
+        """One reconcile pass with the config's ready-by settings and concurrency. With ``on_error``,
+        a failure the engine does not contain itself (the store, a lease) ends only its own cluster's
+        turn and becomes that cluster's result."""
+        engine = engine or self.engine()
         defaults = self.config.defaults
-        return tick(
-            engine or self.engine(),
-            governed,
-            self.now(),
-            dry_run=dry_run,
-            ready_by=defaults.ready_by,
-            concurrency=defaults.concurrency,
-        )
+        now = self.now()
+        if on_error is None:
+            return tick(
+                engine, governed, now, dry_run=dry_run, ready_by=defaults.ready_by, concurrency=defaults.concurrency
+            )
+
+        def one(g: Governed) -> Result:
+            try:
+                return tick(engine, [g], now, dry_run=dry_run, ready_by=defaults.ready_by)[0]
+            except (HyperpodSchedulerError, ClientError, BotoCoreError) as exc:
+                return on_error(g, exc)
+
+        with ThreadPoolExecutor(max_workers=defaults.concurrency, thread_name_prefix="tick") as pool:
+            return list(pool.map(one, governed))
 
     def lead_for(self, g: Governed) -> Lead:
         """How early a ready-by start is issued for ``g``, and why."""
