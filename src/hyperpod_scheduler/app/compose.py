@@ -18,8 +18,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from hyperpod_scheduler.agent.channel import Channel, StoreChannel, open_channel
 from hyperpod_scheduler.agent.settings import CheckpointSettings
 from hyperpod_scheduler.agent.worker import SlurmSide
@@ -32,7 +30,6 @@ from hyperpod_scheduler.engine.events import Sink, discard
 from hyperpod_scheduler.engine.fleet import Fleet, Governed, lead_for, tick
 from hyperpod_scheduler.engine.readiness import Lead
 from hyperpod_scheduler.engine.runner import ClusterRef, Engine, Result
-from hyperpod_scheduler.errors import HyperpodSchedulerError
 from hyperpod_scheduler.guards.base import StopGuard
 from hyperpod_scheduler.guards.capacity import CapacityGuard
 from hyperpod_scheduler.guards.checkpoints import AgentLink, ChannelLink, CheckpointGuard, LocalLink
@@ -165,8 +162,8 @@ class Context:
         on_error: Callable[[Governed, Exception], Result] | None = None,
     ) -> list[Result]:
         """One reconcile pass with the config's ready-by settings and concurrency. With ``on_error``,
-        a failure the engine does not contain itself (the store, a lease) ends only its own cluster's
-        turn and becomes that cluster's result."""
+        any failure the engine does not contain itself (the store, a lease, a bug) ends only its own
+        cluster's turn and becomes that cluster's result."""
         engine = engine or self.engine()
         defaults = self.config.defaults
         now = self.now()
@@ -178,7 +175,7 @@ class Context:
         def one(g: Governed) -> Result:
             try:
                 return tick(engine, [g], now, dry_run=dry_run, ready_by=defaults.ready_by)[0]
-            except (HyperpodSchedulerError, ClientError, BotoCoreError) as exc:
+            except Exception as exc:  # one cluster's failure, whatever it is, is that cluster's alone
                 return on_error(g, exc)
 
         with ThreadPoolExecutor(max_workers=defaults.concurrency, thread_name_prefix="tick") as pool:
