@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from hyperpod_scheduler.agent.settings import CheckpointSettings
-from hyperpod_scheduler.config.model import Config
+from hyperpod_scheduler.config.model import ClusterEntry, Config, Defaults, Target
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.schedule import Schedule, load_schedules, resolve
 
@@ -30,31 +30,33 @@ def check_config(config: Config, source: str = "config") -> None:
         _check_channel(source, where, settings)
 
 
-def schedule_references(config: Config) -> Iterator[tuple[str, str | None]]:
-    """(key, schedule) for every named cluster, with the schedule it resolves to (None: none set)."""
-    default = config.defaults.schedule
-    if default is not None:
-        yield "defaults.schedule", default
+def levels(config: Config) -> Iterator[tuple[str, Defaults | Target | ClusterEntry]]:
+    """(key, block) for the defaults, every target and every named cluster, in the file's order."""
+    yield "defaults", config.defaults
     for i, target in enumerate(config.targets):
-        if target.schedule is not None:
-            yield f"targets[{i}].schedule", target.schedule
+        yield f"targets[{i}]", target
         for j, entry in enumerate(target.clusters):
-            if entry.schedule is not None:
-                yield f"targets[{i}].clusters[{j}].schedule", entry.schedule
-            elif target.schedule is None and default is None:
-                yield f"targets[{i}].clusters[{j}] ('{entry.name}')", None
+            yield f"targets[{i}].clusters[{j}]", entry
+
+
+def schedule_references(config: Config) -> Iterator[tuple[str, str | None]]:
+    """(key, schedule) for every schedule set anywhere, and (key, None) for a named cluster that has none."""
+    default = config.defaults.schedule
+    target_schedule: str | None = None
+    for where, block in levels(config):
+        if isinstance(block, Target):
+            target_schedule = block.schedule
+        if block.schedule is not None:
+            yield f"{where}.schedule", block.schedule
+        elif isinstance(block, ClusterEntry) and target_schedule is None and default is None:
+            yield f"{where} ('{block.name}')", None
 
 
 def checkpoint_blocks(config: Config) -> Iterator[tuple[str, CheckpointSettings]]:
     """(key, settings) for every ``checkpoints:`` block of the config."""
-    if config.defaults.checkpoints is not None:
-        yield "defaults.checkpoints", config.defaults.checkpoints
-    for i, target in enumerate(config.targets):
-        if target.checkpoints is not None:
-            yield f"targets[{i}].checkpoints", target.checkpoints
-        for j, entry in enumerate(target.clusters):
-            if entry.checkpoints is not None:
-                yield f"targets[{i}].clusters[{j}].checkpoints", entry.checkpoints
+    for where, block in levels(config):
+        if block.checkpoints is not None:
+            yield f"{where}.checkpoints", block.checkpoints
 
 
 def _check_schedule(source: str, where: str, label: str | None, schedules: dict[str, Schedule]) -> None:
