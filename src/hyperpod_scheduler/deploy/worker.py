@@ -48,9 +48,7 @@ def governed_in_account(job: TargetJob, ctx: Context) -> list[Governed]:
     ]
 
 
-def target_clients(
-    job: TargetJob, session: boto3.Session, sagemaker_for: SagemakerFactory, hub: HubClients
-) -> Clients:
+def target_clients(job: TargetJob, session: boto3.Session, sagemaker_for: SagemakerFactory, hub: HubClients) -> Clients:
     """SageMaker and an ``s3://`` checkpoint channel in the target account (the assumed spoke role);
     SNS with the worker's own role (the topic lives in the hub)."""
     made: dict[tuple[str, str], Any] = {}
