@@ -46,7 +46,7 @@ ACCOUNT = "111111111111"
 BUCKET = "hps-agent-channel"
 STEP_S = 600
 SEVEN = START.replace(hour=7)
-UNTIL = START + timedelta(hours=4)  # Monday 06:00 to 10:00: the stops, the early start, the retries
+UNTIL = START + timedelta(hours=3)  # Monday 06:00 to 09:00: the stops, the early start, the retries
 # Four G5s when the clusters are created; someone takes two at 07:00; eight are back at 08:20. The
 # 08:00 start of 'retry' rolls back (all or nothing) and is retried every 10 minutes until it fits.
 CAPACITY = {
@@ -179,7 +179,7 @@ def _agent_channel(face: Face, kind: ChannelKind) -> Channel:
 
 
 @contextmanager
-def _agent(channel: Channel) -> Iterator[MemorySlurm]:
+def _agent(channel: Channel, key: str) -> Iterator[MemorySlurm]:
     """The agent on 'audited''s controller: a training job there checkpoints to local NVMe."""
     nodes = [SlurmNode(n, "idle", "", "", ("dev",)) for n in ("d1", "d2")]
     nodes += [SlurmNode(n, "allocated" if n == "t1" else "idle", "", "", ("train",)) for n in ("t1", "t2", "t3")]
@@ -215,7 +215,8 @@ def run_world(face: Face, kind: ChannelKind, tmp_path: Path, monkeypatch: pytest
         _settle_all(emu)
         _record_updates(emu, out.updates)
         create_table(boto3.client("dynamodb", region_name=REGION), TABLE)
-        with _agent(_agent_channel(face, kind)):
+        key = f"{'default' if face == 'cli' else ACCOUNT}/{REGION}/audited"
+        with _agent(_agent_channel(face, kind), key):
             if face == "cli":
                 _run_cli(emu, config(kind), tmp_path, monkeypatch, out)
             else:
@@ -274,7 +275,7 @@ def test_the_cli_and_the_lambda_worker_run_the_same_engine(
     assert starts["early"] == [START.replace(hour=7, minute=30)]  # ready by 08:00: 30 minutes early
     assert len(starts["retry"]) >= 2  # the 08:00 start rolled back; a retry came 10 minutes after it
     assert cli.records["retry"]["retry"] is None and cli.records["retry"]["applied_state"] == "running"
-    for name, request in CLUSTERS.items():  # by 10:00 every cluster is back at its own size
+    for name, request in CLUSTERS.items():  # by 09:00 every cluster is back at its own size
         assert cli.counts[name] == _counts(request), name
 
     # And the worker did exactly the same.
