@@ -86,3 +86,24 @@ def test_config_needs_a_location(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "--location" in str(result.exception)
     bad = runner.invoke(root, ["config", "pull", "--location", "ftp://x/y"])
     assert "use dynamodb://TABLE" in str(bad.exception)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (("schedule: office", "schedule: ofice"), "defaults.schedule: "),
+        (("clusters: [train]", "clusters: [train]\n    policy: {groups: {train: keep}}\n    profile: prod"), "profile"),
+    ],
+)
+def test_push_refuses_what_the_fleet_cannot_honour_and_keeps_what_was_there(
+    table: str, tmp_path: Path, change: tuple[str, str], message: str
+) -> None:
+    good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
+    good.write_text(fleet_yaml())
+    bad.write_text(fleet_yaml().replace(*change, 1))
+    assert runner.invoke(root, ["config", "push", str(good), "--location", "dynamodb://hps"]).exit_code == 0
+    pushed = runner.invoke(root, ["config", "push", str(bad), "--location", "dynamodb://hps"])
+    assert isinstance(pushed.exception, HyperpodSchedulerError) and message in str(pushed.exception)
+    assert "\n" not in str(pushed.exception)
+    pulled = runner.invoke(root, ["config", "pull", "--location", "dynamodb://hps"])
+    assert pulled.output == good.read_text()  # the workers keep running the last good config

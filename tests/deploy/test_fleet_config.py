@@ -75,3 +75,73 @@ def test_batches_cover_every_job_once_in_tens(n: int) -> None:
     groups = batches(jobs_for(fleet, T))
     assert all(1 <= len(g) <= 10 for g in groups)
     assert [j.account for g in groups for j in g] == [f"{i:012d}" for i in range(n)]
+
+
+FLEET_HEAD = "schedules: {office: Mon-Fri 08:00-18:00 UTC}\ndefaults: {schedule: office}\n"
+TARGET = "targets: [{account: '111111111111', region: us-east-1, clusters: [train]"
+
+
+def _with(target_extra: str = "", top: str = "", defaults: str = "") -> str:
+    head = FLEET_HEAD.replace("{schedule: office}", "{schedule: office" + defaults + "}")
+    return head + top + TARGET + target_extra + "}]\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # What a worker cannot apply, with what to do instead.
+        (_with(", profile: prod"), "targets[0].profile: a worker has no AWS profiles"),
+        (_with(top="state: /tmp/x.sqlite\n"), "state: the fleet keeps its state in the hub's table"),
+        (_with(top="cost: {fsx: {discover: false}}\n"), "cost: the fleet prices nothing"),
+        (_with(defaults=", poll_seconds: 10"), "defaults.poll_seconds: a worker never waits"),
+        (_with(defaults=", lease_ttl_seconds: 300"), "defaults.lease_ttl_seconds: 300 is shorter than a worker"),
+        (
+            _with(", checkpoints: {policy: block}"),
+            "targets[0].checkpoints.channel: not set, so the audit would run Slurm's commands inside the Lambda",
+        ),
+        (
+            _with(", checkpoints: {channel: 'sqlite:///var/lib/hps/agent.sqlite'}"),
+            "targets[0].checkpoints.channel: 'sqlite:///var/lib/hps/agent.sqlite' is a file only this machine",
+        ),
+        (
+            _with(defaults=", checkpoints: {channel: /fsx/agent.sqlite}"),
+            "defaults.checkpoints.channel: '/fsx/agent.sqlite' is a file only this machine",
+        ),
+        (
+            # The defaults (grace 10 min, agent timeout 2 min) may hold a worker 16 min.
+            _with(", checkpoints: {channel: 's3://chan/hps'}"),
+            "targets[0].checkpoints: the agent may hold a worker 16.0 min at a stop",
+        ),
+        (
+            _with(", checkpoints: {channel: 's3://chan/hps', grace_minutes: 5, agent_timeout_seconds: 60}"),
+            "at a start (ready_timeout_minutes 30 + 3 x agent_timeout_seconds 60s)",
+        ),
+        # The CLI's own checks apply to the fleet too.
+        (_with().replace("clusters: [train]", "clusters: [{name: train, schedule: ofice}]"), "clusters[0].schedule"),
+        (_with(", checkpoints: {channel: 'memory:'}"), "'memory:' lives in this process's memory"),
+    ],
+)
+def test_settings_a_worker_cannot_honour_are_refused_naming_the_key(text: str, message: str) -> None:
+    with pytest.raises(UsageError) as err:
+        parse_fleet_yaml(text)
+    assert message in str(err.value) and "\n" not in str(err.value), err.value
+
+
+def test_checkpoints_that_fit_a_worker_run_and_reach_it_are_accepted() -> None:
+    fits = "checkpoints: {channel: CHANNEL, grace_minutes: 5, ready_timeout_minutes: 5, agent_timeout_seconds: 60}"
+    for channel in ("'s3://chan/hps'", "'dynamodb://hps-state?region=us-east-1'"):
+        fleet = parse_fleet_yaml(_with(", " + fits.replace("CHANNEL", channel)))
+        assert fleet.targets[0].checkpoints is not None
+    # A shorter worker budget is checked as such.
+    with pytest.raises(UsageError, match=r"hub\.worker_timeout_seconds 300 less 60s"):
+        parse_fleet_yaml(
+            _with(", " + fits.replace("CHANNEL", "'s3://c/p'"), top="hub: {worker_timeout_seconds: 300}\n").replace(
+                "{schedule: office}", "{schedule: office, lease_ttl_seconds: 300}"
+            )
+        )
+
+
+def test_notifications_travel_with_each_job() -> None:
+    text = _with(top="notifications: {sns_topic_arn: 'arn:aws:sns:us-east-1:999999999999:hps-alarms'}\n")
+    (job,) = jobs_for(parse_fleet_yaml(text), T)
+    assert job.config.notifications.sns_topic_arn == "arn:aws:sns:us-east-1:999999999999:hps-alarms"

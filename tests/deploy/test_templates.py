@@ -112,3 +112,36 @@ def test_bad_template_requests_are_one_line_errors(name: str, params: dict[str, 
     with pytest.raises(UsageError, match=message) as err:
         render(name, params)
     assert "\n" not in str(err.value)
+
+
+def test_a_worker_may_run_as_long_as_the_fleet_config_is_checked_against() -> None:
+    from hyperpod_scheduler.deploy.credentials import SESSION_SECONDS
+    from hyperpod_scheduler.deploy.fleet_config import DEFAULT_WORKER_TIMEOUT_S
+
+    hub = load_template("hub")
+    timeout = hub["Parameters"]["WorkerTimeout"]
+    assert hub["Resources"]["WorkerFunction"]["Properties"]["Timeout"] == {"Ref": "WorkerTimeout"}
+    assert timeout["Default"] == DEFAULT_WORKER_TIMEOUT_S  # hub.worker_timeout_seconds' default
+    # SQS must not hand a message to a second worker while the first may still run, and the assumed
+    # spoke credentials must outlive the longest run.
+    assert hub["Resources"]["WorkQueue"]["Properties"]["VisibilityTimeout"] >= 6 * timeout["MaxValue"]
+    assert timeout["MaxValue"] < SESSION_SECONDS
+
+
+def test_the_worker_may_notify_only_the_hubs_topic() -> None:
+    by_sid = {s["Sid"]: s for s in statements(load_template("hub")) if "Sid" in s}
+    assert actions(by_sid["NotifyTheAlarmTopic"]) == ["sns:publish"]
+    assert by_sid["NotifyTheAlarmTopic"]["Resource"] == {"Ref": "AlarmTopic"}
+
+
+def test_the_spoke_reaches_only_its_checkpoint_channel_bucket_and_only_when_asked() -> None:
+    spoke = load_template("spoke")
+    by_sid = {s["Sid"]: s for s in statements(spoke) if "Sid" in s}
+    assert set(actions(by_sid["CheckpointChannelMessages"])) == {"s3:getobject", "s3:putobject"}
+    assert "${CheckpointChannelBucket}/*" in by_sid["CheckpointChannelMessages"]["Resource"]["Fn::Sub"]
+    assert actions(by_sid["CheckpointChannelMissingIsNotDenied"]) == ["s3:listbucket"]
+    guarded = [
+        s["Fn::If"][0] for p in spoke["Resources"]["SpokeRole"]["Properties"]["Policies"]
+        for s in p["PolicyDocument"]["Statement"] if "Fn::If" in s
+    ]  # fmt: skip
+    assert guarded == ["HasCheckpointChannel", "HasCheckpointChannel"]  # no bucket given: no S3 at all

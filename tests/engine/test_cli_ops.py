@@ -82,7 +82,7 @@ def test_hold_and_release(live: tuple[Emulator, Path]) -> None:
     code, out = invoke("hold", "c1", "--until", "2099-01-01T00:00Z", "--state", str(state))
     assert code == 0 and "held running" in out
     row = json.loads(invoke("status", "--json", "--state", str(state))[1])[0]
-    assert "held running" in row["state"]
+    assert (row["hold"]["state"], row["hold"]["until"]) == ("running", "2099-01-01T00:00:00Z")
     code, out = invoke("release", "c1", "--state", str(state))
     assert code == 0 and "released" in out
 

@@ -14,8 +14,8 @@ from typing import TypeVar
 
 import pytest
 
-from hyperpod_scheduler.emulator.slurm_bridge import LocalSlurmd
-from hyperpod_scheduler.slurm.commands import SlurmError, SubprocessSlurm
+from hyperpod_scheduler.emulator.slurm_bridge import LocalSlurmd, SlurmdControl
+from hyperpod_scheduler.slurm.commands import Slurm, SlurmError, SubprocessSlurm
 
 REPO = Path(__file__).resolve().parents[2]
 CI_SCRIPT = REPO / "scripts" / "slurm-ci.sh"
@@ -78,19 +78,47 @@ def exclusive() -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def reset() -> None:
-    """No jobs, every node resumed and idle."""
-    slurm = SubprocessSlurm()
+def reset(slurm: Slurm | None = None, daemons: SlurmdControl | None = None) -> None:
+    """No jobs, every node's slurmd running, every node idle and responding.
+
+    A node's state can change between reading it and resuming it: a slurmd that was just started
+    registers and, with ReturnToService=2, brings its DOWN node back by itself. Slurm refuses
+    ``state=resume`` for a node that is not down or drained ("Invalid node state specified"), and one
+    such name fails the whole ``scontrol update nodename=a,b`` (exit 1, though it resumed the others).
+    So each node is resumed on its own, only while it still needs it, and that refusal only means
+    "look again" until every node is idle.
+    """
+    slurm = slurm or SubprocessSlurm()
+    daemons = daemons or LocalSlurmd()
     ids = [j.job_id for j in slurm.jobs()]
     if ids:
         subprocess.run(["scancel", *ids], check=False, capture_output=True)
     wait_for(lambda: not slurm.jobs(), "every test job to leave the queue")
     for name in NODES:  # a test that stood for a terminated instance may have stopped its slurmd
-        LocalSlurmd().start(name)
-    drained = [n.name for n in slurm.nodes() if n.draining or n.state in ("down", "drained")]
-    if drained:
-        slurm.resume(drained)
-    wait_for(lambda: all(n.state == "idle" for n in slurm.nodes() if n.name in NODES), "every node to be idle")
+        daemons.start(name)
+
+    def all_idle() -> bool:
+        seen = {n.name: n for n in slurm.nodes() if n.name in NODES}
+        for node in seen.values():
+            if node.draining or node.state in STUCK_STATES:
+                _resume_if_still_needed(slurm, node.name)
+        return len(seen) == len(NODES) and all(n.state == "idle" and n.responding for n in seen.values())
+
+    wait_for(all_idle, "every node to be idle")
+
+
+# States only `scontrol update state=resume` leaves (drain/draining are matched by SlurmNode.draining).
+STUCK_STATES = frozenset({"down", "drained", "fail", "failing"})
+INVALID_STATE = "Invalid node state specified"
+
+
+def _resume_if_still_needed(slurm: Slurm, name: str) -> None:
+    try:
+        slurm.resume([name])
+    except SlurmError as exc:
+        if INVALID_STATE not in str(exc):
+            raise
+        # It left the state between our look and the resume (it registered): the next look decides.
 
 
 def wait_for(probe: Callable[[], T], what: str, timeout_s: float = WAIT_S) -> T:

@@ -8,7 +8,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +15,12 @@ import boto3
 import uvicorn
 import yaml
 
+from hyperpod_scheduler.app.compose import Context, chain_clients
 from hyperpod_scheduler.cluster.load import load_request
+from hyperpod_scheduler.config.load import load_config
 from hyperpod_scheduler.cost.fsx import FileSystem
 from hyperpod_scheduler.demo.scenario import CAPACITY, CLUSTERS, FILE_SYSTEMS, SCHEDULES, VIRTUAL_START, examples_dir
 from hyperpod_scheduler.emulator import Emulator, running_emulator
-from hyperpod_scheduler.engine.fleet import Fleet, tick
-from hyperpod_scheduler.engine.runner import Engine
 from hyperpod_scheduler.store import open_store
 from hyperpod_scheduler.web import Dashboard, create_app
 
@@ -82,7 +81,7 @@ def demo_fleet(folder: Path, hours: float = 36.0, step_minutes: float = 30.0) ->
         state = folder / "state.sqlite"
         document = {
             "state": str(state),
-            "defaults": {"settle_timeout_minutes": 120},
+            "defaults": {"settle_timeout_minutes": 120, "concurrency": 1},
             "schedules": SCHEDULES,
             "targets": [
                 {
@@ -92,17 +91,12 @@ def demo_fleet(folder: Path, hours: float = 36.0, step_minutes: float = 30.0) ->
             ],
         }
         config.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
-        dash = Dashboard(config_file=str(config), state=str(state))
-        ctx = dash.context()
         with open_store(str(state)) as store:
-            engine = Engine(
-                store, lambda ref: client, emu.clock.now, actor="scheduler", settle_timeout=timedelta(hours=2)
-            )
-            governed = Fleet(ctx.config, lambda ref: client).governed()
+            ctx = Context(load_config(config), store, chain_clients(lambda ref: client), emu.clock.now, notify=False)
+            governed = ctx.fleet().governed()
             for _ in range(int(hours * 60 / step_minutes)):
-                tick(engine, governed, emu.clock.now())
+                ctx.tick(governed)
                 emu.advance(step_minutes * 60)
-        dash.close()
         counts = {r["ClusterName"]: len(r["InstanceGroups"]) for _, r in requests}
         yield DemoFleet(emu, client, config, state, names, counts)
 

@@ -14,10 +14,9 @@ from botocore.stub import Stubber
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from hyperpod_scheduler.cli.context import Context
+from hyperpod_scheduler.app.compose import Context, chain_clients
 from hyperpod_scheduler.cli.main import app as cli_app
 from hyperpod_scheduler.config.load import load_config
-from hyperpod_scheduler.engine.events import discard
 from hyperpod_scheduler.store import open_store
 from hyperpod_scheduler.web import create_app, write_html_report
 from hyperpod_scheduler.web.grid import SLOTS
@@ -81,12 +80,12 @@ def test_hold_through_the_api_shows_in_status_and_history(fleet: DemoFleet) -> N
         "/api/clusters/trn1-research/hold", json={"state": "running", "until": until, "by": "ana"}, headers=AUTH
     )
     assert answer.status_code == 200, answer.text
-    assert "(held running)" in str(_status(fleet)["trn1-research"]["state"])
+    assert _status(fleet)["trn1-research"]["hold"]["state"] == "running"
     history = _client(fleet).get("/api/clusters/trn1-research").json()["history"]
     assert (history[0]["action"], history[0]["actor"]) == ("hold", "dashboard:ana")
     released = _client(fleet).post("/api/clusters/trn1-research/release", json={"by": "ana"}, headers=AUTH)
     assert released.json()["kind"] == "ok"
-    assert "held" not in str(_status(fleet)["trn1-research"]["state"])
+    assert _status(fleet)["trn1-research"]["hold"] is None
 
 
 def test_hold_in_the_past_is_a_one_line_400(fleet: DemoFleet) -> None:
@@ -142,8 +141,7 @@ def test_html_report_is_self_contained(fleet: DemoFleet, tmp_path: Path) -> None
     dash = fleet.dashboard(None)
     config = load_config(fleet.config)
     with open_store(str(fleet.state)) as store:
-        ctx = Context(config, store, fleet.emu.clock.now, discard)
-        ctx.client_for = lambda ref: fleet.client  # type: ignore[method-assign]
+        ctx = Context(config, store, chain_clients(lambda ref: fleet.client), fleet.emu.clock.now)
         out = write_html_report(ctx, tmp_path / "report.html", None, None, file_systems={})
     html = out.read_text()
     dash.close()

@@ -149,7 +149,7 @@ def test_hold_set_through_the_page_shows_in_status(page: Any, base_url: str, fle
     page.get_by_role("button", name="Confirm hold").click()
     assert "held running until 2027-12-31" in page.locator(".message").inner_text()
     row = _status(fleet)["trn1-research"]
-    assert "(held running)" in row["state"]
+    assert row["hold"]["state"] == "running"
     page.goto(base_url + "/")
     assert "by dashboard:browser-test" in page.locator("tr[data-cluster=trn1-research]").inner_text()
     _shot(page, "fleet-after-hold")

@@ -60,6 +60,7 @@ def test_a_two_space_sequence_style_is_kept_too(tmp_path: Path) -> None:
         "    - Mon-Fri 08:00-19:00 UTC\n"
         "targets:\n"
         "- region: us-east-1\n"
+        "  schedule: office\n"
         "  clusters: [dev]   # just one\n"
     )
     path = _copy(tmp_path, text)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -12,26 +11,17 @@ from botocore.exceptions import BotoCoreError, ClientError
 from rich.markup import escape
 from rich.table import Table
 
+from hyperpod_scheduler.app.status import KeptGroup, StatusRow, fleet_status, night_hours, state_text
 from hyperpod_scheduler.cli.context import Context, make_context, parse_instant
 from hyperpod_scheduler.cli.output import console, error_line, print_json
 from hyperpod_scheduler.config.model import SCHEDULE_TAG
 from hyperpod_scheduler.cost.savings import keep_cost_per_night
 from hyperpod_scheduler.engine import fidelity
-from hyperpod_scheduler.engine.fleet import (
-    HORIZON,
-    Governed,
-    as_mapping,
-    lead_for,
-    next_transition,
-    plan,
-    ref_for,
-    tick,
-)
-from hyperpod_scheduler.engine.planner import Action, effective_hold
+from hyperpod_scheduler.engine.fleet import HORIZON, Governed, as_mapping, plan, ref_for
+from hyperpod_scheduler.engine.planner import Action
 from hyperpod_scheduler.engine.runner import ClusterRef, Result
 from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
 from hyperpod_scheduler.guards.capacity import head_warning, protections
-from hyperpod_scheduler.schedule import Schedule
 
 ConfigOpt = typer.Option(None, "--config", "-c", help="Config file (default: ./hyperpod-scheduler.yaml if present).")
 StateOpt = typer.Option(
@@ -100,14 +90,7 @@ def register(app: typer.Typer) -> None:
         governed = ctx.fleet().governed()
         for name, why in ctx.fleet().problems:
             error_line(f"cluster '{name}' skipped: {why}")
-        results = tick(
-            ctx.engine(),
-            governed,
-            ctx.now(),
-            dry_run=dry_run,
-            ready_by=ctx.config.defaults.ready_by,
-            concurrency=ctx.config.defaults.concurrency,
-        )
+        results = ctx.tick(governed, dry_run=dry_run)
         if as_json:
             print_json([r.__dict__ for r in results])
         _exit_for(results)
@@ -124,14 +107,7 @@ def register(app: typer.Typer) -> None:
         ctx = make_context(config, state, False)
         engine, count = ctx.engine(), 0
         while True:
-            tick(
-                engine,
-                ctx.fleet().governed(),
-                ctx.now(),
-                dry_run=dry_run,
-                ready_by=ctx.config.defaults.ready_by,
-                concurrency=ctx.config.defaults.concurrency,
-            )
+            ctx.tick(ctx.fleet().governed(), dry_run=dry_run, engine=engine)
             count += 1
             if ticks and count >= ticks:
                 return
@@ -145,26 +121,22 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """A table of governed clusters: schedule, state, recorded sizes, next transition, last outcome."""
         ctx = make_context(config, state, as_json)
-        rows = [_status_row(ctx, g) for g in ctx.fleet().governed()]
-        known = {r["key"] for r in rows}
-        for key in ctx.store.list_keys():
-            if key not in known and not key.startswith("agent/"):  # the agent channel's own records
-                rows.append(_status_row(ctx, None, key))
+        rows = fleet_status(ctx)
         if as_json:
-            print_json(rows)
+            print_json([r.document() for r in rows])
             return
         table = Table(title="hyperpod-scheduler status")
         for col in ("cluster", "schedule", "state", "recorded sizes", "protected", "next transition", "last outcome"):
             table.add_column(col)
         for r in rows:
             table.add_row(
-                r["cluster"],
-                r["schedule"],
-                r["state"],
-                r["sizes_text"],
-                r["protected_text"],
-                r["next_text"],
-                escape(r["outcome_text"]),
+                r.cluster,
+                r.schedule,
+                state_text(r),
+                ", ".join(f"{n}={c}" for n, c in r.recorded_sizes.items()) or "-",
+                ", ".join(_kept_text(p) for p in r.protected) or "-",
+                _next_text(r.next_transition),
+                escape(_outcome_text(r)),
             )
         console.print(table)
         if not rows:
@@ -189,8 +161,7 @@ def register(app: typer.Typer) -> None:
         now = ctx.now()
         end = parse_instant(until, "--until") if until else now + HORIZON
         governed = ctx.fleet().governed()
-        engine = ctx.engine()
-        leads = {g.ref.key: lead_for(engine, g, ctx.config.defaults.ready_by) for g in governed if g.schedule.ready_by}
+        leads = {g.ref.key: ctx.lead_for(g) for g in governed if g.schedule.ready_by}
         steps = plan(governed, now, end, leads)
         guarded = [_protection_rows(ctx, g) for g in governed] if describe else []
         if as_json:
@@ -318,15 +289,6 @@ def _manual(
     _exit_for([result])
 
 
-def night_hours(schedule: Schedule, now: datetime) -> float:
-    """Length of the next stopped stretch (stop to following start), for per-night cost figures."""
-    upcoming = schedule.next_transitions(now, 3)
-    for first, second in itertools.pairwise(upcoming):
-        if first.state == "stopped" and second.state == "running":
-            return (second.at - first.at).total_seconds() / 3600
-    return 0.0
-
-
 def _protection_rows(ctx: Context, g: Governed) -> dict[str, Any]:
     """Which groups a stop would keep and why, read with DescribeCluster (nothing is changed)."""
     row: dict[str, Any] = {"cluster": g.ref.name, "protected": [], "warnings": []}
@@ -358,55 +320,20 @@ def _protection_rows(ctx: Context, g: Governed) -> dict[str, Any]:
     return row
 
 
-def _status_row(ctx: Context, g: Governed | None, key: str | None = None) -> dict[str, Any]:
-    record = ctx.store.get(g.ref.key if g else key or "")
-    now = ctx.now()
-    nxt = next_transition(g.schedule, now) if g else None
-    held = effective_hold(record, now)
-    state: str = record.applied_state if record and record.applied_state else "unknown"
-    if record and record.pending:
-        state = f"{record.pending.action}ping" if record.pending.action == "stop" else "starting"
-    if held:
-        state += f" (held {held})"
-    sizes = {n: s.count for n, s in record.snapshot.sizes.items()} if record and record.snapshot else {}
-    protected = []
-    if record and record.snapshot and g is not None:
-        hours = night_hours(g.schedule, now)
-        for name, count in record.snapshot.kept.items():
-            itype = record.snapshot.sizes[name].instance_type if name in record.snapshot.sizes else None
-            cost = keep_cost_per_night(itype, count, hours, ctx.prices()) if itype and hours else None
-            protected.append({"group": name, "kept": count, "keep_cost_per_night_usd": cost and round(cost, 2)})
-    outcomes = [o.model_dump(mode="json") for o in record.last_outcomes] if record else []
-    refused = record.refused if record else None
-    ami = record.ami_changes if record else []
-    attention = [f"{refused.action} refused: {refused.reason}"] if refused else []
-    attention.extend(fidelity.describe_changes([c]) for c in ami)
-    return {
-        "key": g.ref.key if g else key,
-        "cluster": g.ref.name if g else (key or "").rsplit("/", 1)[-1],
-        "region": g.ref.region if g else None,
-        "schedule": g.schedule_label if g else "(not governed)",
-        "state": state,
-        "recorded_sizes": sizes,
-        "next_transition": {"at": nxt[0].isoformat(), "state": nxt[1]} if nxt else None,
-        "last_outcomes": outcomes,
-        "protected": protected,
-        "retry": record.retry.model_dump(mode="json") if record and record.retry else None,
-        "sizes_text": ", ".join(f"{n}={c}" for n, c in sizes.items()) or "-",
-        "next_text": f"{nxt[1]} at {nxt[0].astimezone(UTC):%a %H:%M}Z" if nxt else "-",
-        "protected_text": ", ".join(
-            f"{p['group']}={p['kept']}"
-            + (f" (${p['keep_cost_per_night_usd']:,.0f}/night)" if p["keep_cost_per_night_usd"] else "")
-            for p in protected
-        )
-        or "-",
-        "outcome_text": "; ".join(
-            [", ".join(f"{o['group']} {o['outcome']} {o['current']}/{o['target']}" for o in outcomes), *attention]
-        ).strip("; ")
-        or "-",
-        "refused": refused.model_dump(mode="json") if refused else None,
-        "ami_changes": [c.model_dump(mode="json") for c in ami],
-    }
+def _next_text(nxt: tuple[datetime, str] | None) -> str:
+    return f"{nxt[1]} at {nxt[0].astimezone(UTC):%a %H:%M}Z" if nxt else "-"
+
+
+def _kept_text(p: KeptGroup) -> str:
+    cost = p.keep_cost_per_night_usd
+    return f"{p.group}={p.kept}" + (f" (${cost:,.0f}/night)" if cost else "")
+
+
+def _outcome_text(r: StatusRow) -> str:
+    groups = ", ".join(f"{o.group} {o.outcome} {o.current}/{o.target}" for o in r.last_outcomes)
+    attention = [f"{r.refused.action} refused: {r.refused.reason}"] if r.refused else []
+    attention.extend(fidelity.describe_changes([c]) for c in r.ami_changes)
+    return "; ".join([groups, *attention]).strip("; ") or "-"
 
 
 __all__ = ["datetime", "register", "timedelta"]

@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from hyperpod_scheduler.config.check import check_config
 from hyperpod_scheduler.config.model import DEFAULT_CONFIG_FILE, Config
 from hyperpod_scheduler.errors import UsageError
 
@@ -28,9 +29,11 @@ def parse_config(data: Any, source: str = "config") -> Config:
     if not isinstance(data, dict):
         raise UsageError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
     try:
-        return Config.model_validate(data)
+        config = Config.model_validate(data)
     except ValidationError as exc:
         raise UsageError(describe_validation_error(exc, source)) from None
+    check_config(config, source)  # names that mean nothing (a misspelt schedule) are refused here
+    return config
 
 
 def describe_validation_error(exc: ValidationError, source: str) -> str:

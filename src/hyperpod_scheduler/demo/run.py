@@ -14,8 +14,9 @@ import boto3
 
 from hyperpod_scheduler.agent.settings import CheckpointSettings
 from hyperpod_scheduler.agent.worker import SlurmSide
+from hyperpod_scheduler.app.compose import Context, LocalAgent, chain_clients
 from hyperpod_scheduler.cluster.load import load_request
-from hyperpod_scheduler.config.model import ClusterEntry, Config, Defaults, Policy, Target
+from hyperpod_scheduler.config.model import ClusterEntry, Config, Defaults, Target
 from hyperpod_scheduler.cost.fsx import FileSystem
 from hyperpod_scheduler.cost.prices import bundled
 from hyperpod_scheduler.cost.savings import Report, build_report
@@ -30,12 +31,9 @@ from hyperpod_scheduler.demo.scenario import (
 )
 from hyperpod_scheduler.emulator import Emulator, running_emulator
 from hyperpod_scheduler.engine.events import Collector, Event, Sink
-from hyperpod_scheduler.engine.fleet import Fleet, tick
-from hyperpod_scheduler.engine.runner import ClusterRef, Engine
+from hyperpod_scheduler.engine.runner import ClusterRef
 from hyperpod_scheduler.errors import HyperpodSchedulerError
-from hyperpod_scheduler.guards.base import StopGuard
-from hyperpod_scheduler.guards.capacity import CapacityGuard
-from hyperpod_scheduler.guards.checkpoints import CheckpointGuard, LocalLink
+from hyperpod_scheduler.guards.checkpoints import LocalLink
 from hyperpod_scheduler.slurm.memory import MemorySlurm
 from hyperpod_scheduler.slurm.model import SlurmJob, SlurmNode
 from hyperpod_scheduler.store import open_store
@@ -144,44 +142,47 @@ def run_demo(
         _wait_in_service(emu, client, names)
         if on_ready:
             on_ready(emu.endpoint)
+        nvme_checkpoints = CheckpointSettings(
+            policy="block",
+            nodes={NVME_JOB.group: list(NVME_JOB.nodes), **{g: list(n) for g, n in NVME_JOB.other_nodes.items()}},
+        )
         config = Config(
-            defaults=Defaults(settle_timeout_minutes=120),
+            # One cluster at a time: the emulator's draws are one sequence, so the same seed gives the
+            # same week only if the clusters' calls come in the same order.
+            defaults=Defaults(settle_timeout_minutes=120, concurrency=1),
             schedules=SCHEDULES,
             targets=[
                 Target(
                     region=REGION,
-                    clusters=[ClusterEntry(name=r["ClusterName"], schedule=c.schedule) for c, r in requests],
+                    clusters=[
+                        ClusterEntry(
+                            name=r["ClusterName"],
+                            schedule=c.schedule,
+                            checkpoints=nvme_checkpoints if r["ClusterName"] == NVME_JOB.cluster else None,
+                        )
+                        for c, r in requests
+                    ],
                 )
             ],
         )
         store = open_store(str(Path(tmp) / "state.sqlite"))
         clock = emu.clock.now
+        # The researcher's Slurm lives in this process: the audit asks it directly, on the virtual clock.
         slurm = _nvme_slurm()
-        checkpoint_guard = CheckpointGuard(
-            CheckpointSettings(
-                policy="block",
-                nodes={NVME_JOB.group: list(NVME_JOB.nodes), **{g: list(n) for g, n in NVME_JOB.other_nodes.items()}},
-            ),
-            LocalLink(SlurmSide(slurm, now=clock)),
-            now=clock,
-        )
-
-        def guards_for(ref: ClusterRef) -> list[StopGuard]:
-            guards: list[StopGuard] = [CapacityGuard(Policy())]
-            if ref.name == NVME_JOB.cluster:
-                guards.append(checkpoint_guard)
-            return guards
-
-        engine = Engine(
+        side = SlurmSide(slurm, now=clock)
+        ctx = Context(
+            config,
             store,
-            lambda ref: client,
+            chain_clients(lambda ref: client),
             clock,
-            events=collector,
+            collector,
             actor="demo",
-            settle_timeout=timedelta(minutes=config.defaults.settle_timeout_minutes),
-            guards_for=guards_for,
+            sleep=emu.advance,
+            agent=LocalAgent(link_for=lambda ref, settings: LocalLink(side), now=clock),
+            notify=False,  # nothing the demo runs may reach real AWS, whatever the environment says
         )
-        governed = Fleet(config, lambda ref: client).governed()
+        engine = ctx.engine()
+        governed = ctx.fleet().governed()
         summaries = {r["ClusterName"]: ClusterSummary(r["ClusterName"], c.schedule, c.story) for c, r in requests}
         full = {r["ClusterName"]: sum(g["InstanceCount"] for g in r["InstanceGroups"]) for _, r in requests}
         used: dict[str, float] = defaultdict(float)
@@ -194,7 +195,7 @@ def run_demo(
         end = sim_start + timedelta(days=days)
         while clock() < end:
             _run_nvme_job(slurm, clock())
-            tick(engine, governed, clock())
+            ctx.tick(governed, engine=engine)
             emu.advance(step.total_seconds())
             for n in names:
                 used[n] += sum(_counts(emu, n).values()) * step.total_seconds() / 3600

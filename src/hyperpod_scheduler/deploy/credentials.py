@@ -11,8 +11,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 from hyperpod_scheduler.errors import AwsError
 
 SESSION_PREFIX = "hyperpod-scheduler"
-# One tick of a worker; the Lambda timeout is shorter, so the credentials outlive every call.
-SESSION_SECONDS = 900
+# Longer than a worker may run (the Lambda timeout is at most 900 s, checkpoint waits included), so
+# the credentials outlive every call of the run; the spoke role allows up to an hour.
+SESSION_SECONDS = 1800
 
 
 def session_name(account: str, region: str) -> str:

@@ -1,21 +1,37 @@
 """The fleet config: the CLI's ``Config`` whose targets also name an AWS account and the role to assume.
 
-Until ``config.model.Target`` gains ``account`` and ``role_arn``, ``FleetTarget`` carries them and
-``FleetConfig.for_target`` hands the engine a plain ``Config`` holding that one target.
+``FleetTarget`` carries ``account`` and ``role_arn``; ``FleetConfig.for_target`` hands the engine a
+plain ``Config`` holding that one target. Every setting the fleet accepts is honoured by the worker
+(it builds its engine through the same composition root as the CLI); what a worker cannot apply is
+refused here, at ``config push``, with one line naming the key (see ``check_fleet``).
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from hyperpod_scheduler.agent.settings import CheckpointSettings
+from hyperpod_scheduler.config.check import check_config, checkpoint_blocks
 from hyperpod_scheduler.config.load import describe_validation_error
-from hyperpod_scheduler.config.model import Config, Defaults, Target
+from hyperpod_scheduler.config.model import Config, Defaults, Notifications, Target
 from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.guards.checkpoints import work_budget
 
 DEFAULT_SPOKE_ROLE = "hyperpod-scheduler-spoke"
+# The hub template's WorkerTimeout default; Lambda allows at most 900 seconds.
+DEFAULT_WORKER_TIMEOUT_S = 900
+# What a worker run needs besides waiting for an agent: assume the role, describe, update, write state.
+WORKER_MARGIN_S = 60
+# Top-level keys of the CLI's config that have no meaning in the fleet, and why.
+CLI_ONLY = {
+    "state": "the fleet keeps its state in the hub's table ($HYPERPOD_SCHEDULER_TABLE); remove it",
+    "cost": "the fleet prices nothing; `hyperpod-scheduler report --state dynamodb://<table>` reads the hub's "
+    "history from the CLI with the CLI config's cost settings; remove it",
+}
 ACCOUNT_PATTERN = r"^\d{12}$"
 ROLE_ARN_PATTERN = r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$"
 
@@ -33,6 +49,8 @@ class Hub(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     spoke_role_name: str = Field(default=DEFAULT_SPOKE_ROLE, min_length=1)
+    # Must match the hub's WorkerTimeout: the longest a worker run may take (checkpoint waits included).
+    worker_timeout_seconds: int = Field(default=DEFAULT_WORKER_TIMEOUT_S, ge=60, le=900)
 
 
 class FleetConfig(BaseModel):
@@ -41,6 +59,7 @@ class FleetConfig(BaseModel):
     defaults: Defaults = Field(default_factory=Defaults)
     schedules: dict[str, Any] = Field(default_factory=dict)
     targets: list[FleetTarget] = Field(default_factory=list)
+    notifications: Notifications = Field(default_factory=Notifications)
     hub: Hub = Field(default_factory=Hub)
 
     def role_for(self, target: FleetTarget) -> str:
@@ -48,8 +67,15 @@ class FleetConfig(BaseModel):
 
     def for_target(self, target: FleetTarget) -> Config:
         """The engine's view of one target: a plain Config with that target alone."""
-        plain = Target.model_validate(target.model_dump(exclude={"account", "role_arn"}))
-        return Config(defaults=self.defaults, schedules=self.schedules, targets=[plain])
+        return self._config([target])
+
+    def as_config(self) -> Config:
+        """Every target as the engine reads it, in the file's order (so errors name the same index)."""
+        return self._config(self.targets)
+
+    def _config(self, targets: list[FleetTarget]) -> Config:
+        plain = [Target.model_validate(t.model_dump(exclude={"account", "role_arn"})) for t in targets]
+        return Config(defaults=self.defaults, schedules=self.schedules, targets=plain, notifications=self.notifications)
 
 
 def parse_fleet_config(data: Any, source: str = "fleet config") -> FleetConfig:
@@ -57,6 +83,9 @@ def parse_fleet_config(data: Any, source: str = "fleet config") -> FleetConfig:
         data = {}
     if not isinstance(data, dict):
         raise UsageError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
+    for key, why in CLI_ONLY.items():
+        if key in data:
+            raise UsageError(f"{source}: {key}: {why}")
     try:
         fleet = FleetConfig.model_validate(data)
     except ValidationError as exc:
@@ -70,7 +99,59 @@ def parse_fleet_config(data: Any, source: str = "fleet config") -> FleetConfig:
                 "(merge the two entries: one worker runs per account and region)"
             )
         seen.add(place)
+    check_config(fleet.as_config(), source)
+    check_fleet(fleet, source)
     return fleet
+
+
+def check_fleet(fleet: FleetConfig, source: str = "fleet config") -> None:
+    """Refuse, with one line naming the key, what a worker in Lambda cannot honour."""
+    budget = fleet.hub.worker_timeout_seconds
+    for i, target in enumerate(fleet.targets):
+        if target.profile is not None:
+            raise UsageError(
+                f"{source}: targets[{i}].profile: a worker has no AWS profiles; it assumes role_arn "
+                f"(default: the spoke role {fleet.hub.spoke_role_name}) in account {target.account}; remove it"
+            )
+    if "poll_seconds" in fleet.defaults.model_fields_set:
+        raise UsageError(
+            f"{source}: defaults.poll_seconds: a worker never waits on an update (each tick looks once and "
+            "the next tick follows it); remove it"
+        )
+    if fleet.defaults.lease_ttl_seconds < budget:
+        raise UsageError(
+            f"{source}: defaults.lease_ttl_seconds: {fleet.defaults.lease_ttl_seconds:g} is shorter than a worker "
+            f"may run (hub.worker_timeout_seconds {budget}): a duplicate delivery could take a cluster over from a "
+            "worker still acting on it"
+        )
+    for where, settings in checkpoint_blocks(fleet.as_config()):
+        _check_fleet_checkpoints(source, where, settings, budget)
+
+
+def _check_fleet_checkpoints(source: str, where: str, settings: CheckpointSettings, budget: int) -> None:
+    channel = settings.channel
+    if channel is None:
+        raise UsageError(
+            f"{source}: {where}.channel: not set, so the audit would run Slurm's commands inside the Lambda "
+            "worker, where there is no Slurm; set s3://BUCKET/PREFIX (read through the spoke role) or "
+            "dynamodb://<hub state table> and run the agent on the controller"
+        )
+    if not channel.startswith(("s3://", "dynamodb://")):
+        raise UsageError(
+            f"{source}: {where}.channel: '{channel}' is a file only this machine can read, not the Lambda "
+            "worker; use s3://BUCKET/PREFIX or dynamodb://<hub state table>"
+        )
+    timeout = settings.agent_timeout_seconds
+    for action, what in (("stop", "grace_minutes"), ("start", "ready_timeout_minutes")):
+        # The guard waits until the intent expires plus one agent timeout (guards.checkpoints.ChannelLink).
+        worst = (work_budget(settings, action) + timedelta(seconds=timeout)).total_seconds()
+        if worst > budget - WORKER_MARGIN_S:
+            raise UsageError(
+                f"{source}: {where}: the agent may hold a worker {worst / 60:.1f} min at a {action} "
+                f"({what} {getattr(settings, what):g} + 3 x agent_timeout_seconds {timeout:g}s), longer than a "
+                f"worker may run (hub.worker_timeout_seconds {budget} less {WORKER_MARGIN_S}s for the cluster's "
+                f"own calls); lower {what} or agent_timeout_seconds"
+            )
 
 
 def parse_fleet_yaml(text: str, source: str = "fleet config") -> FleetConfig:

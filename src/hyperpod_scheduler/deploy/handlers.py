@@ -125,7 +125,13 @@ def work(job: TargetJob, runtime: Runtime) -> WorkerReport:
     session = credentials.assume(sts, job.role_arn, job.account, job.region)
     with runtime.open_store() as store:
         return run_job(
-            job, store=store, session=session, sagemaker_for=runtime.sagemaker_for, now=runtime.now, out=runtime.out
+            job,
+            store=store,
+            session=session,
+            sagemaker_for=runtime.sagemaker_for,
+            now=runtime.now,
+            out=runtime.out,
+            hub=runtime.client_for,
         )
 
 

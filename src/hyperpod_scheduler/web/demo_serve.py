@@ -13,7 +13,7 @@ from typing import Any
 import boto3
 import yaml
 
-from hyperpod_scheduler.cli.context import Context
+from hyperpod_scheduler.app.compose import Context
 from hyperpod_scheduler.config.model import Config
 from hyperpod_scheduler.cost.fsx import FileSystem
 from hyperpod_scheduler.emulator import Emulator
@@ -56,15 +56,16 @@ def serve_demo(
     host: str = "127.0.0.1",
     port: int = 8080,
     token: str | None = None,
+    file_systems: Mapping[str, Sequence[dict[str, Any]]] | None = None,
     announce: Callable[[str], None] = print,
 ) -> None:
-    """Block serving the dashboard over the demo until interrupted."""
+    """Block serving the dashboard over the demo until interrupted (``file_systems``: the demo's FSx,
+    by cluster name, handed in by the command so the dashboard does not import the demo)."""
     import uvicorn
 
-    from hyperpod_scheduler.demo.scenario import FILE_SYSTEMS
     from hyperpod_scheduler.web.app import create_app
 
-    dash = demo_dashboard(emu, config, state_path, token, FILE_SYSTEMS)
+    dash = demo_dashboard(emu, config, state_path, token, file_systems)
     with socket.socket() as sock:
         # Bind first, so port 0 becomes a real port we can print, then hand the socket to uvicorn.
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

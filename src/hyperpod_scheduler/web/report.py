@@ -12,7 +12,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 
 from hyperpod_scheduler import __version__
-from hyperpod_scheduler.cli.context import Context
+from hyperpod_scheduler.app.compose import Context
 from hyperpod_scheduler.cost.fsx import FileSystem
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.web.service import Dashboard, FileSystemsFn

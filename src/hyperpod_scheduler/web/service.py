@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from hyperpod_scheduler.cli.context import Context, parse_instant
+from hyperpod_scheduler.app.compose import Context, chain_clients
+from hyperpod_scheduler.app.instants import parse_instant
+from hyperpod_scheduler.app.status import status_row
 from hyperpod_scheduler.config.load import config_path, load_config
 from hyperpod_scheduler.cost import summary
 from hyperpod_scheduler.cost.fsx import FileSystem
-from hyperpod_scheduler.cost.savings import Report, build_report, cost_of, keep_cost_per_night, nights_and_shortfalls
-from hyperpod_scheduler.engine.events import discard
-from hyperpod_scheduler.engine.fleet import Governed, lead_for, next_transition, ref_for
-from hyperpod_scheduler.engine.planner import effective_hold
+from hyperpod_scheduler.cost.savings import Report, build_report, cost_of, nights_and_shortfalls
+from hyperpod_scheduler.engine.fleet import Governed
 from hyperpod_scheduler.engine.runner import ClusterRef
 from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
 from hyperpod_scheduler.guards.capacity import protections
@@ -56,17 +56,6 @@ class Refused(HyperpodSchedulerError):
     def __init__(self, message: str, status: int) -> None:
         super().__init__(message)
         self.status = status
-
-
-class _WebContext(Context):
-    """The CLI's context with an injectable client factory (the emulator in tests and the demo)."""
-
-    client_override: Callable[[ClusterRef], SageMakerClient] | None = None
-
-    def client_for(self, ref: ClusterRef) -> SageMakerClient:
-        if self.client_override is not None:
-            return self.client_override(ref)
-        return super().client_for(ref)
 
 
 @dataclass
@@ -107,9 +96,9 @@ class Dashboard:
         """A fresh context per request: the config is re-read, so a schedule saved in the grid applies."""
         if self.fixed_context is not None:
             return self.fixed_context
-        ctx = _WebContext(load_config(self.config_file), self.store(), self.now, discard)
-        ctx.client_override = self.client_for
-        return ctx
+        return Context(
+            load_config(self.config_file), self.store(), chain_clients(self.client_for), self.now, actor="dashboard"
+        )
 
     # ---- access ----------------------------------------------------------------------------------
     def authorize(self, given: str | None) -> None:
@@ -159,13 +148,13 @@ class Dashboard:
         month = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
         doc = summary.as_document(self.report(ctx, month, now)) if now > month else {"clusters": []}
         net = {c["key"]: c["window"]["net_saving"] for c in doc["clusters"]}
-        return [status_row(ctx, g, net.get(g.ref.key, 0.0)) for g in ctx.fleet().governed()]
+        return [fleet_row(ctx, g, net.get(g.ref.key, 0.0)) for g in ctx.fleet().governed()]
 
     def cluster(self, name: str) -> dict[str, Any]:
         ctx = self.context()
         g = self.governed(ctx, name)
         now = ctx.now()
-        row = status_row(ctx, g, None)
+        row = fleet_row(ctx, g, None)
         record = ctx.store.get(g.ref.key)
         groups: list[dict[str, Any]] = []
         protected: list[dict[str, Any]] = []
@@ -189,7 +178,7 @@ class Dashboard:
         start, end = now - timedelta(days=4), now + timedelta(days=3)
         history = ctx.store.history(g.ref.key, limit=500)
         rows = group_rows([x["group"] for x in groups], history, g.schedule, start, now, end)
-        lead = lead_for(ctx.engine(), g, ctx.config.defaults.ready_by)
+        lead = ctx.lead_for(g)
         return {
             **row,
             "groups": groups,
@@ -306,6 +295,15 @@ class Dashboard:
             raise NotFound(f"action: {action!r} is not one of {', '.join(ACTIONS)}")
         self.authorize(token)
         ctx = self.context()
+        try:
+            return self._act(ctx, name, action, by, until, hold_state, reason)
+        finally:
+            if ctx is not self.fixed_context:
+                ctx.close()  # a checkpoint channel a stop opened
+
+    def _act(
+        self, ctx: Context, name: str, action: ActionName, by: str, until: str | None, hold_state: str, reason: str
+    ) -> dict[str, Any]:
         g = self.governed(ctx, name)
         who = f"dashboard:{(by or 'anonymous').strip()[:64]}"
         engine = ctx.engine(actor=who)
@@ -356,39 +354,10 @@ def history_row(e: HistoryEntry) -> dict[str, Any]:
     }
 
 
-def status_row(ctx: Context, g: Governed, month_net: float | None) -> dict[str, Any]:
-    """One fleet line. (Same figures as ``status``; the CLI's row builder is private to cli/ops.py.)"""
-    record = ctx.store.get(g.ref.key)
-    now = ctx.now()
-    nxt = next_transition(g.schedule, now)
-    hold = effective_hold(record, now)
-    state: str = record.applied_state if record and record.applied_state else "unknown"
-    if record and record.pending:
-        state = "stopping" if record.pending.action == "stop" else "starting"
-    kept = []
-    if record and record.snapshot:
-        for group, count in record.snapshot.kept.items():
-            size = record.snapshot.sizes.get(group)
-            kept.append({"group": group, "kept": count, "instance_type": size.instance_type if size else None})
-    outcomes = [o.model_dump(mode="json") for o in record.last_outcomes] if record else []
+def fleet_row(ctx: Context, g: Governed, month_net: float | None) -> dict[str, Any]:
+    """One fleet line: the status row ``status`` prints, and this month's net saving."""
     return {
-        "key": g.ref.key,
-        "cluster": g.ref.name,
-        "region": g.ref.region,
-        "schedule": g.schedule_label,
-        "schedule_expression": g.schedule.expression,
-        "state": state,
-        "hold": None
-        if not (record and record.hold and hold)
-        else {
-            "state": record.hold.state,
-            "until": record.hold.until.isoformat() if record.hold.until else None,
-            "by": record.hold.by,
-            "reason": record.hold.reason,
-        },
-        "next_transition": {"at": nxt[0].isoformat(), "state": nxt[1]} if nxt else None,
-        "protected": kept,
-        "last_outcomes": outcomes,
+        **status_row(ctx, g).document(),
         "month_net_saving_usd": None if month_net is None else round(month_net, 2),
     }
 
@@ -416,4 +385,4 @@ def per_night(ctx: Context, report: Report, dash: Dashboard, since: datetime, un
     return [{"night": k, **{f: round(v, 2) for f, v in out[k].items()}} for k in sorted(out)]
 
 
-__all__ = ["ACTIONS", "Dashboard", "NotFound", "Refused", "keep_cost_per_night", "ref_for"]
+__all__ = ["ACTIONS", "Dashboard", "NotFound", "Refused"]

@@ -1,0 +1,230 @@
+"""The composition root: the one place where a config and the outside world become the engine.
+
+Every face (the CLI, the dashboard, the Lambda worker, the demo) hands in what differs between them:
+the state store, how to reach AWS for a cluster, the clock, who hears the events and who is acting.
+Everything the config says is wired here and only here: the capacity policy with its floors and
+``keep`` groups, the checkpoint audit through the configured channel, start retries, the lease TTL,
+the settle timeout, ready-by lead times, tick concurrency, notifications and prices. So a setting is
+honoured by every face or by none; ``tests/architecture`` fails if any other module builds ``Engine``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from hyperpod_scheduler.agent.channel import Channel, StoreChannel, open_channel
+from hyperpod_scheduler.agent.settings import CheckpointSettings
+from hyperpod_scheduler.agent.worker import SlurmSide
+from hyperpod_scheduler.aws.clients import RETRY_CONFIG, session
+from hyperpod_scheduler.config.model import Config
+from hyperpod_scheduler.cost import pricelist
+from hyperpod_scheduler.cost.prices import PriceTable
+from hyperpod_scheduler.cost.sources import resolve as resolve_prices
+from hyperpod_scheduler.engine.events import Sink, discard
+from hyperpod_scheduler.engine.fleet import Fleet, Governed, lead_for, tick
+from hyperpod_scheduler.engine.readiness import Lead
+from hyperpod_scheduler.engine.runner import ClusterRef, Engine, Result
+from hyperpod_scheduler.guards.base import StopGuard
+from hyperpod_scheduler.guards.capacity import CapacityGuard
+from hyperpod_scheduler.guards.checkpoints import AgentLink, ChannelLink, CheckpointGuard, LocalLink
+from hyperpod_scheduler.notify.channels import Notifier, channels_from
+from hyperpod_scheduler.slurm.commands import SubprocessSlurm
+from hyperpod_scheduler.store import open_store
+
+if TYPE_CHECKING:
+    from mypy_boto3_sagemaker import SageMakerClient
+
+    from hyperpod_scheduler.store.base import StateStore
+
+
+@dataclass(frozen=True)
+class Clients:
+    """How to reach AWS. Per cluster where the account matters (SageMaker, an ``s3://`` checkpoint
+    channel: the CLI's profile, the worker's assumed spoke role); per region for SNS; the Price List
+    API only when the config asks for it."""
+
+    sagemaker: Callable[[ClusterRef], SageMakerClient]
+    s3: Callable[[ClusterRef], Any]
+    sns: Callable[[str | None], Any]
+    pricing: Callable[[], Any]
+
+
+def chain_clients(sagemaker: Callable[[ClusterRef], SageMakerClient] | None = None) -> Clients:
+    """Clients from the standard AWS chain (profile, region, ``AWS_ENDPOINT_URL_*``), one per service,
+    region and profile (boto3 clients are thread-safe and reusable). ``sagemaker`` replaces the
+    SageMaker one (an emulator client in the demo and the tests)."""
+    made: dict[tuple[str, str | None, str | None], Any] = {}
+    lock = threading.Lock()
+
+    def client(service: str, region: str | None, profile: str | None = None) -> Any:
+        with lock:  # boto3 sessions are not safe to create clients from in several threads at once
+            key = (service, region, profile)
+            if key not in made:
+                made[key] = session(profile, region).client(service, config=RETRY_CONFIG)  # type: ignore[call-overload]
+            return made[key]
+
+    return Clients(
+        sagemaker=sagemaker or (lambda ref: client("sagemaker", ref.region, ref.profile)),
+        s3=lambda ref: client("s3", ref.region, ref.profile),
+        sns=lambda region: client("sns", region),
+        pricing=lambda: client("pricing", pricelist.PRICING_REGION),
+    )
+
+
+@dataclass(frozen=True)
+class LocalAgent:
+    """The Slurm side of the checkpoint audit reached in this process rather than through the
+    config's channel (the demo's in-memory Slurm). ``now`` is that Slurm side's clock."""
+
+    link_for: Callable[[ClusterRef, CheckpointSettings], AgentLink]
+    now: Callable[[], datetime]
+
+
+def _wall_clock() -> datetime:
+    return datetime.now(UTC)
+
+
+class Context:
+    """A config composed with its edges: the fleet it governs, the engine that acts on it, and what
+    every face shows beside (lead times, prices). Cheap to build; channels it opened close with it."""
+
+    def __init__(
+        self,
+        config: Config,
+        store: StateStore,
+        clients: Clients,
+        now: Callable[[], datetime],
+        events: Sink = discard,
+        *,
+        actor: str = "scheduler",
+        sleep: Callable[[float], None] = time.sleep,
+        agent: LocalAgent | None = None,
+        warn: Callable[[str], None] = lambda _: None,
+        notify: bool = True,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.clients = clients
+        self.now = now
+        self.actor = actor
+        self.sleep = sleep
+        self.agent = agent
+        self.warn = warn
+        # The config's channels, else the environment's (``notify=False``: none, e.g. in the demo).
+        channels = channels_from(config.notifications, clients.sns) if notify else []
+        self.events: Sink = Notifier(channels, on_error=warn, forward=events) if channels else events
+        self._fleet: Fleet | None = None
+        self._prices: PriceTable | None = None
+        self._channels: dict[str, Channel] = {}
+        self._channel_stores: list[StateStore] = []
+        self._lock = threading.Lock()
+
+    # ---- what the config governs -----------------------------------------------------------------
+    def client_for(self, ref: ClusterRef) -> SageMakerClient:
+        return self.clients.sagemaker(ref)
+
+    def fleet(self) -> Fleet:
+        if self._fleet is None:
+            self._fleet = Fleet(self.config, self.client_for)
+        return self._fleet
+
+    # ---- the engine ------------------------------------------------------------------------------
+    def engine(self, actor: str | None = None, include_protected: bool = False) -> Engine:
+        """The engine with every setting of the config; ``include_protected`` releases protected
+        groups for one manual stop."""
+        defaults = self.config.defaults
+        return Engine(
+            self.store,
+            self.client_for,
+            self.now,
+            events=self.events,
+            actor=actor or self.actor,
+            settle_timeout=timedelta(minutes=defaults.settle_timeout_minutes),
+            sleep=self.sleep,
+            lease_ttl_s=defaults.lease_ttl_seconds,
+            guards_for=lambda ref: self.guards_for(ref, include_protected),
+            retry=defaults.retry,
+            policy_for=lambda ref: self.fleet().policy_for(ref),
+        )
+
+    def tick(
+        self,
+        governed: Iterable[Governed],
+        *,
+        dry_run: bool = False,
+        engine: Engine | None = None,
+        on_error: Callable[[Governed, Exception], Result] | None = None,
+    ) -> list[Result]:
+        """One reconcile pass with the config's ready-by settings and concurrency. With ``on_error``,
+        any failure the engine does not contain itself (the store, a lease, a bug) ends only its own
+        cluster's turn and becomes that cluster's result."""
+        engine = engine or self.engine()
+        defaults = self.config.defaults
+        now = self.now()
+        if on_error is None:
+            return tick(
+                engine, governed, now, dry_run=dry_run, ready_by=defaults.ready_by, concurrency=defaults.concurrency
+            )
+
+        def one(g: Governed) -> Result:
+            try:
+                return tick(engine, [g], now, dry_run=dry_run, ready_by=defaults.ready_by)[0]
+            except Exception as exc:  # one cluster's failure, whatever it is, is that cluster's alone
+                return on_error(g, exc)
+
+        with ThreadPoolExecutor(max_workers=defaults.concurrency, thread_name_prefix="tick") as pool:
+            return list(pool.map(one, governed))
+
+    def lead_for(self, g: Governed) -> Lead:
+        """How early a ready-by start is issued for ``g``, and why."""
+        return lead_for(self.engine(), g, self.config.defaults.ready_by)
+
+    def guards_for(self, ref: ClusterRef, include_protected: bool = False) -> list[StopGuard]:
+        policy = self.fleet().policy_for(ref)
+        guards: list[StopGuard] = [CapacityGuard(policy, include_protected)]
+        checkpoints = self.fleet().checkpoints_for(ref)
+        if checkpoints is not None:
+            guards.append(self._checkpoint_guard(ref, checkpoints, policy.keep_slurm_head))
+        return guards
+
+    def _checkpoint_guard(self, ref: ClusterRef, settings: CheckpointSettings, keep_head: bool | None) -> StopGuard:
+        if self.agent is not None:
+            link = self.agent.link_for(ref, settings)
+            return CheckpointGuard(settings, link, keep_slurm_head=keep_head, now=self.agent.now)
+        if settings.channel:
+            # The agent on the controller answers in its own (real) time, whatever clock drives the
+            # engine: the wait for it is measured on the wall clock.
+            channel_link: AgentLink = ChannelLink(self._channel(ref, settings.channel))
+            return CheckpointGuard(settings, channel_link, keep_slurm_head=keep_head, now=_wall_clock)
+        # No channel: the scheduler runs on the controller, so Slurm's commands are right here.
+        return CheckpointGuard(settings, LocalLink(SlurmSide(SubprocessSlurm())), keep_slurm_head=keep_head)
+
+    def _channel(self, ref: ClusterRef, url: str) -> Channel:
+        if url.startswith("s3://"):
+            # In the cluster's account: the CLI's profile, the worker's assumed spoke role.
+            return open_channel(url, self.clients.s3(ref))
+        with self._lock:  # one store per channel URL, however many clusters and threads use it
+            if url not in self._channels:
+                store = open_store(url)
+                self._channel_stores.append(store)
+                self._channels[url] = StoreChannel(store)
+            return self._channels[url]
+
+    # ---- what faces show beside ------------------------------------------------------------------
+    def prices(self) -> PriceTable:
+        """Bundled prices, the Price List API when the config enables it, the user's override file last."""
+        if self._prices is None:
+            self._prices = resolve_prices(self.config.cost.prices, self.now(), self.clients.pricing)
+        return self._prices
+
+    def close(self) -> None:
+        for store in self._channel_stores:
+            store.close()
+        self._channel_stores.clear()
+        self._channels.clear()
