@@ -84,8 +84,8 @@ def test_openzfs_is_priced_by_storage_and_throughput_from_a_price_file(tmp_path:
     f.write_text("fsx_gb_month: {OPENZFS: 0.09}\nfsx_mbps_month: {OPENZFS: 0.26, OPENZFS/MULTI_AZ_1: 0.52}\n")
     table = layer(bundled(), load_file(f))
     single, multi = table.openzfs("SINGLE_AZ_2"), table.openzfs("MULTI_AZ_1")
-    assert single is not None and (single[0].usd, single[1].usd) == (0.09, 0.26)
-    assert multi is not None and multi[1].usd == 0.52
+    assert single is not None and (single[0][1].usd, single[1][1].usd) == (0.09, 0.26)
+    assert multi is not None and multi[1] == ("OPENZFS/MULTI_AZ_1", multi[1][1]) and multi[1][1].usd == 0.52
 
 
 def test_unknown_throughput_tier_falls_back_to_the_deployment_entry_only_if_one_exists(tmp_path: Path) -> None:

@@ -1,14 +1,24 @@
 """boto3 clients built the standard way, so the credential/region chain and AWS_ENDPOINT_URL_* work.
 
 No private endpoint flags: pointing a client at the emulator is done with the standard
-``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_SAGEMAKER`` variables, which boto3 honours itself.
+``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_<SERVICE>`` variables (or the config file's ``services``
+sections), which boto3 honours itself.
+
+One rule on top, for every other service (S3, FSx, Pricing, SNS, STS, ...): **loopback stays
+loopback**. While SageMaker resolves to a loopback endpoint (the emulator), a service that would go
+to AWS's own endpoint is sent to that loopback endpoint too. Clusters that live in an emulator have
+no lifecycle bucket or file system in a real account; asking AWS about them could only fail slowly,
+or leak their names. A service with its own configured endpoint keeps it.
 """
 
 from __future__ import annotations
 
 import functools
+import ipaddress
 import os
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import boto3
 import botocore.session
@@ -60,4 +70,65 @@ def sagemaker_client(
 
 
 def s3_client(profile: str | None = None, region: str | None = None) -> S3Client:
-    return session(profile, region).client("s3", config=RETRY_CONFIG)
+    client: S3Client = aws_client("s3", profile, region)
+    return client
+
+
+# Hosts of AWS's own endpoints: a client resolving to one of these had no endpoint configured for it.
+_AWS_HOSTS = (".amazonaws.com", ".amazonaws.com.cn", ".api.aws", ".on.aws")
+
+
+def is_loopback(url: str | None) -> bool:
+    """Whether ``url`` points at this machine (127.0.0.0/8, ::1, localhost)."""
+    host = urlsplit(url or "").hostname or ""
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _is_aws_default(url: str | None) -> bool:
+    host = urlsplit(url or "").hostname or ""
+    return host.endswith(_AWS_HOSTS)
+
+
+def loopback_endpoint(profile: str | None = None, region: str | None = None) -> str | None:
+    """SageMaker's endpoint when it is on loopback (an emulator), else None."""
+    env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(("AWS_ENDPOINT_URL", "AWS_CONFIG_FILE"))))
+    return _loopback_endpoint(profile, region or default_region(profile), env)
+
+
+@functools.lru_cache(maxsize=64)
+def _loopback_endpoint(profile: str | None, region: str, env: tuple[tuple[str, str], ...]) -> str | None:
+    # ``env`` is only the cache key: the endpoint chain reads the environment and config files itself.
+    url = session(profile, region).client("sagemaker").meta.endpoint_url
+    return url if is_loopback(url) else None
+
+
+def aws_client(service: str, profile: str | None = None, region: str | None = None, **kw: Any) -> Any:
+    """A client for any service, the standard way, with the loopback rule of this module's doc."""
+    sess = session(profile, region)
+    config = kw.pop("config", RETRY_CONFIG)
+    made = sess.client(service, config=config, **kw)  # type: ignore[call-overload]
+    if "endpoint_url" in kw or not _is_aws_default(made.meta.endpoint_url):
+        return made
+    local = loopback_endpoint(profile, region)
+    if local is None:
+        return made
+    return sess.client(service, endpoint_url=local, config=config, **kw)  # type: ignore[call-overload]
+
+
+@dataclass(frozen=True)
+class AwsClients:
+    """Where a face's AWS clients come from: the standard chain (with the loopback rule) by default, or
+    one fixed endpoint and throwaway credentials (the demo's embedded emulator)."""
+
+    endpoint_url: str | None = None
+
+    def client(self, service: str, profile: str | None = None, region: str | None = None) -> Any:
+        if self.endpoint_url is None:
+            return aws_client(service, profile, region)
+        fixed = boto3.Session(aws_access_key_id="emulator", aws_secret_access_key="emulator", region_name=region)
+        return fixed.client(service, endpoint_url=self.endpoint_url, config=RETRY_CONFIG)  # type: ignore[call-overload]

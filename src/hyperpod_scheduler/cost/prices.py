@@ -70,18 +70,20 @@ class PriceTable:
 
     def fsx(self, deployment_type: str, throughput: int | None) -> Price | None:
         """The Lustre per-GB-month price; a throughput tier not listed falls back to the type's own entry."""
-        if throughput is not None:
-            tiered = self.fsx_gb_month.get(fsx_key(deployment_type, throughput))
-            if tiered is not None:
-                return tiered
-        return self.fsx_gb_month.get(deployment_type)
+        entry = self.fsx_entry(deployment_type, throughput)
+        return None if entry is None else entry[1]
 
-    def openzfs(self, deployment_type: str | None) -> tuple[Price, Price] | None:
-        """OpenZFS (storage per GB-month, throughput per MB/s-month); the deployment's own rows first,
-        then the plain ``OPENZFS`` rows. None unless both are known."""
+    def fsx_entry(self, deployment_type: str, throughput: int | None) -> tuple[str, Price] | None:
+        """The Lustre price with the key it was found under (``PERSISTENT_2/250`` or ``PERSISTENT_2``)."""
+        keys = ([fsx_key(deployment_type, throughput)] if throughput is not None else []) + [deployment_type]
+        return next(((k, self.fsx_gb_month[k]) for k in keys if k in self.fsx_gb_month), None)
+
+    def openzfs(self, deployment_type: str | None) -> tuple[tuple[str, Price], tuple[str, Price]] | None:
+        """OpenZFS (storage per GB-month, throughput per MB/s-month), each with its key; the deployment's
+        own rows first, then the plain ``OPENZFS`` rows. None unless both are known."""
         keys = ([f"OPENZFS/{deployment_type}"] if deployment_type else []) + ["OPENZFS"]
-        storage = next((self.fsx_gb_month[k] for k in keys if k in self.fsx_gb_month), None)
-        throughput = next((self.fsx_mbps_month[k] for k in keys if k in self.fsx_mbps_month), None)
+        storage = next(((k, self.fsx_gb_month[k]) for k in keys if k in self.fsx_gb_month), None)
+        throughput = next(((k, self.fsx_mbps_month[k]) for k in keys if k in self.fsx_mbps_month), None)
         return (storage, throughput) if storage is not None and throughput is not None else None
 
 
