@@ -94,30 +94,54 @@ def _is_aws_default(url: str | None) -> bool:
     return host.endswith(_AWS_HOSTS)
 
 
+def _aws_env() -> tuple[tuple[str, str], ...]:
+    """The AWS_* environment: part of every cache key below, so a changed variable means a new client."""
+    return tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_")))
+
+
+@functools.lru_cache(maxsize=32)
+def _cached_session(profile: str | None, env: tuple[tuple[str, str], ...]) -> boto3.Session:
+    # One boto3 session per profile: its loader keeps the service models it has read, and building a
+    # client from scratch (reading those JSON models again) costs a tenth of a second or more.
+    return boto3.Session(profile_name=profile)
+
+
+@functools.lru_cache(maxsize=128)
+def _cached_client(
+    service: str, profile: str | None, region: str | None, endpoint: str | None, env: tuple[tuple[str, str], ...]
+) -> Any:
+    sess = _cached_session(profile, env)
+    return sess.client(service, region_name=region, endpoint_url=endpoint, config=RETRY_CONFIG)  # type: ignore[call-overload]
+
+
 def loopback_endpoint(profile: str | None = None, region: str | None = None) -> str | None:
     """SageMaker's endpoint when it is on loopback (an emulator), else None."""
-    env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(("AWS_ENDPOINT_URL", "AWS_CONFIG_FILE"))))
-    return _loopback_endpoint(profile, region or default_region(profile), env)
-
-
-@functools.lru_cache(maxsize=64)
-def _loopback_endpoint(profile: str | None, region: str, env: tuple[tuple[str, str], ...]) -> str | None:
-    # ``env`` is only the cache key: the endpoint chain reads the environment and config files itself.
-    url = session(profile, region).client("sagemaker").meta.endpoint_url
+    env = _aws_env()
+    url = _cached_client("sagemaker", profile, region or default_region(profile), None, env).meta.endpoint_url
     return url if is_loopback(url) else None
 
 
-def aws_client(service: str, profile: str | None = None, region: str | None = None, **kw: Any) -> Any:
-    """A client for any service, the standard way, with the loopback rule of this module's doc."""
-    sess = session(profile, region)
-    config = kw.pop("config", RETRY_CONFIG)
-    made = sess.client(service, config=config, **kw)  # type: ignore[call-overload]
-    if "endpoint_url" in kw or not _is_aws_default(made.meta.endpoint_url):
+def aws_client(service: str, profile: str | None = None, region: str | None = None) -> Any:
+    """A client for any service, the standard way, with the loopback rule of this module's doc.
+
+    Clients are reused per service, profile, region and AWS_* environment (boto3 clients are thread-safe)."""
+    env = _aws_env()
+    made = _cached_client(service, profile, region, None, env)
+    if not _is_aws_default(made.meta.endpoint_url):
         return made
     local = loopback_endpoint(profile, region)
-    if local is None:
-        return made
-    return sess.client(service, endpoint_url=local, config=config, **kw)  # type: ignore[call-overload]
+    return made if local is None else _cached_client(service, profile, region, local, env)
+
+
+@functools.lru_cache(maxsize=8)
+def _throwaway_session() -> boto3.Session:
+    return boto3.Session(aws_access_key_id="emulator", aws_secret_access_key="emulator")
+
+
+@functools.lru_cache(maxsize=128)
+def _fixed_client(service: str, region: str | None, endpoint: str) -> Any:
+    region = region or FALLBACK_REGION
+    return _throwaway_session().client(service, region_name=region, endpoint_url=endpoint, config=RETRY_CONFIG)  # type: ignore[call-overload]
 
 
 @dataclass(frozen=True)
@@ -130,5 +154,4 @@ class AwsClients:
     def client(self, service: str, profile: str | None = None, region: str | None = None) -> Any:
         if self.endpoint_url is None:
             return aws_client(service, profile, region)
-        fixed = boto3.Session(aws_access_key_id="emulator", aws_secret_access_key="emulator", region_name=region)
-        return fixed.client(service, endpoint_url=self.endpoint_url, config=RETRY_CONFIG)  # type: ignore[call-overload]
+        return _fixed_client(service, region, self.endpoint_url)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from hyperpod_scheduler.aws.clients import sagemaker_client, session
+from hyperpod_scheduler.aws.clients import aws_client, sagemaker_client
 from hyperpod_scheduler.cli.output import console, err_console
 from hyperpod_scheduler.config.load import load_config
 from hyperpod_scheduler.config.model import Config
@@ -87,11 +87,7 @@ class Context:
         guards: list[StopGuard] = [CapacityGuard(policy, include_protected)]
         checkpoints = self.fleet().checkpoints_for(ref)
         if checkpoints is not None:
-            s3 = (
-                session(profile=ref.profile, region=ref.region).client("s3")
-                if (checkpoints.channel or "").startswith("s3://")
-                else None
-            )
+            s3 = aws_client("s3", ref.profile, ref.region) if (checkpoints.channel or "").startswith("s3://") else None
             guards.append(
                 CheckpointGuard.for_cluster(checkpoints, keep_slurm_head=policy.keep_slurm_head, s3_client=s3)
             )
@@ -116,7 +112,7 @@ class Context:
         """Bundled prices, the Price List API when the config enables it, the user's override file last."""
         if self._prices is None:
             self._prices = resolve_prices(
-                self.config.cost.prices, self.now(), lambda: session(region="us-east-1").client("pricing")
+                self.config.cost.prices, self.now(), lambda: aws_client("pricing", None, "us-east-1")
             )
         return self._prices
 
@@ -131,7 +127,7 @@ def make_context(config_path: str | None, state: str | None, as_json: bool, at: 
     store = open_store(state or config.state)
     fixed = parse_instant(at, "--at") if at else None
     now: Callable[[], datetime] = (lambda: fixed) if fixed else (lambda: datetime.now(UTC))
-    channels = channels_from(config.notifications, lambda region: session(region=region).client("sns"))
+    channels = channels_from(config.notifications, lambda region: aws_client("sns", None, region))
     events: Sink = printer(as_json)
     if channels:
         events = Notifier(channels, on_error=lambda m: err_console.print(f"warning: {m}", markup=False), forward=events)

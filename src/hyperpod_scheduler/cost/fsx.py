@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_scheduler.cost.prices import HOURS_PER_MONTH, Price, PriceTable
 
@@ -67,7 +67,8 @@ class FileSystem:
                 return None
             (skey, storage), (tkey, throughput) = both
             monthly = self.storage_gib * storage.usd + (self.throughput or 0) * throughput.usd
-            return monthly / HOURS_PER_MONTH, ((f"fsx_gb_month {skey}", storage), (f"fsx_mbps_month {tkey}", throughput))
+            used = ((f"fsx_gb_month {skey}", storage), (f"fsx_mbps_month {tkey}", throughput))
+            return monthly / HOURS_PER_MONTH, used
         return None
 
     def hourly(self, prices: PriceTable) -> float | None:
@@ -90,7 +91,7 @@ def id_from_dns(dns_name: str) -> str | None:
 
 
 def _groups(cluster: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    out = []
+    out: list[Mapping[str, Any]] = []
     for member in ("InstanceGroups", "RestrictedInstanceGroups"):
         groups = cluster.get(member)
         if isinstance(groups, list):
@@ -241,15 +242,19 @@ def discover(
         for fs_id in ids_from_storage_configs(cluster):
             want(fs_id, STORAGE_CONFIGS)
         if s3 is not None:
-            for fs_id in ids_from_params(s3, source_uris(cluster)):
-                want(fs_id, PARAMS_FILE)
+            try:
+                for fs_id in ids_from_params(s3, source_uris(cluster)):
+                    want(fs_id, PARAMS_FILE)
+            except (ClientError, BotoCoreError) as exc:
+                why = _why(exc)
+                found.notes.append(f"{cluster_name}: {PARAMS_FILE} not read ({why}); FSx found the other ways only")
     if listing is None and by_tag:
         listing = list_file_systems(fsx)
     described = {str(fs.get("FileSystemId")): fs for fs in listing or ()}
-    for fs in described.values():
-        tags = {t.get("Key"): t.get("Value") for t in fs.get("Tags") or [] if isinstance(t, Mapping)}
+    for listed in described.values():
+        tags = {t.get("Key"): t.get("Value") for t in listed.get("Tags") or [] if isinstance(t, Mapping)}
         if by_tag and tags.get(CLUSTER_TAG) == cluster_name:
-            want(str(fs["FileSystemId"]), "tag")
+            want(str(listed["FileSystemId"]), "tag")
     for fs_id, hows in wanted.items():
         fs = described.get(fs_id) if listing is not None else _describe_one(fsx, fs_id)
         if fs is None:
@@ -262,6 +267,12 @@ def discover(
     if cluster is not None:
         found.file_systems.extend(managed_file_systems(cluster))
     return found
+
+
+def _why(exc: Exception) -> str:
+    if isinstance(exc, ClientError):
+        return str(exc.response.get("Error", {}).get("Code") or exc)
+    return str(exc)
 
 
 def _describe_one(fsx: Any, fs_id: str) -> Mapping[str, Any] | None:
