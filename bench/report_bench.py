@@ -100,9 +100,8 @@ def main() -> None:
     run_demo(days=days, on_finish=measure)
     shutil.rmtree(folder, ignore_errors=True)
     cores = os.cpu_count()
-    print(
-        f"machine: {cores} cores; {figures['clusters']} clusters, {figures['nights']} nights of history, {runs} runs each"
-    )
+    history = f"{figures['clusters']} clusters, {figures['nights']} nights of history"
+    print(f"machine: {cores} cores; {history}, {runs} runs each")
     print("")
     print("| command | median wall | best | worst |")
     print("|---|---|---|---|")

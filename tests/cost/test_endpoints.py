@@ -40,14 +40,15 @@ def test_a_sagemaker_emulator_keeps_every_other_service_on_loopback(clean: pytes
 
 
 def test_a_service_with_its_own_endpoint_keeps_it(clean: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    clean.setenv("AWS_ENDPOINT_URL_SAGEMAKER", LOCAL)
-    clean.setenv("AWS_ENDPOINT_URL_S3", "http://minio.internal:9000")
-    assert s3_client().meta.endpoint_url == "http://minio.internal:9000"
-    # The config file's services section is a standard source too.
+    # The config file's services section is a standard source too (read once, when clients are first made).
     (tmp_path / "config").write_text(
         "[default]\nservices = local\n[services local]\nfsx =\n  endpoint_url = http://[::1]:9999\n"
     )
+    clean.setenv("AWS_ENDPOINT_URL_SAGEMAKER", LOCAL)
+    clean.setenv("AWS_ENDPOINT_URL_S3", "http://minio.internal:9000")
+    assert s3_client().meta.endpoint_url == "http://minio.internal:9000"
     assert aws_client("fsx").meta.endpoint_url == "http://[::1]:9999"
+    assert aws_client("sns").meta.endpoint_url == LOCAL
 
 
 def test_without_any_endpoint_clients_go_to_aws_as_usual() -> None:
