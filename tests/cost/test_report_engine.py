@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any
 
 import pytest
 
@@ -14,7 +13,8 @@ from hyperpod_scheduler.emulator import Emulator, running_emulator
 from hyperpod_scheduler.engine.fleet import ref_for
 from hyperpod_scheduler.engine.runner import Engine
 from hyperpod_scheduler.store.memory import MemoryStore
-from tests.engine.conftest import ROLE, START, CountingClient, settle, three_tier_request
+from tests.engine.conftest import START, CountingClient, settle, three_tier_request
+from tests.guards.test_capacity import _p5_request
 
 REF = ref_for("c1", "us-east-1")
 P5 = ref_for("p5c", "us-east-1")
@@ -64,7 +64,9 @@ def test_a_cluster_kept_whole_by_its_guards_is_a_night_of_kept_cost(emu: Emulato
     client = CountingClient(emu.endpoint).client
     store = MemoryStore()
     eng = Engine(store, lambda ref: client, emu.clock.now, sleep=emu.advance)  # the default capacity policy
-    client.create_cluster(**_p5_request())
+    request = _p5_request()
+    request["InstanceGroups"] = [g for g in request["InstanceGroups"] if g["InstanceGroupName"] != "cpu"]
+    client.create_cluster(**request)
     settle(emu, client, "p5c")
     t0 = emu.clock.now()
     # Scarce P5 workers stay, and the Slurm controller with them: nothing to send, nothing saved.
@@ -78,24 +80,3 @@ def test_a_cluster_kept_whole_by_its_guards_is_a_night_of_kept_cost(emu: Emulato
     assert c.night_count == 1 and not c.released_anything
     assert c.periods.window.saving == 0
     assert c.periods.window.kept_cost == pytest.approx(hourly * 10, rel=0.01)
-
-
-def _p5_request() -> dict[str, Any]:
-    def grp(n: str, count: int, itype: str, node: str) -> dict[str, Any]:
-        slurm = {"NodeType": node, **({"PartitionNames": [n]} if node == "Compute" else {})}
-        return {
-            "InstanceGroupName": n,
-            "InstanceType": itype,
-            "InstanceCount": count,
-            "ExecutionRole": ROLE,
-            "SlurmConfig": slurm,
-        }
-
-    return {
-        "ClusterName": "p5c",
-        "Orchestrator": {"Slurm": {}},
-        "InstanceGroups": [
-            grp("controller", 1, "ml.m5.xlarge", "Controller"),
-            grp("p5", 2, "ml.p5.48xlarge", "Compute"),
-        ],
-    }

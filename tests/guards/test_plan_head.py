@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from hyperpod_scheduler.cli.main import app
 from hyperpod_scheduler.cost.prices import bundled
-from hyperpod_scheduler.emulator import Emulator, running_emulator
+from hyperpod_scheduler.emulator import running_emulator
 from tests.engine.conftest import START, settle
 from tests.guards.test_capacity import _p5_request
 
