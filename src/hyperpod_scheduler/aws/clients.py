@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -95,7 +95,7 @@ def _is_aws_default(url: str | None) -> bool:
 
 
 def _aws_env() -> tuple[tuple[str, str], ...]:
-    """The AWS_* environment: part of every cache key below, so a changed variable means a new client."""
+    """The AWS_* environment: part of every cache key below, so a changed variable means a new session."""
     return tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_")))
 
 
@@ -106,31 +106,30 @@ def _cached_session(profile: str | None, env: tuple[tuple[str, str], ...]) -> bo
     return boto3.Session(profile_name=profile)
 
 
-@functools.lru_cache(maxsize=128)
-def _cached_client(
-    service: str, profile: str | None, region: str | None, endpoint: str | None, env: tuple[tuple[str, str], ...]
-) -> Any:
-    sess = _cached_session(profile, env)
+def _client(service: str, profile: str | None, region: str | None, endpoint: str | None = None) -> Any:
+    sess = _cached_session(profile, _aws_env())
     return sess.client(service, region_name=region, endpoint_url=endpoint, config=RETRY_CONFIG)  # type: ignore[call-overload]
 
 
 def loopback_endpoint(profile: str | None = None, region: str | None = None) -> str | None:
     """SageMaker's endpoint when it is on loopback (an emulator), else None."""
-    env = _aws_env()
-    url = _cached_client("sagemaker", profile, region or default_region(profile), None, env).meta.endpoint_url
+    return _loopback_endpoint(profile, region or default_region(profile), _aws_env())
+
+
+@functools.lru_cache(maxsize=64)
+def _loopback_endpoint(profile: str | None, region: str, env: tuple[tuple[str, str], ...]) -> str | None:
+    # ``env`` is only the cache key: the endpoint chain reads the environment and config files itself.
+    url = _client("sagemaker", profile, region).meta.endpoint_url
     return url if is_loopback(url) else None
 
 
 def aws_client(service: str, profile: str | None = None, region: str | None = None) -> Any:
-    """A client for any service, the standard way, with the loopback rule of this module's doc.
-
-    Clients are reused per service, profile, region and AWS_* environment (boto3 clients are thread-safe)."""
-    env = _aws_env()
-    made = _cached_client(service, profile, region, None, env)
+    """A client for any service, the standard way, with the loopback rule of this module's doc."""
+    made = _client(service, profile, region)
     if not _is_aws_default(made.meta.endpoint_url):
         return made
     local = loopback_endpoint(profile, region)
-    return made if local is None else _cached_client(service, profile, region, local, env)
+    return made if local is None else _client(service, profile, region, local)
 
 
 @functools.lru_cache(maxsize=8)
@@ -138,20 +137,23 @@ def _throwaway_session() -> boto3.Session:
     return boto3.Session(aws_access_key_id="emulator", aws_secret_access_key="emulator")
 
 
-@functools.lru_cache(maxsize=128)
-def _fixed_client(service: str, region: str | None, endpoint: str) -> Any:
-    region = region or FALLBACK_REGION
-    return _throwaway_session().client(service, region_name=region, endpoint_url=endpoint, config=RETRY_CONFIG)  # type: ignore[call-overload]
-
-
 @dataclass(frozen=True)
 class AwsClients:
     """Where a face's AWS clients come from: the standard chain (with the loopback rule) by default, or
-    one fixed endpoint and throwaway credentials (the demo's embedded emulator)."""
+    one fixed endpoint and throwaway credentials (the demo's embedded emulator). Each instance reuses
+    its clients per service, profile and region (boto3 clients are thread-safe), so one report builds
+    each client once; a new command or dashboard gets new ones."""
 
     endpoint_url: str | None = None
+    _made: dict[tuple[str, str | None, str | None], Any] = field(default_factory=dict, compare=False, repr=False)
 
     def client(self, service: str, profile: str | None = None, region: str | None = None) -> Any:
-        if self.endpoint_url is None:
-            return aws_client(service, profile, region)
-        return _fixed_client(service, region, self.endpoint_url)
+        key = (service, profile, region)
+        if key not in self._made:
+            if self.endpoint_url is None:
+                self._made[key] = aws_client(service, profile, region)
+            else:
+                self._made[key] = _throwaway_session().client(  # type: ignore[call-overload]
+                    service, region_name=region or FALLBACK_REGION, endpoint_url=self.endpoint_url, config=RETRY_CONFIG
+                )
+        return self._made[key]
