@@ -120,7 +120,8 @@ class FileSystemFinder:
                 if settings.discover:
                     try:
                         cluster = dict(self.sagemaker_for(region, profile).describe_cluster(ClusterName=name))
-                        s3 = self.aws.client("s3", profile, region)
+                        # Only a cluster with lifecycle scripts has a provisioning_parameters.json to read.
+                        s3 = self.aws.client("s3", profile, region) if fsx.source_uris(cluster) else None
                     except ClientError as exc:
                         code = exc.response.get("Error", {}).get("Code")
                         notes.append(f"{name}: no DescribeCluster answer ({code}); FSx found by config and tag only")

@@ -64,8 +64,10 @@ def session(profile: str | None = None, region: str | None = None) -> boto3.Sess
 def sagemaker_client(
     profile: str | None = None, region: str | None = None, endpoint_url: str | None = None, **kw: Any
 ) -> SageMakerClient:
-    sess = session(profile, region)
-    client = sess.client("sagemaker", endpoint_url=endpoint_url, config=kw.pop("config", RETRY_CONFIG), **kw)
+    # The shared session: its loader has the models read already (a new session reads them again).
+    sess = _cached_session(profile, _aws_env())
+    config = kw.pop("config", RETRY_CONFIG)
+    client = sess.client("sagemaker", region_name=region, endpoint_url=endpoint_url, config=config, **kw)
     return answers.watch(client)  # answers checked before botocore parses them; unknown members kept in sight
 
 
