@@ -27,10 +27,6 @@ TIER = {
     **{b: 3 for b in BELOW},
     "hyperpod_scheduler": 3,  # the package root (its __version__)
 }
-# Owned by another session (issue 13: one report builder in app/report.py) and removed by it.
-PENDING = {
-    ("hyperpod_scheduler.web.service", "hyperpod_scheduler.cli.report"): "issue 13: the report builder moves to app/",
-}
 
 
 def violation(imp: Import) -> str | None:
@@ -58,14 +54,8 @@ def _where(imp: Import, why: str) -> str:
 
 
 def test_layers_point_one_way_and_no_face_imports_another() -> None:
-    found = [_where(i, why) for i in package_imports() if (why := violation(i)) is not None and _key(i) not in PENDING]
+    found = [_where(i, why) for i in package_imports() if (why := violation(i)) is not None]
     assert found == [], "\n".join(found)
-
-
-@pytest.mark.xfail(strict=False, reason="; ".join(PENDING.values()))
-def test_no_layering_exception_is_left() -> None:
-    left = [_where(i, why) for i in package_imports() if (why := violation(i)) and _key(i) in PENDING]
-    assert left == [], "\n".join(left)
 
 
 def test_only_the_composition_root_builds_the_engine() -> None:

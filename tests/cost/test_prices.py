@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hyperpod_scheduler.cost.prices import bundled, layer, load_file
+from hyperpod_scheduler.cost.prices import Price, bundled, layer, load_file
 from hyperpod_scheduler.errors import UsageError
 
 COMMON = [
@@ -31,7 +31,10 @@ def test_bundled_table_prices_the_common_types_and_says_where_and_when_from() ->
         price = table.instance(itype)
         assert price is not None and price.usd > 0, itype
     (source,) = table.sources
-    assert "as of 2026-11-29" in source and "approximate" in source and "us-east-1" in source
+    assert "as of 2026-11-29" in source and source.startswith("estimate:") and "us-east-1" in source
+    # Every row, not just the file, says where it came from, when, and that it is an estimate.
+    for price in [*table.instance_hourly.values(), *table.fsx_gb_month.values()]:
+        assert price.estimate and price.as_of == "2026-11-29" and "aws.amazon.com" in price.source
     # A P5 node costs far more than a controller: the ordering a reader relies on.
     assert table.instance("ml.p5.48xlarge").usd > 50 * table.instance("ml.m5.xlarge").usd  # type: ignore[union-attr]
 
@@ -50,6 +53,39 @@ def test_bundled_fsx_prices_by_deployment_and_throughput(
 ) -> None:
     price = bundled().fsx(deployment, throughput)
     assert price is not None and price.usd == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("itype", ["ml.p5.48xlarge", "ml.p5en.48xlarge", "ml.p4d.24xlarge", "ml.p4de.24xlarge"])
+def test_bundled_p4_and_p5_prices_say_the_june_2025_cut_is_unconfirmed_for_hyperpod(itype: str) -> None:
+    price = bundled().instance(itype)
+    assert price is not None and price.note is not None
+    assert "June 2025" in price.note and "not confirmed" in price.note and "prices update" in price.note
+    assert "June 2025" in price.describe() and price.describe().startswith("estimate: ")
+    g5 = bundled().instance("ml.g5.xlarge")
+    assert g5 is not None and g5.note is None
+
+
+def test_a_row_may_carry_its_own_source_date_and_note(tmp_path: Path) -> None:
+    f = tmp_path / "ours.yaml"
+    f.write_text(
+        "source: our EDP rates\nas_of: 2026-10-01\ninstance_hourly:\n"
+        "  ml.p5.48xlarge: {usd: 61.2, source: 'quote Q-17', as_of: 2026-11-20, note: 'until March'}\n"
+        "  ml.g5.xlarge: 1.0\n"
+    )
+    table = load_file(f)
+    p5, g5 = table.instance("ml.p5.48xlarge"), table.instance("ml.g5.xlarge")
+    assert p5 == Price(61.2, "quote Q-17", "2026-11-20", False, "until March")
+    assert g5 == Price(1.0, "our EDP rates", "2026-10-01", False, None)  # the file's source and date
+
+
+def test_openzfs_is_priced_by_storage_and_throughput_from_a_price_file(tmp_path: Path) -> None:
+    assert bundled().openzfs("SINGLE_AZ_2") is None  # nothing bundled: no figure we could vouch for
+    f = tmp_path / "z.yaml"
+    f.write_text("fsx_gb_month: {OPENZFS: 0.09}\nfsx_mbps_month: {OPENZFS: 0.26, OPENZFS/MULTI_AZ_1: 0.52}\n")
+    table = layer(bundled(), load_file(f))
+    single, multi = table.openzfs("SINGLE_AZ_2"), table.openzfs("MULTI_AZ_1")
+    assert single is not None and (single[0][1].usd, single[1][1].usd) == (0.09, 0.26)
+    assert multi is not None and multi[1] == ("OPENZFS/MULTI_AZ_1", multi[1][1]) and multi[1][1].usd == 0.52
 
 
 def test_unknown_throughput_tier_falls_back_to_the_deployment_entry_only_if_one_exists(tmp_path: Path) -> None:
@@ -86,6 +122,10 @@ def test_override_file_in_json_works_too(tmp_path: Path) -> None:
         ("instance_prices: {}\n", "unknown key 'instance_prices'"),
         ("currency: EUR\n", "currency 'EUR' is not supported"),
         ("- a\n- b\n", "must be a mapping"),
+        ("instance_hourly: {ml.g5.xlarge: {price: 1}}\n", "ml.g5.xlarge: unknown field 'price'"),
+        ("instance_hourly: {ml.g5.xlarge: {source: x}}\n", "ml.g5.xlarge: a price row needs usd"),
+        ("instance_hourly: {ml.g5.xlarge: {usd: 1, estimate: maybe}}\n", "estimate: 'maybe' is not true or false"),
+        ("fsx_mbps_month: {PERSISTENT_2: 1}\n", "fsx_mbps_month.PERSISTENT_2: not a price key"),
         ("a: [b\n", "not YAML or JSON"),
     ],
 )

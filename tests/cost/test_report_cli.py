@@ -16,6 +16,7 @@ from moto import mock_aws
 from typer.testing import CliRunner
 
 from hyperpod_scheduler.cli import report as report_cli
+from hyperpod_scheduler.cost import summary
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.store import SqliteStore
 from hyperpod_scheduler.store.records import HistoryEntry
@@ -44,6 +45,7 @@ def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
         ("AWS_SECRET_ACCESS_KEY", "testing"),
         ("AWS_DEFAULT_REGION", "us-east-1"),
         ("HOME", str(tmp_path)),  # the price cache, if any, lands here
+        ("XDG_CONFIG_HOME", str(tmp_path / "config")),  # no stray default override file
     ):
         monkeypatch.setenv(var, value)
     monkeypatch.chdir(tmp_path)
@@ -76,14 +78,14 @@ def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
     yield state
 
 
-def _run(*args: str) -> Any:
-    return runner.invoke(_app(), ["report", *args])
+def _run(*args: str, env: dict[str, str] | None = None) -> Any:
+    return runner.invoke(_app(), ["report", *args], env=env)
 
 
 WINDOW = ("--since", "2026-11-02T00:00Z", "--until", "2026-11-05T12:00Z")
 
 
-def test_json_report_has_saving_fsx_residual_protected_and_shortfalls(env: Path) -> None:
+def test_json_report_has_saving_fsx_while_stopped_kept_and_shortfalls(env: Path) -> None:
     with mock_aws():
         fsx = boto3.client("fsx", region_name="us-east-1")
         fsx.create_file_system(
@@ -100,30 +102,33 @@ def test_json_report_has_saving_fsx_residual_protected_and_shortfalls(env: Path)
     assert c["cluster"] == "train" and c["nights"] == 3
     w = c["window"]
     assert w["stopped_hours"] == pytest.approx(3 * 11.5, abs=0.1)
-    assert w["avoided_cost"] == pytest.approx(2 * 98.32 * 34.5, abs=0.01)
-    assert w["protected_cost"] == pytest.approx(0.269 * 34.5, abs=0.01)  # the controller kept
-    assert w["fsx_residual"] == pytest.approx(7300 * 0.21 / 730 * 34.5, abs=0.01)
-    assert w["net_saving"] == pytest.approx(w["avoided_cost"] - w["fsx_residual"], abs=0.02)
-    assert c["per_night"]["avoided_cost"] == pytest.approx(w["avoided_cost"] / 3, abs=0.01)
-    assert c["file_systems"][0]["found_by"] == "tag" and c["fsx_per_month"] == pytest.approx(1533.0)
+    assert w["saving"] == pytest.approx(2 * 98.32 * 34.5, abs=0.01)  # the GPUs avoided, nothing subtracted
+    assert w["kept_cost"] == pytest.approx(0.269 * 34.5, abs=0.01)  # the controller kept
+    assert w["fsx_while_stopped"] == pytest.approx(7300 * 0.21 / 730 * 34.5, abs=0.01)
+    assert c["per_night"]["saving"] == pytest.approx(w["saving"] / 3, abs=0.01)
+    assert c["file_systems"][0]["found_by"] == ["tag"] and c["fsx_per_month"] == pytest.approx(1533.0)
     assert [(s["group"], s["restored"], s["wanted"]) for s in c["shortfalls"]] == [("gpu", 1, 2)]
     assert doc["total"]["window"] == w
     assert any("as of 2026-11-29" in s for s in doc["price_sources"])
+    used = {p["item"] for p in doc["prices"]}
+    assert used == {"instance_hourly ml.p5.48xlarge", "instance_hourly ml.m5.xlarge", "fsx_gb_month PERSISTENT_2/250"}
 
 
 def test_table_shows_fsx_beside_the_saving(env: Path) -> None:
-    result = _run(*WINDOW, "--state", str(env), "--no-fsx")
+    result = _run(*WINDOW, "--state", str(env), "--no-fsx", env={"COLUMNS": "250"})
     assert result.exit_code == 0, result.output
     for text in (
-        "instance cost avoided",
-        "FSx kept billing",
-        "net saving",
+        "never subtracted",
         "per month",
         "TOTAL",
         "FSx discovery skipped",
         "group 'gpu' partial: 1 of 2",
+        "train: kept $3.09 a night (not saved): ctl stayed up",
+        "prices from estimate: bundled table",
+        "ml.p5.48xlarge: $98.32 per node-hour (AWS cut EC2 P4 and P5 On-Demand prices by up to 45% in June 2025",
     ):
-        assert text in result.output, text
+        assert text in " ".join(result.output.split()), text
+    assert "net" not in result.output.lower()
 
 
 def test_csv_has_a_row_per_cluster_and_period(env: Path, tmp_path: Path) -> None:
@@ -134,14 +139,18 @@ def test_csv_has_a_row_per_cluster_and_period(env: Path, tmp_path: Path) -> None
     assert [(r["cluster"], r["period"]) for r in rows] == [
         (name, period) for name in ("train", "TOTAL") for period in ("window", "per_night", "per_month")
     ]
-    assert float(rows[0]["avoided_cost_usd"]) > float(rows[1]["avoided_cost_usd"]) > 0
+    assert float(rows[0]["saving_usd"]) > float(rows[1]["saving_usd"]) > 0
+    assert list(rows[0]) == list(summary.CSV_COLUMNS)
 
 
 def test_override_prices_from_the_command_line(env: Path, tmp_path: Path) -> None:
     prices = tmp_path / "p.yaml"
     prices.write_text("instance_hourly: {ml.p5.48xlarge: 10}\n")
     result = _run(*WINDOW, "--state", str(env), "--no-fsx", "--json", "--prices", str(prices))
-    assert json.loads(result.output)["clusters"][0]["window"]["avoided_cost"] == pytest.approx(2 * 10 * 34.5, abs=0.01)
+    doc = json.loads(result.output)
+    assert doc["clusters"][0]["window"]["saving"] == pytest.approx(2 * 10 * 34.5, abs=0.01)
+    (p5,) = [p for p in doc["prices"] if p["item"] == "instance_hourly ml.p5.48xlarge"]
+    assert p5["source"] == "override p.yaml" and not p5["estimate"]  # the price names where it came from
 
 
 @pytest.mark.parametrize(

@@ -158,12 +158,16 @@ def _admin(emu: Emulator) -> Any:
     )
 
 
-def _agent_channel(face: Face, kind: ChannelKind) -> Channel:
+def _agent_channel(face: Face, kind: ChannelKind, emu: Emulator) -> Channel:
     """The controller agent's end of the channel, with the agent's own credentials."""
     if kind == "dynamodb":
         return StoreChannel(DynamoDBStore(TABLE, client=boto3.client("dynamodb", region_name=REGION)))
     if face == "cli":
-        s3 = boto3.client("s3", region_name=REGION)
+        # The CLI with SageMaker on the emulator keeps S3 there too (loopback stays loopback): the
+        # agent shares the bucket it reaches.
+        s3 = boto3.client(
+            "s3", region_name=REGION, endpoint_url=emu.endpoint, aws_access_key_id="a", aws_secret_access_key="a"
+        )
     else:  # in the target account, where the worker reaches it through the spoke role
         creds = boto3.client("sts", region_name=REGION).assume_role(
             RoleArn=f"arn:aws:iam::{ACCOUNT}:role/cluster-execution", RoleSessionName="agent"
@@ -216,7 +220,7 @@ def run_world(face: Face, kind: ChannelKind, tmp_path: Path, monkeypatch: pytest
         _record_updates(emu, out.updates)
         create_table(boto3.client("dynamodb", region_name=REGION), TABLE)
         key = f"{'default' if face == 'cli' else ACCOUNT}/{REGION}/audited"
-        with _agent(_agent_channel(face, kind), key):
+        with _agent(_agent_channel(face, kind, emu), key):
             if face == "cli":
                 _run_cli(emu, config(kind), tmp_path, monkeypatch, out)
             else:

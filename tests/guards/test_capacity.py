@@ -51,12 +51,19 @@ def _groups() -> Any:
 @pytest.mark.parametrize(
     ("policy", "kept"),
     [
-        (Policy(), {"p5": 4}),  # the default protects scarce capacity
-        (Policy(release_scarce_capacity=True), {}),
-        (Policy(keep_slurm_head=True), {"p5": 4, "controller": 1, "login": 1}),
-        (Policy(groups={"cpu": {"floor": 2}}), {"p5": 4, "cpu": 2}),
-        (Policy(groups={"cpu": "keep", "p5": "zero"}), {"cpu": 6}),  # an explicit zero releases a scarce group
-        (Policy(scarce_families=["c5"], release_scarce_capacity=False), {"p5": 4, "cpu": 6}),
+        # The default protects scarce capacity, and the Slurm head stays with the compute nodes it serves.
+        (Policy(), {"p5": 4, "controller": 1, "login": 1}),
+        (Policy(release_scarce_capacity=True), {}),  # nothing kept: the head goes too
+        (Policy(keep_slurm_head=False), {"p5": 4}),  # an explicit setting still zeroes the head
+        (Policy(keep_slurm_head=True, release_scarce_capacity=True), {"controller": 1, "login": 1}),
+        (Policy(groups={"cpu": {"floor": 2}}, release_scarce_capacity=True), {"cpu": 2, "controller": 1, "login": 1}),
+        (Policy(groups={"cpu": "keep", "p5": "zero"}), {"cpu": 6, "controller": 1, "login": 1}),
+        (Policy(groups={"controller": "zero"}), {"p5": 4, "login": 1}),  # zero on the head group itself
+        (Policy(groups={"cpu": {"floor": 0}}, release_scarce_capacity=True), {}),  # a floor of 0 keeps nothing
+        (
+            Policy(scarce_families=["c5"], release_scarce_capacity=False),
+            {"p5": 4, "cpu": 6, "controller": 1, "login": 1},
+        ),
     ],
 )
 def test_protections_by_policy(policy: Policy, kept: dict[str, int]) -> None:
@@ -68,8 +75,31 @@ def test_training_plan_is_never_released_even_with_include_protected() -> None:
     g["TrainingPlanArn"] = PLAN_ARN
     view = cluster(group("controller", 1, node_type="Controller"), g)
     found = protections(view.groups, Policy(release_scarce_capacity=True))
-    assert [(p.group, p.overridable) for p in found] == [("reserved", False)]
+    assert [(p.group, p.overridable) for p in found] == [("reserved", False), ("controller", False)]
     assert "training plan" in found[0].reason
+
+
+def test_the_head_kept_with_its_workers_says_why_and_is_as_releasable_as_they_are() -> None:
+    found = {p.group: p for p in protections(_groups(), Policy())}
+    assert "stays up with the compute group 'p5' kept overnight" in found["controller"].reason
+    assert "keep_slurm_head: false" in found["controller"].reason and "Slurm login" in found["login"].reason
+    assert found["controller"].overridable  # --include-protected releases the P5 group, and its head with it
+    g = group("reserved", 8, itype="ml.p5.48xlarge")
+    g["TrainingPlanArn"] = PLAN_ARN
+    view = cluster(group("controller", 1, node_type="Controller"), g)
+    head = {p.group: p for p in protections(view.groups, Policy())}["controller"]
+    assert not head.overridable  # a training plan never goes, so neither does the controller it needs
+
+
+def test_only_a_kept_compute_group_pulls_the_head_along() -> None:
+    view = cluster(
+        group("ctl", 1, node_type="Controller", itype="ml.m5.xlarge"),
+        group("login", 2, node_type="Login", itype="ml.m5.xlarge"),
+        group("gpu", 3, itype="ml.g5.xlarge"),
+    )
+    # A kept login group is not a reason to keep the controller; nothing else stays.
+    assert {p.group: p.keep_at for p in protections(view.groups, Policy(groups={"login": "keep"}))} == {"login": 2}
+    assert protections(view.groups, Policy()) == []  # nothing scarce: the whole cluster stops
 
 
 def test_nearest_policy_layer_wins_per_field() -> None:
@@ -78,7 +108,9 @@ def test_nearest_policy_layer_wins_per_field() -> None:
 
 
 def test_plan_warns_when_the_controller_is_zeroed() -> None:
-    assert "queue" in (head_warning(_groups(), Policy()) or "")
+    assert "queue" in (head_warning(_groups(), Policy(release_scarce_capacity=True)) or "")
+    assert "queue" in (head_warning(_groups(), Policy(keep_slurm_head=False)) or "")
+    assert head_warning(_groups(), Policy()) is None  # kept with the P5 workers
     assert head_warning(_groups(), Policy(keep_slurm_head=True)) is None
 
 
@@ -107,9 +139,10 @@ def _p5_request() -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("policy", "include", "after_stop"),
     [
-        (Policy(), False, {"controller": 0, "p5": 2, "cpu": 0}),
+        (Policy(), False, {"controller": 1, "p5": 2, "cpu": 0}),
         (Policy(), True, {"controller": 0, "p5": 0, "cpu": 0}),
-        (Policy(groups={"cpu": {"floor": 1}}), False, {"controller": 0, "p5": 2, "cpu": 1}),
+        (Policy(keep_slurm_head=False), False, {"controller": 0, "p5": 2, "cpu": 0}),
+        (Policy(groups={"cpu": {"floor": 1}}), False, {"controller": 1, "p5": 2, "cpu": 1}),
     ],
 )
 def test_stop_keeps_protected_groups_and_start_restores_all(

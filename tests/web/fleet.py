@@ -16,10 +16,10 @@ import uvicorn
 import yaml
 
 from hyperpod_scheduler.app.compose import Context, chain_clients
-from hyperpod_scheduler.cluster.load import load_request
+from hyperpod_scheduler.aws.clients import AwsClients
 from hyperpod_scheduler.config.load import load_config
-from hyperpod_scheduler.cost.fsx import FileSystem
-from hyperpod_scheduler.demo.scenario import CAPACITY, CLUSTERS, FILE_SYSTEMS, SCHEDULES, VIRTUAL_START, examples_dir
+from hyperpod_scheduler.demo.run import create_fleet, demo_cost, stock_storage
+from hyperpod_scheduler.demo.scenario import CAPACITY, SCHEDULES, VIRTUAL_START, examples_dir
 from hyperpod_scheduler.emulator import Emulator, running_emulator
 from hyperpod_scheduler.store import open_store
 from hyperpod_scheduler.web import Dashboard, create_app
@@ -37,19 +37,14 @@ class DemoFleet:
     group_counts: dict[str, int]  # instance groups per cluster, from the example specs
 
     def dashboard(self, token: str | None) -> Dashboard:
-        def systems(_: Any, keys: list[str], __: list[str]) -> dict[str, list[FileSystem]]:
-            return {
-                k: [FileSystem(**fs, found_by="demo") for fs in FILE_SYSTEMS.get(k.rsplit("/", 1)[-1], [])]
-                for k in keys
-            }
-
+        # SageMaker, S3 and FSx all from the emulator, as in the demo.
         return Dashboard(
             config_file=str(self.config),
             state=str(self.state),
             token=token,
             now=self.emu.clock.now,
             client_for=lambda ref: self.client,
-            file_systems=systems,
+            aws=AwsClients(self.emu.endpoint),
         )
 
 
@@ -69,12 +64,11 @@ def _wait_in_service(emu: Emulator, client: Any, names: list[str]) -> None:
 @contextmanager
 def demo_fleet(folder: Path, hours: float = 36.0, step_minutes: float = 30.0) -> Iterator[DemoFleet]:
     """Sunday noon: create the three example clusters, then tick the scheduler for ``hours``."""
-    requests = [(c, load_request(examples_dir() / c.spec_file)) for c in CLUSTERS]
     with running_emulator(virtual_start=VIRTUAL_START, seed=7, capacity=CAPACITY) as emu:
         session = boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name=REGION)
         client = session.client("sagemaker", endpoint_url=emu.endpoint)
-        for _, request in requests:
-            client.create_cluster(**request)
+        stock_storage(emu)
+        requests = create_fleet(emu, client, examples_dir())
         names = [r["ClusterName"] for _, r in requests]
         _wait_in_service(emu, client, names)
         config = folder / "hyperpod-scheduler.yaml"
@@ -89,6 +83,7 @@ def demo_fleet(folder: Path, hours: float = 36.0, step_minutes: float = 30.0) ->
                     "clusters": [{"name": r["ClusterName"], "schedule": c.schedule} for c, r in requests],
                 }
             ],
+            "cost": demo_cost().model_dump(mode="json"),
         }
         config.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
         with open_store(str(state)) as store:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import pytest
 import yaml
 from botocore.stub import Stubber
 from fastapi.testclient import TestClient
@@ -43,8 +44,11 @@ def test_fleet_lists_every_demo_cluster_with_its_schedule_and_saving(fleet: Demo
     assert set(rows) == set(fleet.names)
     assert rows["g5-dev"]["schedule"] == "berlin-office"
     assert rows["g5-dev"]["state"] == "stopped"  # Monday night after a Berlin office day
-    assert rows["trn1-research"]["month_net_saving_usd"] > 0
-    assert rows["p5-training"]["protected"][0]["group"] == "p5-workers"  # scarce P5 capacity kept
+    assert rows["trn1-research"]["month_saving_usd"] > 0
+    # Scarce P5 capacity is kept, and the Slurm head with it: p5-training saves nothing at night.
+    assert rows["p5-training"]["month_saving_usd"] == 0
+    p5 = _client(fleet).get("/api/clusters/p5-training").json()
+    assert {g["group"] for g in p5["protected_groups"]} == {"p5-workers", "controller", "login"}
 
 
 def test_cluster_timeline_has_one_row_per_instance_group(fleet: DemoFleet) -> None:
@@ -142,7 +146,7 @@ def test_html_report_is_self_contained(fleet: DemoFleet, tmp_path: Path) -> None
     config = load_config(fleet.config)
     with open_store(str(fleet.state)) as store:
         ctx = Context(config, store, chain_clients(lambda ref: fleet.client), fleet.emu.clock.now)
-        out = write_html_report(ctx, tmp_path / "report.html", None, None, file_systems={})
+        out = write_html_report(ctx, tmp_path / "report.html", None, None, with_fsx=False)
     html = out.read_text()
     dash.close()
     assert all(f'id="c-{n}"' in html for n in fleet.names)
@@ -153,18 +157,53 @@ def test_html_report_is_self_contained(fleet: DemoFleet, tmp_path: Path) -> None
     (artifacts / "report.html").write_text(html)  # the shareable file, for a look
 
 
+def test_cli_dashboard_and_html_report_show_the_same_figures(
+    fleet: DemoFleet, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One computation (app.report.build) behind all three faces, with the same price source.
+    until = fleet.emu.clock.now().isoformat()
+    since = (fleet.emu.clock.now() - timedelta(days=2)).isoformat()
+    for var, value in (
+        ("AWS_ENDPOINT_URL", fleet.emu.endpoint),
+        ("AWS_ACCESS_KEY_ID", "t"),
+        ("AWS_SECRET_ACCESS_KEY", "t"),
+        ("AWS_DEFAULT_REGION", "us-east-1"),
+        ("XDG_CONFIG_HOME", str(tmp_path)),
+    ):
+        monkeypatch.setenv(var, value)
+    args = ["--config", str(fleet.config), "--state", str(fleet.state), "--since", since, "--until", until]
+    cli = CliRunner().invoke(cli_app, ["report", "--json", *args])
+    assert cli.exit_code == 0, cli.output
+    from_cli = json.loads(cli.output)
+    from_api = _client(fleet).get("/api/savings", params={"since": since, "until": until}).json()
+    for key in ("clusters", "total", "prices", "nightly", "notes"):
+        assert from_api[key] == from_cli[key], key
+    assert from_cli["total"]["window"]["saving"] > 0 and from_cli["total"]["window"]["fsx_while_stopped"] > 0
+    html = tmp_path / "r.html"
+    assert CliRunner().invoke(cli_app, ["report", "--html", str(html), *args]).exit_code == 0
+    text = html.read_text()
+    for figure in ("saving", "fsx_while_stopped", "kept_cost"):
+        assert f"${from_cli['total']['window'][figure]:,.2f}" in text, figure
+
+
 def test_demo_dashboard_serves_a_finished_demo_run(fleet: DemoFleet, tmp_path: Path) -> None:
-    from hyperpod_scheduler.demo.scenario import FILE_SYSTEMS
     from hyperpod_scheduler.web.demo_serve import demo_dashboard
 
     state = tmp_path / "state.sqlite"
     state.write_bytes(fleet.state.read_bytes())
-    dash = demo_dashboard(fleet.emu, load_config(fleet.config), str(state), None, FILE_SYSTEMS)
+    dash = demo_dashboard(fleet.emu, load_config(fleet.config), str(state), None)
     rows = TestClient(create_app(dash)).get("/api/fleet").json()
     assert {r["cluster"] for r in rows} == set(fleet.names)
     assert load_config(tmp_path / "hyperpod-scheduler.yaml").targets[0].region == "us-east-1"
     savings = TestClient(create_app(dash)).get("/api/savings").json()
-    assert savings["total"]["window"]["fsx_residual"] > 0  # the demo's shared FSx kept billing
+    # The demo's FSx, found through the emulator's own S3 and FSx APIs, still bills while stopped.
+    assert savings["total"]["window"]["fsx_while_stopped"] > 0
+    found = {c["cluster"]: fs["found_by"] for c in savings["clusters"] for fs in c["file_systems"]}
+    assert found == {
+        "p5-training": ["config", "InstanceStorageConfigs"],
+        "trn1-research": ["provisioning_parameters.json"],
+        "g5-dev": ["tag"],
+    }
     dash.close()
 
 

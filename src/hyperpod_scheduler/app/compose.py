@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from hyperpod_scheduler.agent.channel import Channel, StoreChannel, open_channel
 from hyperpod_scheduler.agent.settings import CheckpointSettings
 from hyperpod_scheduler.agent.worker import SlurmSide
-from hyperpod_scheduler.aws.clients import RETRY_CONFIG, session
+from hyperpod_scheduler.aws.clients import aws_client, sagemaker_client
 from hyperpod_scheduler.config.model import Config
 from hyperpod_scheduler.cost import pricelist
 from hyperpod_scheduler.cost.prices import PriceTable
@@ -66,7 +66,13 @@ def chain_clients(sagemaker: Callable[[ClusterRef], SageMakerClient] | None = No
         with lock:  # boto3 sessions are not safe to create clients from in several threads at once
             key = (service, region, profile)
             if key not in made:
-                made[key] = session(profile, region).client(service, config=RETRY_CONFIG)  # type: ignore[call-overload]
+                # The standard chain with the loopback rule (aws.clients): while SageMaker is an emulator
+                # on loopback, no other service's call may leave this machine.
+                made[key] = (
+                    sagemaker_client(profile, region)
+                    if service == "sagemaker"
+                    else aws_client(service, profile, region)
+                )
             return made[key]
 
     return Clients(

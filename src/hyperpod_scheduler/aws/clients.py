@@ -1,14 +1,24 @@
 """boto3 clients built the standard way, so the credential/region chain and AWS_ENDPOINT_URL_* work.
 
 No private endpoint flags: pointing a client at the emulator is done with the standard
-``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_SAGEMAKER`` variables, which boto3 honours itself.
+``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_<SERVICE>`` variables (or the config file's ``services``
+sections), which boto3 honours itself.
+
+One rule on top, for every other service (S3, FSx, Pricing, SNS, STS, ...): **loopback stays
+loopback**. While SageMaker resolves to a loopback endpoint (the emulator), a service that would go
+to AWS's own endpoint is sent to that loopback endpoint too. Clusters that live in an emulator have
+no lifecycle bucket or file system in a real account; asking AWS about them could only fail slowly,
+or leak their names. A service with its own configured endpoint keeps it.
 """
 
 from __future__ import annotations
 
 import functools
+import ipaddress
 import os
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import boto3
 import botocore.session
@@ -54,10 +64,98 @@ def session(profile: str | None = None, region: str | None = None) -> boto3.Sess
 def sagemaker_client(
     profile: str | None = None, region: str | None = None, endpoint_url: str | None = None, **kw: Any
 ) -> SageMakerClient:
-    sess = session(profile, region)
-    client = sess.client("sagemaker", endpoint_url=endpoint_url, config=kw.pop("config", RETRY_CONFIG), **kw)
+    # The shared session: its loader has the models read already (a new session reads them again).
+    sess = _cached_session(profile, _aws_env())
+    config = kw.pop("config", RETRY_CONFIG)
+    client = sess.client("sagemaker", region_name=region, endpoint_url=endpoint_url, config=config, **kw)
     return answers.watch(client)  # answers checked before botocore parses them; unknown members kept in sight
 
 
 def s3_client(profile: str | None = None, region: str | None = None) -> S3Client:
-    return session(profile, region).client("s3", config=RETRY_CONFIG)
+    client: S3Client = aws_client("s3", profile, region)
+    return client
+
+
+# Hosts of AWS's own endpoints: a client resolving to one of these had no endpoint configured for it.
+_AWS_HOSTS = (".amazonaws.com", ".amazonaws.com.cn", ".api.aws", ".on.aws")
+
+
+def is_loopback(url: str | None) -> bool:
+    """Whether ``url`` points at this machine (127.0.0.0/8, ::1, localhost)."""
+    host = urlsplit(url or "").hostname or ""
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _is_aws_default(url: str | None) -> bool:
+    host = urlsplit(url or "").hostname or ""
+    return host.endswith(_AWS_HOSTS)
+
+
+def _aws_env() -> tuple[tuple[str, str], ...]:
+    """The AWS_* environment: part of every cache key below, so a changed variable means a new session."""
+    return tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_")))
+
+
+@functools.lru_cache(maxsize=32)
+def _cached_session(profile: str | None, env: tuple[tuple[str, str], ...]) -> boto3.Session:
+    # One boto3 session per profile: its loader keeps the service models it has read, and building a
+    # client from scratch (reading those JSON models again) costs a tenth of a second or more.
+    return boto3.Session(profile_name=profile)
+
+
+def _client(service: str, profile: str | None, region: str | None, endpoint: str | None = None) -> Any:
+    sess = _cached_session(profile, _aws_env())
+    return sess.client(service, region_name=region, endpoint_url=endpoint, config=RETRY_CONFIG)  # type: ignore[call-overload]
+
+
+def loopback_endpoint(profile: str | None = None, region: str | None = None) -> str | None:
+    """SageMaker's endpoint when it is on loopback (an emulator), else None."""
+    return _loopback_endpoint(profile, region or default_region(profile), _aws_env())
+
+
+@functools.lru_cache(maxsize=64)
+def _loopback_endpoint(profile: str | None, region: str, env: tuple[tuple[str, str], ...]) -> str | None:
+    # ``env`` is only the cache key: the endpoint chain reads the environment and config files itself.
+    url = _client("sagemaker", profile, region).meta.endpoint_url
+    return url if is_loopback(url) else None
+
+
+def aws_client(service: str, profile: str | None = None, region: str | None = None) -> Any:
+    """A client for any service, the standard way, with the loopback rule of this module's doc."""
+    made = _client(service, profile, region)
+    if not _is_aws_default(made.meta.endpoint_url):
+        return made
+    local = loopback_endpoint(profile, region)
+    return made if local is None else _client(service, profile, region, local)
+
+
+@functools.lru_cache(maxsize=8)
+def _throwaway_session() -> boto3.Session:
+    return boto3.Session(aws_access_key_id="emulator", aws_secret_access_key="emulator")
+
+
+@dataclass(frozen=True)
+class AwsClients:
+    """Where a face's AWS clients come from: the standard chain (with the loopback rule) by default, or
+    one fixed endpoint and throwaway credentials (the demo's embedded emulator). Each instance reuses
+    its clients per service, profile and region (boto3 clients are thread-safe), so one report builds
+    each client once; a new command or dashboard gets new ones."""
+
+    endpoint_url: str | None = None
+    _made: dict[tuple[str, str | None, str | None], Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def client(self, service: str, profile: str | None = None, region: str | None = None) -> Any:
+        key = (service, profile, region)
+        if key not in self._made:
+            if self.endpoint_url is None:
+                self._made[key] = aws_client(service, profile, region)
+            else:
+                self._made[key] = _throwaway_session().client(  # type: ignore[call-overload]
+                    service, region_name=region or FALLBACK_REGION, endpoint_url=self.endpoint_url, config=RETRY_CONFIG
+                )
+        return self._made[key]

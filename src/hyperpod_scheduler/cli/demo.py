@@ -59,7 +59,6 @@ def register(app: typer.Typer) -> None:
             show(result, days)
             if serve:
                 from hyperpod_scheduler.cli.dashboard import DEFAULT_TOKEN_ENV, token_from_env
-                from hyperpod_scheduler.demo.scenario import FILE_SYSTEMS
                 from hyperpod_scheduler.web.demo_serve import serve_demo
 
                 serve_demo(
@@ -68,7 +67,6 @@ def register(app: typer.Typer) -> None:
                     state_path,
                     port=port,
                     token=token_from_env(DEFAULT_TOKEN_ENV),
-                    file_systems=FILE_SYSTEMS,
                     announce=lambda line: console.print(line, highlight=False),
                 )
             else:

@@ -1,111 +1,75 @@
-"""``hyperpod-scheduler report``: what the schedule saved, and what kept billing while clusters were stopped.
+"""``hyperpod-scheduler report`` and ``prices update``: what the schedule saved, what kept billing
+beside it, and where every price came from.
 
-The shell around ``cost``: read the history and records from the store, find each cluster's FSx
-file systems through AWS, pick prices, then hand everything to the pure ``build_report``.
+A thin face: the figures come from ``app.report.build`` (the same computation the dashboard and
+``report --html`` show); this module only picks the options and prints.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import typer
-from botocore.exceptions import BotoCoreError, ClientError
-from pydantic import ValidationError
 from rich.table import Table
 
-from hyperpod_scheduler.aws.clients import RETRY_CONFIG, s3_client, sagemaker_client, session
+from hyperpod_scheduler.app import report as reports
+from hyperpod_scheduler.aws.clients import AwsClients
 from hyperpod_scheduler.cli.context import Context, make_context, parse_instant
 from hyperpod_scheduler.cli.output import console, print_json
-from hyperpod_scheduler.cost import fsx, pricelist, sources, summary
-from hyperpod_scheduler.cost.fsx import FileSystem
-from hyperpod_scheduler.cost.savings import Report, build_report
+from hyperpod_scheduler.cost import pricelist, sources, summary
+from hyperpod_scheduler.cost.price_file import update_file
+from hyperpod_scheduler.cost.savings import PERIODS, Report
 from hyperpod_scheduler.cost.settings import CostSettings
+from hyperpod_scheduler.engine.runner import ClusterRef
 from hyperpod_scheduler.errors import UsageError
 
-DEFAULT_WINDOW = timedelta(days=30)
+COLUMNS = (
+    "cluster",
+    "period",
+    "nights",
+    "node-hours avoided",
+    "saving (instance cost avoided)",
+    "FSx still billing while stopped",
+    "kept (not saved)",
+    "shortfall nodes",
+)
+CAPTION = (
+    "saving = what the nodes the schedule turned off would have billed. FSx bills whether or not the cluster "
+    "is stopped, and kept groups were kept on purpose: both are shown beside the saving, never subtracted."
+)
 
 
 def settings_from(ctx: Context) -> CostSettings:
-    """The config's ``cost:`` section once the config model carries it; defaults until then."""
-    raw = getattr(ctx.config, "cost", None)
-    if raw is None or isinstance(raw, CostSettings):
-        return raw or CostSettings()
-    try:
-        return CostSettings.model_validate(raw if isinstance(raw, dict) else raw.model_dump())
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise UsageError(f"config cost.{where}: {first['msg']}") from None
+    """The config's ``cost:`` section, typed."""
+    return reports.cost_settings(ctx.config)
 
 
-def _split_key(key: str) -> tuple[str | None, str]:
-    parts = key.split("/")
-    return (parts[1], parts[2]) if len(parts) == 3 else (None, parts[-1])
-
-
-def _profile_for(ctx: Context, region: str | None) -> str | None:
-    for target in ctx.config.targets:
-        if target.region == region and target.profile:
-            return target.profile
-    return None
-
-
-def discover_file_systems(
-    ctx: Context, keys: list[str], settings: CostSettings, notes: list[str]
-) -> dict[str, list[FileSystem]]:
-    """Each key's FSx file systems; an AWS failure becomes a note and an unknown residual, not an abort."""
-    out: dict[str, list[FileSystem]] = {}
-    for key in keys:
-        region, name = _split_key(key)
-        configured = settings.fsx.file_systems.get(name, [])
-        if not configured and not settings.fsx.discover:
-            continue
-        profile = _profile_for(ctx, region)
-        try:
-            fsx_client = session(profile, region).client("fsx", config=RETRY_CONFIG)
-            cluster: dict[str, Any] | None = None
-            s3 = None
-            if settings.fsx.discover:
-                try:
-                    cluster = dict(sagemaker_client(profile=profile, region=region).describe_cluster(ClusterName=name))
-                    s3 = s3_client(profile, region)
-                except ClientError as exc:
-                    notes.append(
-                        f"{name}: no DescribeCluster answer ({exc.response['Error'].get('Code')}); "
-                        "FSx found by config and tag only"
-                    )
-            out[key] = fsx.discover(
-                name, fsx_client, configured=configured, s3=s3, cluster=cluster, by_tag=settings.fsx.discover
-            )
-        except (BotoCoreError, ClientError) as exc:
-            notes.append(f"{name}: FSx discovery failed ({exc}); its FSx residual is not counted")
-    return out
+def file_system_finder(ctx: Context, aws: AwsClients | None = None) -> reports.FileSystemFinder:
+    """FSx discovery with this command's own SageMaker clients (so an injected emulator client is used)."""
+    return reports.FileSystemFinder(
+        ctx.config,
+        lambda region, profile: ctx.client_for(ClusterRef("", "", region, profile)),
+        aws or AwsClients(),
+    )
 
 
 def make_report(
-    ctx: Context, since_text: str | None, until_text: str | None, settings: CostSettings, with_fsx: bool
+    ctx: Context,
+    since_text: str | None,
+    until_text: str | None,
+    settings: CostSettings,
+    with_fsx: bool,
+    aws: AwsClients | None = None,
 ) -> Report:
-    now = ctx.now()
-    until = parse_instant(until_text, "--until") if until_text else now
-    since = parse_instant(since_text, "--since") if since_text else until - DEFAULT_WINDOW
-    if until <= since:
-        raise UsageError(f"--until {until.isoformat()} must be after --since {since.isoformat()}")
-    # From the beginning: a night that began before --since still counts from --since on.
-    entries = ctx.store.history_all(None, until)
-    keys = sorted({e.key for e in entries if e.action in ("stop", "start")})
-    records = {k: ctx.store.get(k) for k in keys}
+    since = parse_instant(since_text, "--since") if since_text else None
+    until = parse_instant(until_text, "--until") if until_text else None
+    start, end = reports.window(ctx.now(), since, until)
     notes: list[str] = []
-    file_systems = discover_file_systems(ctx, keys, settings, notes) if with_fsx else {}
-    if not with_fsx:
-        notes.append("FSx discovery skipped (--no-fsx): the FSx residual is not counted")
-
-    def pricing_client() -> Any:
-        return session(None, pricelist.PRICING_REGION).client("pricing", config=RETRY_CONFIG)
-
-    prices = sources.resolve(settings.prices, now, pricing_client, notes)
-    return build_report(entries, records, file_systems, prices, since, until, notes)
+    table = reports.prices(settings.prices, ctx.now(), aws or AwsClients(), notes)
+    finder = file_system_finder(ctx, aws) if with_fsx else reports.none_found
+    return reports.build(ctx.store, table, finder, start, end, notes)
 
 
 def _usd(value: float) -> str:
@@ -115,58 +79,72 @@ def _usd(value: float) -> str:
 def print_table(report: Report) -> None:
     doc = summary.as_document(report)
     table = Table(
-        title=f"savings {report.since:%Y-%m-%d %H:%M}Z .. {report.until:%Y-%m-%d %H:%M}Z (USD)",
-        caption="net = instance cost avoided - FSx kept billing; protected groups were kept on purpose "
-        "and are shown beside it, not subtracted",
+        title=f"savings {report.since:%Y-%m-%d %H:%M}Z .. {report.until:%Y-%m-%d %H:%M}Z (USD)", caption=CAPTION
     )
-    for col in (
-        "cluster",
-        "period",
-        "nights",
-        "node-hours avoided",
-        "instance cost avoided",
-        "FSx kept billing",
-        "protected, kept (not saved)",
-        "net saving",
-        "shortfall nodes",
-    ):
+    for col in COLUMNS:
         table.add_column(col, justify="left" if col in ("cluster", "period") else "right")
     rows = [(c["cluster"], c) for c in doc["clusters"]] + [("TOTAL", doc["total"])]
     for name, entry in rows:
-        for period in summary.PERIODS:
+        for period in PERIODS:
             f = entry[period]
             table.add_row(
                 name if period == "window" else "",
                 period.replace("_", " "),
                 str(entry["nights"]) if period == "window" else "",
                 f"{f['avoided_node_hours']:,.1f}",
-                _usd(f["avoided_cost"]),
-                _usd(f["fsx_residual"]),
-                _usd(f["protected_cost"]),
-                _usd(f["net_saving"]),
+                _usd(f["saving"]),
+                _usd(f["fsx_while_stopped"]),
+                _usd(f["kept_cost"]),
                 str(entry["shortfall_nodes"]) if period == "window" else "",
-                end_section=period == summary.PERIODS[-1],
+                end_section=period == PERIODS[-1],
             )
     console.print(table)
+    for line in detail_lines(doc):
+        console.print(line, highlight=False, markup=False)
+
+
+def detail_lines(doc: dict[str, Any]) -> list[str]:
+    """What the table cannot show, one line each: kept groups, file systems, shortfalls, notes, prices."""
+    lines: list[str] = []
     for c in doc["clusters"]:
+        kept = c["per_night"]["kept_cost"]
+        if kept > 0:
+            groups = sorted({g for n in c["stopped_intervals"] for g, v in n["groups"].items() if v["running"] > 0})
+            lines.append(f"{c['cluster']}: kept {_usd(kept)} a night (not saved): {', '.join(groups)} stayed up")
         for fs in c["file_systems"]:
-            console.print(
-                f"{c['cluster']}: FSx {fs['id']} {fs['storage_gib']} GiB {fs['deployment_type']}"
-                f"{'/' + str(fs['throughput_mbps_per_tib']) if fs['throughput_mbps_per_tib'] else ''}"
-                f" (found by {fs['found_by']}): {_usd(c['fsx_per_month'])} a month, stopped or not",
-                highlight=False,
+            lines.append(
+                f"{c['cluster']}: {fs['label']} {fs['id']}, {fs['storage_gib']:,} GiB (found by "
+                f"{', '.join(fs['found_by'])}): bills whether or not the cluster is stopped"
+            )
+        if c["fsx_per_month"]:
+            night, month = c["per_night"]["fsx_while_stopped"], c["per_month"]["fsx_while_stopped"]
+            lines.append(
+                f"{c['cluster']}: FSx bills {_usd(c['fsx_per_month'])} a month in all; while stopped "
+                f"{_usd(night)} a night, {_usd(month)} a month"
             )
         for s in c["shortfalls"]:
-            console.print(
+            lines.append(
                 f"{c['cluster']}: start {s['at']} group '{s['group']}' {s['outcome']}: "
-                f"{s['restored']} of {s['wanted']} nodes",
-                highlight=False,
+                f"{s['restored']} of {s['wanted']} nodes"
             )
         if c["unpriced"]:
-            console.print(f"{c['cluster']}: no price for {', '.join(c['unpriced'])} (not counted)", highlight=False)
-    for note in doc["notes"]:
-        console.print(f"note: {note}", highlight=False)
-    console.print("prices: " + "; ".join(doc["price_sources"]), highlight=False)
+            lines.append(f"{c['cluster']}: no price for {', '.join(c['unpriced'])} (not counted)")
+    lines.extend(f"note: {note}" for note in doc["notes"])
+    if doc["prices"]:
+        by_source: dict[str, list[dict[str, Any]]] = {}
+        for p in doc["prices"]:
+            origin = (
+                ("estimate: " if p["estimate"] else "") + p["source"] + (f", as of {p['as_of']}" if p["as_of"] else "")
+            )
+            by_source.setdefault(origin, []).append(p)
+        for origin, used in by_source.items():
+            lines.append(f"prices from {origin}:")
+            for p in used:
+                what, unit = p["item"].split(" ", 1)[1], p["unit"].removeprefix("USD ")
+                lines.append(f"  {what}: ${p['usd']:,.4g} {unit}" + (f" ({p['note']})" if p["note"] else ""))
+    else:
+        lines.append("prices: " + "; ".join(doc["price_sources"]))
+    return lines
 
 
 def register(app: typer.Typer) -> None:
@@ -191,19 +169,13 @@ def register(app: typer.Typer) -> None:
             None, "--state", help="State store: a SQLite path, sqlite:///path, dynamodb://TABLE?region=R, or memory:."
         ),
     ) -> None:
-        """Per cluster and in total, per night and per month: instance hours avoided and their cost, the
-        FSx cost that kept running, the cost of protected groups, the net saving and start shortfalls."""
+        """Per cluster and in total, per night and per month: the saving (instance cost avoided), and beside
+        it the FSx that kept billing and the groups kept running; start shortfalls; every price's source."""
         if as_json and csv_file:
             raise UsageError("--json and --csv: choose one output")
         if price_source not in (None, "bundled", "api"):
             raise UsageError(f"--price-source: {price_source!r} is not 'bundled' or 'api'")
         ctx = make_context(config, state, as_json)
-        if html_file is not None:
-            from hyperpod_scheduler.web import write_html_report
-
-            written = write_html_report(ctx, html_file, since, until, file_systems={} if no_fsx else None)
-            console.print(f"wrote {written}", highlight=False)
-            return
         settings = settings_from(ctx)
         changes: dict[str, Any] = {}
         if prices is not None:
@@ -212,6 +184,12 @@ def register(app: typer.Typer) -> None:
             changes["source"] = price_source
         if changes:
             settings = settings.model_copy(update={"prices": settings.prices.model_copy(update=changes)})
+        if html_file is not None:
+            from hyperpod_scheduler.web import write_html_report
+
+            written = write_html_report(ctx, html_file, since, until, with_fsx=not no_fsx, settings=settings)
+            console.print(f"wrote {written}", highlight=False)
+            return
         result = make_report(ctx, since, until, settings, with_fsx=not no_fsx)
         if as_json:
             print_json(summary.as_document(result))
@@ -223,3 +201,49 @@ def register(app: typer.Typer) -> None:
             console.print(f"wrote {len(summary.csv_rows(result))} rows to {csv_file}", highlight=False)
         else:
             print_table(result)
+
+    prices_app = typer.Typer(no_args_is_help=True, help="Prices the report uses: update from the AWS Price List API.")
+    app.add_typer(prices_app, name="prices")
+
+    @prices_app.command("update")
+    def prices_update(
+        region: str | None = typer.Option(
+            None, "--region", help="Whose prices to fetch (default: cost.prices.region, else us-east-1)."
+        ),
+        file: Path | None = typer.Option(
+            None,
+            "--file",
+            help="The override file to write (default: cost.prices.override, else "
+            "~/.config/hyperpod-scheduler/prices.yaml, which the report reads when it exists).",
+        ),
+        overwrite: bool = typer.Option(
+            False, "--overwrite", help="Replace your own rows too (by default rows with your own source are kept)."
+        ),
+        config: str | None = typer.Option(None, "--config", "-c", help="Config file."),
+    ) -> None:
+        """Fetch current SageMaker HyperPod and FSx for Lustre prices through the AWS Price List API
+        (pricing:GetProducts) into the override file, each row with its source and date."""
+        ctx = make_context(config, "memory:", False)
+        settings = settings_from(ctx).prices
+        target = file.expanduser() if file else sources.override_path(settings)
+        where = region or settings.region
+        fetched = pricelist.fetch(
+            AwsClients().client("pricing", region=pricelist.PRICING_REGION), where, datetime.now(UTC)
+        )
+        if not fetched.instance_hourly and not fetched.fsx_gb_month:
+            raise UsageError(
+                f"prices update: the Price List API returned no usable prices for {where}; {target} left as it was"
+            )
+        done = update_file(target, fetched, overwrite)
+        counts = ", ".join(f"{n} {section}" for section, n in done.written.items())
+        console.print(f"wrote {counts} rows from the AWS Price List API for {where} to {target}", highlight=False)
+        if done.kept:
+            console.print(
+                f"kept {len(done.kept)} row(s) of your own (use --overwrite to replace them): {', '.join(done.kept)}",
+                highlight=False,
+            )
+        if not settings.override and file and file.expanduser() != sources.default_override():
+            console.print(
+                f"note: the report reads {target} only with --prices {target} or cost.prices.override in the config",
+                highlight=False,
+            )

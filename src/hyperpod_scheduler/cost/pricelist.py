@@ -33,7 +33,8 @@ _DEPLOYMENT = {
     "persistent1": "PERSISTENT_1",
     "persistent2": "PERSISTENT_2",
 }
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
+API_SOURCE = "AWS Price List API"
 
 
 def _hourly_usd(product: Mapping[str, Any], unit: str) -> float | None:
@@ -100,13 +101,13 @@ def _all_products(client: Any, service: str, region: str) -> list[str]:
 
 def fetch(client: Any, region: str, fetched_at: datetime) -> PriceTable:
     """Ask the Price List API (``client`` is a ``pricing`` client in us-east-1) for ``region``'s prices."""
-    label = f"AWS Price List API, {region}, fetched {fetched_at:%Y-%m-%d}"
+    source, as_of = f"{API_SOURCE}, {region}", f"{fetched_at:%Y-%m-%d}"
     hourly = instance_prices(_all_products(client, SAGEMAKER, region))
     storage = fsx_prices(_all_products(client, FSX, region))
     return PriceTable(
-        {k: Price(v, label) for k, v in hourly.items()},
-        {k: Price(v, label) for k, v in storage.items()},
-        (label,),
+        {k: Price(v, source, as_of) for k, v in hourly.items()},
+        {k: Price(v, source, as_of) for k, v in storage.items()},
+        (f"{source}, fetched {as_of}",),
     )
 
 
@@ -116,7 +117,7 @@ def write_cache(path: Path, region: str, table: PriceTable, fetched_at: datetime
         "format": CACHE_FORMAT,
         "region": region,
         "fetched_at": fetched_at.isoformat(),
-        "source": table.sources[0] if table.sources else "AWS Price List API",
+        "source": f"{API_SOURCE}, {region}",
         "instance_hourly": {k: p.usd for k, p in table.instance_hourly.items()},
         "fsx_gb_month": {k: p.usd for k, p in table.fsx_gb_month.items()},
     }
@@ -133,11 +134,11 @@ def read_cache(path: Path, region: str, now: datetime, ttl: timedelta) -> PriceT
         fetched = datetime.fromisoformat(doc["fetched_at"])
         if doc.get("format") != CACHE_FORMAT or doc.get("region") != region or not now - ttl <= fetched <= now:
             return None
-        label = str(doc.get("source") or "AWS Price List API") + " (cached)"
+        source, as_of = str(doc.get("source") or API_SOURCE) + " (cached)", f"{fetched:%Y-%m-%d}"
         return PriceTable(
-            {str(k): Price(float(v), label) for k, v in doc["instance_hourly"].items()},
-            {str(k): Price(float(v), label) for k, v in doc["fsx_gb_month"].items()},
-            (label,),
+            {str(k): Price(float(v), source, as_of) for k, v in doc["instance_hourly"].items()},
+            {str(k): Price(float(v), source, as_of) for k, v in doc["fsx_gb_month"].items()},
+            (f"{source}, fetched {as_of}",),
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None  # a damaged cache is only a missed shortcut: fetch again

@@ -2,47 +2,48 @@
 
 What is read (and nothing else):
 
-- ``HistoryEntry`` with ``action == "stop"`` and ``outcome`` ``"ok"`` or ``"failed"`` (a stop that
-  settled, fully or not). It opens a *night* at ``at`` (the moment the scale-in settled: billing is
-  counted as avoided only once nodes are gone, which under-counts the scale-in itself).
-- The next such ``"start"`` entry of the same key closes the night at ``at - duration_s`` (when the
-  start was sent: nodes bill again from launch). Its ``detail["outcomes"]`` gives the shortfalls.
-  A stop followed by another stop closes the first night there. A night still open at ``until`` is
-  counted up to ``until``. Nights are clipped to ``[since, until)``.
-- ``"noop"`` and ``"refused"`` entries, holds and releases are ignored: nothing changed size.
+- A ``stop`` line with outcome ``ok`` or ``failed`` (a stop that settled, fully or not) opens a
+  *night* at its ``at`` (when the scale-in settled: nodes still terminating are not counted as saved).
+  A ``stop`` line with outcome ``noop`` that carries group outcomes (every group was protected, so
+  nothing was sent) opens a night too: nothing is saved in it, and what kept running is shown.
+- The next ``start`` line of the same key closes the night: a settled one (``ok``/``failed``) at
+  ``at - duration_s``, when the start was sent (nodes bill again from launch), a ``noop`` one at its
+  ``at``. A settled start's group outcomes give the shortfalls. A stop followed by another stop closes
+  the first night there; a night still open at ``until`` counts up to ``until``. Nights are clipped to
+  ``[since, until)``.
+- Other ``noop`` and ``refused`` lines, holds and releases are ignored: nothing changed size.
 
-Per group of a night: ``detail["sizes"][group] = {"count", "instance_type"}`` on the stop entry
-(the sizes recorded at that stop) when present, else the cluster's current snapshot
-(``ClusterRecord.snapshot.sizes``). ``detail["outcomes"][group] = "<outcome> <current>/<target>"``
-gives what was still running after the stop: ``avoided = recorded - current`` nodes, and the
-``current`` nodes that kept running (groups kept, floors, a scale-in that failed) are the protected
-cost. A group with no outcome is taken as fully stopped.
+Per group of a night: the sizes recorded at that stop (``detail["sizes"]``), else the cluster's current
+snapshot; the group's outcome (``detail["outcomes"]``, typed, see ``store.outcomes``) says how many
+nodes were still running. ``recorded - running`` nodes were avoided; the ``running`` ones (kept on
+purpose, a floor, a scale-in that failed) are *kept*. A group with no outcome is taken as fully stopped.
 
-Money: ``avoided_cost`` is what the stopped nodes would have billed; ``fsx_residual`` is what the
-cluster's FSx for Lustre billed meanwhile; ``net_saving = avoided_cost - fsx_residual``: the GPU
-saving with the storage that kept billing set against it (a stopped cluster is not free).
-``protected_cost`` is what the nodes still running billed meanwhile. It is reported beside the
-saving, never subtracted: those nodes were kept on purpose (scarce capacity, floors, a training
-plan) and would have billed the same without the schedule, so they are a saving not taken, not a
-loss. A price missing from the table leaves its cost out and names the instance type in
-``unpriced``.
+Money, all in USD and none netted against another:
+
+- ``saving``: what the avoided nodes would have billed. That is the saving, nothing subtracted.
+- ``fsx_while_stopped``: what the cluster's FSx billed meanwhile. It bills the same whether or not
+  the cluster is stopped, so it is not a cost of the schedule: it is quoted beside the saving.
+- ``kept_cost``: what the kept nodes billed meanwhile: a saving not taken, also beside, never subtracted.
+
+Periods: ``window`` (the report's window), ``per_night`` (the window divided by the cluster's nights)
+and ``per_month`` (the window projected to a 730-hour month). The fleet total of every period is the
+sum of the clusters' figures for that period, so each TOTAL row adds up the rows above it.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
-from typing import Any
 
 from hyperpod_scheduler.cost.fsx import FileSystem
-from hyperpod_scheduler.cost.prices import HOURS_PER_MONTH, PriceTable
+from hyperpod_scheduler.cost.prices import HOURS_PER_MONTH, Price, PriceTable
 from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.store.outcomes import read_outcomes
 from hyperpod_scheduler.store.records import ClusterRecord, HistoryEntry
 
 SETTLED = ("ok", "failed")
-_OUTCOME = re.compile(r"^\s*([a-z]+)\s+(\d+)\s*/\s*(\d+)")
+PERIODS = ("window", "per_night", "per_month")
 
 
 def keep_cost_per_night(instance_type: str, count: int, hours: float, prices: PriceTable) -> float | None:
@@ -69,7 +70,7 @@ class Night:
     end: datetime
     groups: tuple[GroupNight, ...]
     ongoing: bool = False  # still stopped at the end of the window
-    sizes_from: str = "stop"  # "stop" (the entry's detail) or "snapshot" (fallback)
+    sizes_from: str = "stop"  # "stop" (the line's detail) or "snapshot" (fallback)
 
     @property
     def hours(self) -> float:
@@ -87,59 +88,73 @@ class Shortfall:
     instance_type: str | None = None
 
 
-@dataclass
-class Totals:
-    nights: int = 0
+@dataclass(frozen=True)
+class Figures:
+    """One period's figures for one cluster or the fleet (hours and USD)."""
+
     stopped_hours: float = 0.0
     avoided_node_hours: float = 0.0
-    avoided_cost: float = 0.0
-    fsx_residual: float = 0.0
-    protected_node_hours: float = 0.0
-    protected_cost: float = 0.0
-    shortfall_nodes: int = 0
+    saving: float = 0.0  # instance cost avoided
+    fsx_while_stopped: float = 0.0  # FSx billed over the stopped hours (it bills anyway)
+    kept_node_hours: float = 0.0
+    kept_cost: float = 0.0  # nodes that kept running while stopped (not saved)
 
-    @property
-    def net_saving(self) -> float:
-        return self.avoided_cost - self.fsx_residual
+    def __add__(self, other: Figures) -> Figures:
+        return Figures(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
 
-    def add(self, other: Totals) -> None:
-        for name in (
-            "nights",
-            "stopped_hours",
-            "avoided_node_hours",
-            "avoided_cost",
-            "fsx_residual",
-            "protected_node_hours",
-            "protected_cost",
-            "shortfall_nodes",
-        ):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
+    def scaled(self, factor: float) -> Figures:
+        return Figures(*(getattr(self, f.name) * factor for f in fields(self)))
 
-    def scaled(self, factor: float) -> dict[str, float]:
-        """Money and hours times ``factor`` (per night: 1/nights; per month: 730h / window hours)."""
-        return {
-            "stopped_hours": self.stopped_hours * factor,
-            "avoided_node_hours": self.avoided_node_hours * factor,
-            "avoided_cost": self.avoided_cost * factor,
-            "fsx_residual": self.fsx_residual * factor,
-            "protected_cost": self.protected_cost * factor,
-            "net_saving": self.net_saving * factor,
-        }
+
+@dataclass(frozen=True)
+class NightCost:
+    night: Night
+    figures: Figures
+
+
+@dataclass(frozen=True)
+class Periods:
+    window: Figures = Figures()
+    per_night: Figures = Figures()
+    per_month: Figures = Figures()
+
+    def __add__(self, other: Periods) -> Periods:
+        return Periods(self.window + other.window, self.per_night + other.per_night, self.per_month + other.per_month)
+
+    def get(self, period: str) -> Figures:
+        if period not in PERIODS:
+            raise KeyError(period)
+        figures: Figures = getattr(self, period)
+        return figures
 
 
 @dataclass
 class ClusterCost:
     key: str
-    nights: list[Night] = field(default_factory=list)
+    nights: list[NightCost] = field(default_factory=list)
     shortfalls: list[Shortfall] = field(default_factory=list)
     file_systems: list[FileSystem] = field(default_factory=list)
-    totals: Totals = field(default_factory=Totals)
+    periods: Periods = Periods()
     unpriced: set[str] = field(default_factory=set)
     fsx_hourly: float = 0.0  # what the priced file systems bill per hour, stopped or not
+    prices_used: dict[str, Price] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
         return self.key.rsplit("/", 1)[-1]
+
+    @property
+    def night_count(self) -> int:
+        return len(self.nights)
+
+    @property
+    def shortfall_nodes(self) -> int:
+        return sum(s.target - s.current for s in self.shortfalls)
+
+    @property
+    def released_anything(self) -> bool:
+        """Whether any night of the window left nodes off (a stop that kept everything released nothing)."""
+        return any(n.figures.avoided_node_hours > 0 for n in self.nights)
 
 
 @dataclass
@@ -147,7 +162,7 @@ class Report:
     since: datetime
     until: datetime
     clusters: list[ClusterCost]
-    total: Totals
+    total: Periods
     price_sources: tuple[str, ...]
     notes: list[str] = field(default_factory=list)
 
@@ -155,17 +170,21 @@ class Report:
     def window_hours(self) -> float:
         return (self.until - self.since).total_seconds() / 3600
 
-    def per_night(self, totals: Totals) -> dict[str, float]:
-        return totals.scaled(1 / totals.nights if totals.nights else 0.0)
+    @property
+    def nights(self) -> int:
+        return sum(c.night_count for c in self.clusters)
 
-    def per_month(self, totals: Totals) -> dict[str, float]:
-        return totals.scaled(HOURS_PER_MONTH / self.window_hours if self.window_hours else 0.0)
+    @property
+    def shortfall_nodes(self) -> int:
+        return sum(c.shortfall_nodes for c in self.clusters)
 
-
-def parse_outcome(text: Any) -> tuple[str, int, int] | None:
-    """``"partial 2/4"`` -> ``("partial", 2, 4)``; None for anything else."""
-    m = _OUTCOME.match(str(text))
-    return (m.group(1), int(m.group(2)), int(m.group(3))) if m else None
+    @property
+    def prices_used(self) -> dict[str, Price]:
+        """Every price a figure of the report used, by what it prices (for naming each one's source)."""
+        out: dict[str, Price] = {}
+        for c in self.clusters:
+            out.update(c.prices_used)
+        return dict(sorted(out.items()))
 
 
 def _sizes(entry: HistoryEntry, record: ClusterRecord | None) -> tuple[dict[str, tuple[int, str | None]], str]:
@@ -173,9 +192,10 @@ def _sizes(entry: HistoryEntry, record: ClusterRecord | None) -> tuple[dict[str,
     if isinstance(raw, Mapping) and raw:
         out: dict[str, tuple[int, str | None]] = {}
         for group, size in raw.items():
-            if isinstance(size, Mapping) and isinstance(size.get("count"), int):
+            count = size.get("count") if isinstance(size, Mapping) else None
+            if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
                 itype = size.get("instance_type")
-                out[str(group)] = (size["count"], str(itype) if itype else None)
+                out[str(group)] = (count, str(itype) if itype else None)
         if out:
             return out, "stop"
     if record is not None and record.snapshot is not None:
@@ -185,20 +205,29 @@ def _sizes(entry: HistoryEntry, record: ClusterRecord | None) -> tuple[dict[str,
 
 def _groups(entry: HistoryEntry, record: ClusterRecord | None) -> tuple[tuple[GroupNight, ...], str]:
     sizes, sizes_from = _sizes(entry, record)
-    raw = entry.detail.get("outcomes")
-    outcomes = {str(g): parse_outcome(o) for g, o in raw.items()} if isinstance(raw, Mapping) else {}
+    outcomes = read_outcomes(entry.detail)
     groups: list[GroupNight] = []
     for name in [*sizes, *(g for g in outcomes if g not in sizes)]:
         recorded, itype = sizes.get(name, (0, None))
-        parsed = outcomes.get(name)
-        kind, running = (parsed[0], parsed[1]) if parsed else ("stopped", 0)
+        o = outcomes.get(name)
+        kind, running = (o.outcome, o.current) if o is not None else ("stopped", 0)
         if name not in sizes:
             recorded = running  # only known from the outcome: nothing avoided, its nodes kept running
         groups.append(GroupNight(name, itype, max(recorded, running), running, kind))
     return tuple(groups), sizes_from
 
 
+def _opens_night(e: HistoryEntry) -> bool:
+    return e.action == "stop" and (e.outcome in SETTLED or (e.outcome == "noop" and bool(read_outcomes(e.detail))))
+
+
+def _closes_night(e: HistoryEntry) -> bool:
+    return e.action == "start" and e.outcome in (*SETTLED, "noop")
+
+
 def _start_sent(entry: HistoryEntry) -> datetime:
+    if entry.outcome == "noop":
+        return entry.at
     return entry.at - timedelta(seconds=entry.duration_s or 0)
 
 
@@ -211,7 +240,7 @@ def nights_and_shortfalls(
     """Stopped intervals per key (see the module doc for the rules) and shortfalls at start."""
     by_key: dict[str, list[HistoryEntry]] = {}
     for e in entries:
-        if e.action in ("stop", "start") and e.outcome in SETTLED:
+        if _opens_night(e) or _closes_night(e):
             by_key.setdefault(e.key, []).append(e)
     nights: dict[str, list[Night]] = {}
     shortfalls: dict[str, list[Shortfall]] = {}
@@ -229,8 +258,9 @@ def nights_and_shortfalls(
             if open_stop is not None:
                 found.append(_night(open_stop, _start_sent(e), False, record, since, until))
                 open_stop = None
-            if since <= e.at < until:
-                shortfalls.setdefault(key, []).extend(_shortfalls(e, record))
+            short = _shortfalls(e, record) if e.outcome in SETTLED and since <= e.at < until else []
+            if short:
+                shortfalls.setdefault(key, []).extend(short)
         if open_stop is not None:
             found.append(_night(open_stop, until, True, record, since, until))
         kept = [n for n in found if n is not None]
@@ -249,16 +279,31 @@ def _night(
 
 
 def _shortfalls(entry: HistoryEntry, record: ClusterRecord | None) -> list[Shortfall]:
-    raw = entry.detail.get("outcomes")
-    if not isinstance(raw, Mapping):
-        return []
     types = {g: s.instance_type for g, s in record.snapshot.sizes.items()} if record and record.snapshot else {}
-    out: list[Shortfall] = []
-    for group, text in raw.items():
-        parsed = parse_outcome(text)
-        if parsed and parsed[0] in ("partial", "failed") and parsed[1] < parsed[2]:
-            out.append(Shortfall(entry.key, entry.at, str(group), parsed[0], parsed[1], parsed[2], types.get(group)))
-    return out
+    return [
+        Shortfall(entry.key, entry.at, group, o.outcome, o.current, o.target, types.get(group))
+        for group, o in read_outcomes(entry.detail).items()
+        if o.outcome in ("partial", "failed") and o.current < o.target
+    ]
+
+
+def _night_figures(night: Night, fsx_hourly: float, prices: PriceTable, cost: ClusterCost) -> Figures:
+    hours = night.hours
+    avoided_h = kept_h = saving = kept_cost = 0.0
+    for g in night.groups:
+        avoided = max(g.recorded - g.running, 0)
+        avoided_h += avoided * hours
+        kept_h += g.running * hours
+        price = prices.instance(g.instance_type) if g.instance_type else None
+        if price is None:
+            if avoided or g.running:
+                cost.unpriced.add(g.instance_type or f"group '{g.group}' (instance type unknown)")
+            continue
+        if avoided or g.running:
+            cost.prices_used[f"instance_hourly {g.instance_type}"] = price
+        saving += price.usd * avoided * hours
+        kept_cost += price.usd * g.running * hours
+    return Figures(hours, avoided_h, saving, fsx_hourly * hours, kept_h, kept_cost)
 
 
 def cost_of(
@@ -267,35 +312,22 @@ def cost_of(
     shortfalls: Sequence[Shortfall],
     file_systems: Sequence[FileSystem],
     prices: PriceTable,
+    window_hours: float,
 ) -> ClusterCost:
-    """One cluster's totals over its nights."""
-    cost = ClusterCost(key, list(nights), list(shortfalls), list(file_systems))
-    t = cost.totals
-    fsx_hourly = 0.0
+    """One cluster's figures over its nights, per window, night and month."""
+    cost = ClusterCost(key, shortfalls=list(shortfalls), file_systems=list(file_systems))
     for fs in file_systems:
-        hourly = fs.hourly(prices)
-        if hourly is None:
-            cost.unpriced.add(f"{fs.id} ({fs.deployment_type or 'not Lustre'})")
-        else:
-            fsx_hourly += hourly
-    cost.fsx_hourly = fsx_hourly
-    for night in nights:
-        hours = night.hours
-        t.nights += 1
-        t.stopped_hours += hours
-        t.fsx_residual += fsx_hourly * hours
-        for g in night.groups:
-            avoided = max(g.recorded - g.running, 0)
-            t.avoided_node_hours += avoided * hours
-            t.protected_node_hours += g.running * hours
-            price = prices.instance(g.instance_type) if g.instance_type else None
-            if price is None:
-                if avoided or g.running:
-                    cost.unpriced.add(g.instance_type or f"group '{g.group}' (instance type unknown)")
-                continue
-            t.avoided_cost += price.usd * avoided * hours
-            t.protected_cost += price.usd * g.running * hours
-    t.shortfall_nodes = sum(s.target - s.current for s in shortfalls)
+        priced = fs.priced(prices)
+        if priced is None:
+            cost.unpriced.add(f"{fs.id} ({fs.label})")
+            continue
+        cost.fsx_hourly += priced[0]
+        cost.prices_used.update(priced[1])
+    cost.nights = [NightCost(n, _night_figures(n, cost.fsx_hourly, prices, cost)) for n in nights]
+    window = sum((n.figures for n in cost.nights), Figures())
+    per_night = window.scaled(1 / len(cost.nights)) if cost.nights else Figures()
+    per_month = window.scaled(HOURS_PER_MONTH / window_hours) if window_hours > 0 else Figures()
+    cost.periods = Periods(window, per_night, per_month)
     return cost
 
 
@@ -308,28 +340,42 @@ def build_report(
     until: datetime,
     notes: Sequence[str] = (),
 ) -> Report:
-    """The whole report: every key with a night, a shortfall or known file systems, and the total."""
+    """The whole report: every key with a night, a shortfall or known file systems, and the fleet total."""
     if until <= since:
         raise UsageError(f"report window: --until {until.isoformat()} must be after --since {since.isoformat()}")
     nights, shortfalls = nights_and_shortfalls(entries, records, since, until)
     keys = sorted(set(nights) | set(shortfalls) | {k for k, v in file_systems.items() if v})
-    clusters = [cost_of(k, nights.get(k, []), shortfalls.get(k, []), file_systems.get(k, []), prices) for k in keys]
-    total = Totals()
-    for c in clusters:
-        total.add(c.totals)
+    hours = (until - since).total_seconds() / 3600
+    clusters = [
+        cost_of(k, nights.get(k, []), shortfalls.get(k, []), file_systems.get(k, []), prices, hours) for k in keys
+    ]
+    total = sum((c.periods for c in clusters), Periods())
     return Report(since, until, clusters, total, prices.sources, list(notes))
 
 
+def nightly(report: Report) -> list[tuple[str, Figures]]:
+    """The fleet's figures per night, by the UTC date the night began (for charts), oldest first."""
+    out: dict[str, Figures] = {}
+    for c in report.clusters:
+        for n in c.nights:
+            day = f"{n.night.start:%Y-%m-%d}"
+            out[day] = out.get(day, Figures()) + n.figures
+    return sorted(out.items())
+
+
 __all__ = [
+    "PERIODS",
     "ClusterCost",
+    "Figures",
     "GroupNight",
     "Night",
+    "NightCost",
+    "Periods",
     "Report",
     "Shortfall",
-    "Totals",
     "build_report",
     "cost_of",
     "keep_cost_per_night",
+    "nightly",
     "nights_and_shortfalls",
-    "parse_outcome",
 ]

@@ -6,6 +6,7 @@ passed in so tests run it against a Stubber and a fixed instant.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -22,6 +23,18 @@ def default_cache(region: str) -> Path:
     return Path.home() / ".cache" / "hyperpod-scheduler" / f"prices-{region}.json"
 
 
+def default_override() -> Path:
+    """Where ``prices update`` writes when the config names no override file, and where the report
+    looks for one then: ``$XDG_CONFIG_HOME/hyperpod-scheduler/prices.yaml`` (``~/.config`` by default)."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "hyperpod-scheduler" / "prices.yaml"
+
+
+def override_path(settings: PriceSettings) -> Path:
+    """The override file this configuration uses (it may not exist yet)."""
+    return Path(settings.override).expanduser() if settings.override else default_override()
+
+
 def resolve(
     settings: PriceSettings,
     now: datetime,
@@ -35,8 +48,9 @@ def resolve(
         api = _from_api(settings, now, pricing_client, said)
         if api is not None:
             layers.append(api)
-    if settings.override:
-        layers.append(load_file(settings.override))
+    override = override_path(settings)
+    if settings.override or override.is_file():  # a configured file must exist; the default one may not
+        layers.append(load_file(override))
     return layer(*layers)
 
 

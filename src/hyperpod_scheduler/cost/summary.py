@@ -1,13 +1,14 @@
-"""A report as plain data: the JSON document and the CSV rows (the table view is built from these)."""
+"""A report as plain data: the JSON document and the CSV rows (every table and page is built from these)."""
 
 from __future__ import annotations
 
 import csv
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from hyperpod_scheduler.cost.prices import HOURS_PER_MONTH
-from hyperpod_scheduler.cost.savings import ClusterCost, Report, Totals
+from hyperpod_scheduler.cost.savings import PERIODS, ClusterCost, Figures, Periods, Report, nightly
 
 CSV_COLUMNS = (
     "cluster",
@@ -15,50 +16,49 @@ CSV_COLUMNS = (
     "nights",
     "stopped_hours",
     "avoided_node_hours",
-    "avoided_cost_usd",
-    "fsx_residual_usd",
-    "protected_cost_usd",
-    "net_saving_usd",
+    "saving_usd",
+    "fsx_while_stopped_usd",
+    "kept_node_hours",
+    "kept_usd",
     "shortfall_nodes",
 )
-PERIODS = ("window", "per_night", "per_month")
+UNITS = {
+    "instance_hourly": "USD per node-hour",
+    "fsx_gb_month": "USD per GB-month",
+    "fsx_mbps_month": "USD per MB/s-month",
+}
 
 
-def _money(value: float) -> float:
-    return round(value, 2)
+def figures(values: Figures) -> dict[str, float]:
+    """Hours to 0.1, money to the cent."""
+    return {k: round(v, 1) if k.endswith("hours") else round(v, 2) for k, v in asdict(values).items()}
 
 
-def figures(report: Report, totals: Totals) -> dict[str, dict[str, float]]:
-    """The same figures for the whole window, per night and per month (projected from the window)."""
-    window = totals.scaled(1.0)
-    out: dict[str, dict[str, float]] = {}
-    for period, values in (
-        ("window", window),
-        ("per_night", report.per_night(totals)),
-        ("per_month", report.per_month(totals)),
-    ):
-        out[period] = {k: round(v, 1) if k.endswith("hours") else _money(v) for k, v in values.items()}
-    return out
+def periods(p: Periods) -> dict[str, dict[str, float]]:
+    return {period: figures(p.get(period)) for period in PERIODS}
 
 
-def _cluster(report: Report, c: ClusterCost) -> dict[str, Any]:
+def _cluster(c: ClusterCost) -> dict[str, Any]:
     return {
         "key": c.key,
         "cluster": c.name,
-        "nights": c.totals.nights,
-        **figures(report, c.totals),
-        "shortfall_nodes": c.totals.shortfall_nodes,
+        "nights": c.night_count,
+        "released_anything": c.released_anything,
+        **periods(c.periods),
+        "shortfall_nodes": c.shortfall_nodes,
+        "fsx_per_month": round(c.fsx_hourly * HOURS_PER_MONTH, 2),
         "file_systems": [
             {
                 "id": fs.id,
+                "type": fs.file_system_type,
+                "label": fs.label,
                 "storage_gib": fs.storage_gib,
                 "deployment_type": fs.deployment_type,
-                "throughput_mbps_per_tib": fs.throughput,
-                "found_by": fs.found_by,
+                "throughput": fs.throughput,
+                "found_by": list(fs.found_by),
             }
             for fs in c.file_systems
         ],
-        "fsx_per_month": _money(c.fsx_hourly * HOURS_PER_MONTH),
         "shortfalls": [
             {
                 "at": s.at.isoformat(),
@@ -72,11 +72,12 @@ def _cluster(report: Report, c: ClusterCost) -> dict[str, Any]:
         ],
         "stopped_intervals": [
             {
-                "from": n.start.isoformat(),
-                "to": n.end.isoformat(),
-                "hours": round(n.hours, 2),
-                "ongoing": n.ongoing,
-                "sizes_from": n.sizes_from,
+                "from": n.night.start.isoformat(),
+                "to": n.night.end.isoformat(),
+                "hours": round(n.night.hours, 2),
+                "ongoing": n.night.ongoing,
+                "sizes_from": n.night.sizes_from,
+                **figures(n.figures),
                 "groups": {
                     g.group: {
                         "instance_type": g.instance_type,
@@ -84,7 +85,7 @@ def _cluster(report: Report, c: ClusterCost) -> dict[str, Any]:
                         "running": g.running,
                         "outcome": g.outcome,
                     }
-                    for g in n.groups
+                    for g in n.night.groups
                 },
             }
             for n in c.nights
@@ -94,38 +95,56 @@ def _cluster(report: Report, c: ClusterCost) -> dict[str, Any]:
 
 
 def as_document(report: Report) -> dict[str, Any]:
+    """The whole report as JSON-ready data: what ``report --json``, the dashboard and its API return."""
     return {
         "since": report.since.isoformat(),
         "until": report.until.isoformat(),
         "currency": "USD",
         "price_sources": list(report.price_sources),
+        "prices": [
+            {
+                "item": item,
+                "unit": UNITS.get(item.split(" ", 1)[0], "USD"),
+                "usd": price.usd,
+                "source": price.source,
+                "as_of": price.as_of,
+                "estimate": price.estimate,
+                "note": price.note,
+                "described": price.describe(),
+            }
+            for item, price in report.prices_used.items()
+        ],
         "notes": list(report.notes),
-        "clusters": [_cluster(report, c) for c in report.clusters],
+        "clusters": [_cluster(c) for c in report.clusters],
         "total": {
-            "nights": report.total.nights,
-            **figures(report, report.total),
-            "shortfall_nodes": report.total.shortfall_nodes,
+            "nights": report.nights,
+            **periods(report.total),
+            "shortfall_nodes": report.shortfall_nodes,
+            "fsx_per_month": round(sum(c.fsx_hourly for c in report.clusters) * HOURS_PER_MONTH, 2),
         },
+        "nightly": [{"night": day, **figures(f)} for day, f in nightly(report)],
     }
 
 
 def csv_rows(report: Report) -> list[dict[str, Any]]:
     """One row per cluster and period, then the total's rows (cluster ``TOTAL``)."""
     rows: list[dict[str, Any]] = []
-    for name, totals in [*((c.name, c.totals) for c in report.clusters), ("TOTAL", report.total)]:
-        for period, values in figures(report, totals).items():
+    named = [(c.name, c.periods, c.night_count, c.shortfall_nodes) for c in report.clusters]
+    for name, p, nights, short in [*named, ("TOTAL", report.total, report.nights, report.shortfall_nodes)]:
+        for period in PERIODS:
+            values = figures(p.get(period))
             rows.append(
                 {
                     "cluster": name,
                     "period": period,
-                    "nights": totals.nights,
+                    "nights": nights,
                     "stopped_hours": values["stopped_hours"],
                     "avoided_node_hours": values["avoided_node_hours"],
-                    "avoided_cost_usd": values["avoided_cost"],
-                    "fsx_residual_usd": values["fsx_residual"],
-                    "protected_cost_usd": values["protected_cost"],
-                    "net_saving_usd": values["net_saving"],
-                    "shortfall_nodes": totals.shortfall_nodes,
+                    "saving_usd": values["saving"],
+                    "fsx_while_stopped_usd": values["fsx_while_stopped"],
+                    "kept_node_hours": values["kept_node_hours"],
+                    "kept_usd": values["kept_cost"],
+                    "shortfall_nodes": short,
                 }
             )
     return rows

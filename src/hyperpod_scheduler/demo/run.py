@@ -14,20 +14,26 @@ import boto3
 
 from hyperpod_scheduler.agent.settings import CheckpointSettings
 from hyperpod_scheduler.agent.worker import SlurmSide
+from hyperpod_scheduler.app import report as reports
 from hyperpod_scheduler.app.compose import Context, LocalAgent, chain_clients
-from hyperpod_scheduler.cluster.load import load_request
+from hyperpod_scheduler.aws.clients import AwsClients
+from hyperpod_scheduler.cluster.create import create_cluster
+from hyperpod_scheduler.cluster.load import load_report
 from hyperpod_scheduler.config.model import ClusterEntry, Config, Defaults, Target
-from hyperpod_scheduler.cost.fsx import FileSystem
-from hyperpod_scheduler.cost.prices import bundled
-from hyperpod_scheduler.cost.savings import Report, build_report
+from hyperpod_scheduler.cost.savings import Report
+from hyperpod_scheduler.cost.settings import CostSettings, FsxSettings
 from hyperpod_scheduler.demo.scenario import (
+    BUCKETS,
     CAPACITY,
     CLUSTERS,
     FILE_SYSTEMS,
     NVME_JOB,
     SCHEDULES,
     VIRTUAL_START,
+    DemoCluster,
+    configured_file_systems,
     examples_dir,
+    with_mounts,
 )
 from hyperpod_scheduler.emulator import Emulator, running_emulator
 from hyperpod_scheduler.engine.events import Collector, Event, Sink
@@ -75,6 +81,43 @@ class DemoResult:
 def _client(endpoint: str) -> SageMakerClient:
     session = boto3.Session(aws_access_key_id="demo", aws_secret_access_key="demo", region_name=REGION)
     return session.client("sagemaker", endpoint_url=endpoint)
+
+
+def stock_storage(emu: Emulator) -> None:
+    """What the demo account holds before the week: lifecycle buckets and FSx file systems."""
+    assert emu.storage is not None, "the emulator serves S3 and FSx beside HyperPod"
+    for bucket in BUCKETS:
+        emu.storage.s3.create_bucket(bucket)
+    for fs in FILE_SYSTEMS:
+        emu.storage.fsx.add(
+            region=REGION,
+            file_system_id=fs.file_system_id,
+            storage_capacity=fs.storage_capacity,
+            deployment_type=fs.deployment_type,
+            throughput=fs.throughput,
+            tags={"hyperpod-scheduler:cluster": fs.cluster} if fs.tagged else None,
+        )
+
+
+def create_fleet(emu: Emulator, client: SageMakerClient, folder: Path) -> list[tuple[DemoCluster, dict[str, Any]]]:
+    """Create the example clusters as a user would: lifecycle scripts (and the legacy cluster's
+    provisioning_parameters.json) uploaded to their buckets first, through the emulator's S3."""
+    s3 = AwsClients(emu.endpoint).client("s3", region=REGION)
+    created = []
+    for c in CLUSTERS:
+        report = load_report(folder / c.spec_file)
+        report.raise_for_errors(str(folder / c.spec_file))
+        with_mounts(report.request, REGION)
+        scripts = folder / "lifecycle-scripts"
+        has_scripts = any((g.get("LifeCycleConfig") or {}).get("SourceS3Uri") for g in report.request["InstanceGroups"])
+        create_cluster(report, client, s3=s3 if has_scripts else None, scripts=scripts if has_scripts else None)
+        created.append((c, report.request))
+    return created
+
+
+def demo_cost() -> CostSettings:
+    """The demo config's ``cost:`` section: bundled prices, FSx discovery on, one file system listed."""
+    return CostSettings(fsx=FsxSettings(file_systems=configured_file_systems()))
 
 
 def _wait_in_service(emu: Emulator, client: SageMakerClient, names: list[str], limit_s: float = 6 * 3600) -> None:
@@ -129,15 +172,14 @@ def run_demo(
     on_finish: Callable[[DemoResult, Emulator, Config, str], None] | None = None,
 ) -> DemoResult:
     folder = examples_dir(examples)
-    requests = [(c, load_request(folder / c.spec_file)) for c in CLUSTERS]
     collector = Collector(events) if events else Collector()
     with (
         running_emulator(virtual_start=VIRTUAL_START, seed=seed, capacity=CAPACITY) as emu,
         tempfile.TemporaryDirectory() as tmp,
     ):
         client = _client(emu.endpoint)
-        for _, request in requests:
-            client.create_cluster(**request)
+        stock_storage(emu)
+        requests = create_fleet(emu, client, folder)
         names = [r["ClusterName"] for _, r in requests]
         _wait_in_service(emu, client, names)
         if on_ready:
@@ -164,6 +206,7 @@ def run_demo(
                     ],
                 )
             ],
+            cost=demo_cost(),
         )
         store = open_store(str(Path(tmp) / "state.sqlite"))
         clock = emu.clock.now
@@ -218,16 +261,10 @@ def run_demo(
                 s.restores += 1
             elif e.kind in ("failed", "error"):
                 s.failures += 1
-        keys = {n: f"default/{REGION}/{n}" for n in names}
-        file_systems = {keys[n]: [FileSystem(**fs, found_by="demo") for fs in FILE_SYSTEMS.get(n, [])] for n in names}
-        report = build_report(
-            store.history_all(None, clock()),
-            {k: store.get(k) for k in keys.values()},
-            file_systems,
-            bundled(),
-            sim_start,
-            clock(),
-        )
+        # The week's report, as `report` would print it: FSx found through the emulator's own APIs.
+        aws = AwsClients(emu.endpoint)
+        finder = reports.FileSystemFinder(config, lambda region, profile: client, aws)
+        report = reports.build(store, reports.prices(config.cost.prices, clock(), aws), finder, sim_start, clock())
         result = DemoResult(list(summaries.values()), collector.events, days, emu.endpoint, report)
         if on_finish is not None:
             # While the emulator and the store still exist (the dashboard can serve them).

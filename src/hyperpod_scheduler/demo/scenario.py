@@ -50,15 +50,59 @@ CAPACITY: dict[str, Any] = {
     }
 }
 
-# Shared FSx for Lustre file systems: they survive the night and keep billing.
-FILE_SYSTEMS: dict[str, list[dict[str, Any]]] = {
-    "p5-training": [
-        {"id": "fs-0a1b2c3d4e5f60718", "storage_gib": 12000, "deployment_type": "PERSISTENT_2", "throughput": 250}
-    ],
-    "trn1-research": [
-        {"id": "fs-0123456789abcdef0", "storage_gib": 4800, "deployment_type": "PERSISTENT_2", "throughput": 125}
-    ],
-}
+
+# The account's shared storage, as the emulator holds it before the week starts. Each file system is
+# found the way a real cluster would name it, and the report says which way: p5-training mounts its
+# FSx through InstanceStorageConfigs (the way AWS recommends now) and the config also lists it (one
+# file system, two sources); trn1-research's legacy lifecycle scripts name theirs in
+# provisioning_parameters.json, uploaded to its lifecycle bucket; g5-dev's scratch file system only
+# carries the hyperpod-scheduler:cluster tag. FSx bills whether or not a cluster is stopped.
+@dataclass(frozen=True)
+class DemoFileSystem:
+    cluster: str
+    file_system_id: str
+    storage_capacity: int  # GiB
+    deployment_type: str
+    throughput: int | None  # MB/s per TiB
+    tagged: bool = False
+    mounted: bool = False  # named in every group's InstanceStorageConfigs
+    configured: bool = False  # listed under cost.fsx.file_systems
+
+
+FILE_SYSTEMS = (
+    DemoFileSystem("p5-training", "fs-0a1b2c3d4e5f60718", 12000, "PERSISTENT_2", 250, mounted=True, configured=True),
+    DemoFileSystem("trn1-research", "fs-0123456789abcdef0", 4800, "PERSISTENT_2", 125),
+    DemoFileSystem("g5-dev", "fs-0fedcba9876543210", 1200, "SCRATCH_2", None, tagged=True),
+)
+# Lifecycle buckets the account already has (cluster creation uploads the example scripts there).
+BUCKETS = ("sagemaker-g5-dev-lifecycle", "sagemaker-trn1-research-lifecycle")
+# An FSx mount needs the cluster in a VPC of its own.
+VPC = {"SecurityGroupIds": ["sg-0123456789abcdef0"], "Subnets": ["subnet-0123456789abcdef0"]}
+
+
+def with_mounts(request: dict[str, Any], region: str) -> dict[str, Any]:
+    """``request`` with the cluster's mounted file systems in every group's InstanceStorageConfigs."""
+    mounted = [f for f in FILE_SYSTEMS if f.cluster == request["ClusterName"] and f.mounted]
+    if not mounted:
+        return request
+    for group in request["InstanceGroups"]:
+        configs = list(group.get("InstanceStorageConfigs") or [])
+        for i, fs in enumerate(mounted):
+            dns = f"{fs.file_system_id}.fsx.{region}.amazonaws.com"
+            path = "/fsx" if i == 0 else f"/fsx{i}"
+            configs.append({"FsxLustreConfig": {"DnsName": dns, "MountName": "fsx", "MountPath": path}})
+        group["InstanceStorageConfigs"] = configs
+    request.setdefault("VpcConfig", VPC)
+    return request
+
+
+def configured_file_systems() -> dict[str, list[str]]:
+    """The demo config's ``cost.fsx.file_systems``."""
+    out: dict[str, list[str]] = {}
+    for fs in FILE_SYSTEMS:
+        if fs.configured:
+            out.setdefault(fs.cluster, []).append(fs.file_system_id)
+    return out
 
 
 def examples_dir(explicit: str | Path | None = None) -> Path:

@@ -14,6 +14,7 @@ from typing import Any
 
 from hyperpod_scheduler.engine.events import Event
 from hyperpod_scheduler.engine.runner import Result
+from hyperpod_scheduler.store.outcomes import read_outcomes
 from hyperpod_scheduler.store.records import ClusterRecord
 
 NAMESPACE = "HyperPodScheduler"
@@ -65,7 +66,7 @@ def count(events: Iterable[Event], results: Iterable[Result], records: Iterable[
 def _short(outcomes: Any) -> bool:
     if not isinstance(outcomes, Mapping):
         return False
-    return any(str(v).split(" ", 1)[0] in SHORT_OUTCOMES for v in outcomes.values())
+    return any(o.outcome in SHORT_OUTCOMES for o in read_outcomes({"outcomes": outcomes}).values())
 
 
 def _stopped_instances(record: ClusterRecord | None) -> int:

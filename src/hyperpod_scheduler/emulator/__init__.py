@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from hyperpod_scheduler.emulator.backend import HyperPodBackend
     from hyperpod_scheduler.emulator.capacity import CapacityModel
     from hyperpod_scheduler.emulator.server import EmulatorServer
+    from hyperpod_scheduler.emulator.storage import Storage
 
 __all__ = ["Emulator", "Faults", "running_emulator", "start_emulator"]
 
@@ -31,10 +32,14 @@ class Emulator:
     while it runs; the next request sees the change.
     """
 
-    def __init__(self, server: EmulatorServer, api: AwsJsonApi, backend: HyperPodBackend) -> None:
+    def __init__(
+        self, server: EmulatorServer, api: AwsJsonApi, backend: HyperPodBackend, storage: Storage | None = None
+    ) -> None:
         self._server = server
         self._api = api
         self.backend = backend
+        # S3 buckets and FSx file systems beside the control plane (``storage.s3``, ``storage.fsx``).
+        self.storage = storage
 
     @property
     def endpoint(self) -> str:
@@ -117,6 +122,7 @@ def start_emulator(
     """Start serving in background threads; the caller must ``close()`` it (or use ``running_emulator``)."""
     from hyperpod_scheduler.emulator.backend import HyperPodBackend
     from hyperpod_scheduler.emulator.server import AdminApi, EmulatorServer
+    from hyperpod_scheduler.emulator.storage import Storage
 
     if virtual_start is not None and speed is not None:
         raise UsageError("emulator: give either speed (a real-time clock) or virtual_start, not both")
@@ -125,9 +131,10 @@ def start_emulator(
     clock: Clock = VirtualClock(virtual_start) if virtual_start is not None else RealClock(speed or 1.0)
     backend = HyperPodBackend(clock, capacity=_capacity(capacity), seed=seed, state_path=state_path)
     api = AwsJsonApi(backend, _faults(faults, seed))
-    server = EmulatorServer(api, AdminApi(backend, api), host=host, port=port)
+    storage = Storage(clock, api.account, seed)
+    server = EmulatorServer(api, AdminApi(backend, api, storage), host=host, port=port)
     server.start()
-    return Emulator(server, api, backend)
+    return Emulator(server, api, backend, storage)
 
 
 @contextmanager

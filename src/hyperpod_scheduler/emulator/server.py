@@ -19,6 +19,7 @@ from typing import Any, Final, Protocol
 from hyperpod_scheduler.emulator.clock import Clock, RealClock, VirtualClock
 from hyperpod_scheduler.emulator.errors import EmulatorError, validation
 from hyperpod_scheduler.emulator.protocol import AwsJsonApi, Dispatcher, Reply, decode_body, error_reply, json_reply
+from hyperpod_scheduler.emulator.storage import Storage
 from hyperpod_scheduler.errors import UsageError
 
 log = logging.getLogger(__name__)
@@ -48,9 +49,10 @@ def _iso(value: datetime | None) -> str | None:
 class AdminApi:
     """``/_emulator/...``: health, clock (read; move a virtual one), faults (read; change), reset."""
 
-    def __init__(self, backend: ControlledBackend, api: AwsJsonApi) -> None:
+    def __init__(self, backend: ControlledBackend, api: AwsJsonApi, storage: Storage | None = None) -> None:
         self.backend = backend
         self.api = api
+        self.storage = storage
 
     def handle(self, method: str, path: str, body: bytes) -> Reply:
         route = path[len(ADMIN_PREFIX) :].split("?", 1)[0].strip("/")
@@ -70,7 +72,12 @@ class AdminApi:
                 return json_reply(200, self.api.faults.as_dict())
             if route == "reset" and method == "POST":
                 self.backend.reset()
+                if self.storage is not None:
+                    self.storage.clear()
                 return json_reply(200, {"status": "reset"})
+            stored = self.storage.admin(method, route, payload) if self.storage is not None else None
+            if stored is not None:
+                return stored
             if route in ("health", "clock", "faults", "reset"):
                 return error_reply(EmulatorError("MethodNotAllowed", f"{method} is not allowed on {path}", 405))
             return error_reply(EmulatorError("NotFound", f"no emulator admin endpoint {path}", 404))
@@ -152,7 +159,9 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.startswith(ADMIN_PREFIX):
             reply = self.server.admin.handle("POST", self.path, body)
         else:
-            reply = self.server.api.handle(self.headers.get("X-Amz-Target"), body, self.headers.get("Authorization"))
+            reply = self._stored("POST", body) or self.server.api.handle(
+                self.headers.get("X-Amz-Target"), body, self.headers.get("Authorization")
+            )
         self._send(reply)
 
     def do_GET(self) -> None:
@@ -160,7 +169,30 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(self.server.admin.handle("GET", self.path, b""))
         else:
             message = "AWS API calls are POST / with an X-Amz-Target header"
-            self._send(error_reply(EmulatorError("UnknownOperationException", message, 400)))
+            self._send(
+                self._stored("GET", b"") or error_reply(EmulatorError("UnknownOperationException", message, 400))
+            )
+
+    # S3's REST verbs (the storage beside the control plane answers them; see storage.py).
+    def do_PUT(self) -> None:
+        body = self._read_body()
+        if body is not None:
+            self._send(self._stored("PUT", body) or self._not_served("PUT"))
+
+    def do_HEAD(self) -> None:
+        self._send(self._stored("HEAD", b"") or self._not_served("HEAD"))
+
+    def do_DELETE(self) -> None:
+        self._send(self._stored("DELETE", b"") or self._not_served("DELETE"))
+
+    def _stored(self, method: str, body: bytes) -> Reply | None:
+        storage = self.server.admin.storage
+        if storage is None:
+            return None
+        return storage.handle(method, self.path, {k: v for k, v in self.headers.items()}, body)
+
+    def _not_served(self, method: str) -> Reply:
+        return error_reply(EmulatorError("MethodNotAllowed", f"{method} {self.path} is not served here", 405))
 
     def _read_body(self) -> bytes | None:
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
@@ -186,11 +218,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(reply.status)
         for name, value in reply.headers:
             self.send_header(name, value)
-        self.send_header("Content-Length", str(len(reply.body)))
+        if not any(name.lower() == "content-length" for name, _ in reply.headers):
+            self.send_header("Content-Length", str(len(reply.body)))
         if self.close_connection:
             self.send_header("Connection", "close")
         self.end_headers()
-        self.wfile.write(reply.body)
+        if self.command != "HEAD":  # a HEAD answer has the headers of a GET and no body
+            self.wfile.write(reply.body)
 
     def version_string(self) -> str:
         return self.server_version

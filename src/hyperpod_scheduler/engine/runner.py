@@ -30,8 +30,10 @@ from hyperpod_scheduler.guards.base import StopContext, StopGuard, Verdict
 from hyperpod_scheduler.guards.capacity import CapacityGuard
 from hyperpod_scheduler.store.base import lease_owner_id
 from hyperpod_scheduler.store.errors import ConflictError
+from hyperpod_scheduler.store.outcomes import outcomes_detail
 from hyperpod_scheduler.store.records import (
     ClusterRecord,
+    GroupOutcome,
     HistoryEntry,
     PendingAction,
     Refusal,
@@ -243,7 +245,8 @@ class Engine:
             if isinstance(guarded, Result):
                 return guarded
             if isinstance(guarded, planner.Noop):
-                return self._noop(ref, record, action, guarded, transition_at or now, dry_run)
+                kept = _everything_kept(view)
+                return self._noop(ref, record, action, guarded, transition_at or now, dry_run, kept)
             plan = guarded
         request = build_update(view, plan.counts, policy)
         targets = {name: count for name, (count, _) in plan.counts.items()}
@@ -317,10 +320,12 @@ class Engine:
         noop: planner.Noop,
         at: datetime,
         dry_run: bool,
+        detail: Mapping[str, Any] | None = None,
     ) -> Result:
         """Nothing to send: remember the state as applied (so the transition is not retried) and say why."""
         if not dry_run:
-            self._mark_applied(ref, record, noop.state, at, self._entry(ref, action, "noop", reason=noop.reason))
+            line = self._entry(ref, action, "noop", reason=noop.reason, **(detail or {}))
+            self._mark_applied(ref, record, noop.state, at, line)
         self._emit(ref, "noop", noop.reason)
         return Result(ref.name, "noop", noop.reason)
 
@@ -521,7 +526,7 @@ class Engine:
             )
         if pending.action == "stop":
             updated = updated.evolve(retry=None)
-        outcomes = {o.group: f"{o.outcome} {o.current}/{o.target}" for o in verdict.outcomes}
+        outcomes = outcomes_detail(verdict.outcomes)
         kind = "settled" if verdict.ok else "failed"
         extra: dict[str, Any] = {}
         if pending.action == "stop" and record.snapshot is not None:
@@ -625,6 +630,17 @@ class Engine:
 
 def _verdict_detail(v: Verdict) -> dict[str, Any]:
     return {"guard": v.guard, "decision": v.decision, "reason": v.reason, **{k: v.detail[k] for k in v.detail}}
+
+
+def _everything_kept(view: ClusterView) -> dict[str, Any]:
+    """A stop whose every group with nodes is protected sends nothing; its line still says what stayed
+    up, in a settled stop's shape, so the cost report can show what such a night costs (kept, not saved)."""
+    kept = [
+        GroupOutcome(group=g.name, outcome="kept" if g.target else "stopped", current=g.current, target=g.target)
+        for g in view.groups
+    ]
+    sizes = {g.name: {"count": max(g.current, g.target), "instance_type": g.instance_type} for g in view.groups}
+    return {"outcomes": outcomes_detail(kept), "sizes": sizes}
 
 
 def _rolled_back(verdict: planner.Settled) -> bool:

@@ -3,7 +3,10 @@
 Scale-in hands instances back to the pool, and nothing promises scarce ones back in the morning.
 This guard keeps, per group: training-plan groups (reserved, prepaid: releasing saves nothing and
 risks the reservation), scarce families unless the cluster releases them explicitly, groups whose
-policy is `keep` or a floor, and the Slurm head when `keep_slurm_head` is set.
+policy is `keep` or a floor, and the Slurm head (Controller and Login groups) when `keep_slurm_head`
+is set, or, by default, whenever a Compute group stays up overnight: compute nodes kept without their
+controller bill at full price for nothing a job can use, and the controller's queue is lost with its
+root volume. ``keep_slurm_head: false`` (or ``zero`` on the head group) still zeroes it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from hyperpod_scheduler.guards.base import StopContext, Verdict
 
 # P4d/P4de, P5/P5e/P5en, every P6 variant, Trn2: the families capacity reports show as hard to get back.
 SCARCE_FAMILIES = ("p4d", "p4de", "p5", "p5e", "p5en", "p6", "trn2")
+HEAD_NODE_TYPES = ("Controller", "Login")
 _FAMILY = re.compile(r"^ml\.(?P<family>[a-z0-9-]+)\.")
 
 
@@ -49,6 +53,7 @@ def protections(groups: tuple[GroupView, ...], policy: Policy) -> list[Protectio
     out = []
     extra = tuple(policy.scarce_families or ())
     per_group = policy.groups or {}
+    head: list[GroupView] = []
     for g in groups:
         size = max(g.current, g.target)
         explicit = per_group.get(g.name)
@@ -79,15 +84,46 @@ def protections(groups: tuple[GroupView, ...], policy: Policy) -> list[Protectio
                     overridable=True,
                 )
             )
-        elif policy.keep_slurm_head and g.node_type in ("Controller", "Login"):
-            out.append(
-                Protection(g.name, size, f"keep_slurm_head: the Slurm {g.node_type.lower()} stays up", overridable=True)
-            )
-    return [p for p in out if p.keep_at > 0]
+        elif g.node_type in HEAD_NODE_TYPES:
+            head.append(g)
+    out = [p for p in out if p.keep_at > 0]
+    return out + _head_protections(head, groups, out, policy)
+
+
+def _head_protections(
+    head: list[GroupView], groups: tuple[GroupView, ...], kept: list[Protection], policy: Policy
+) -> list[Protection]:
+    """The Slurm head stays when asked to, or (unless ``keep_slurm_head: false``) with any kept compute group.
+
+    Kept with workers, the head is only as releasable as they are: a training-plan group that can never
+    be released keeps its controller even under ``--include-protected``."""
+    if policy.keep_slurm_head is False:
+        return []
+    compute = {g.name for g in groups if g.node_type == "Compute"}
+    workers = [p for p in kept if p.group in compute]
+    if policy.keep_slurm_head:
+        why, overridable = "keep_slurm_head: the Slurm {role} stays up", True
+    elif workers:
+        named = ", ".join(f"'{w.group}'" for w in workers)
+        why = (
+            f"the Slurm {{role}} stays up with the compute group{'s' if len(workers) > 1 else ''} {named} "
+            "kept overnight (set keep_slurm_head: false to zero it)"
+        )
+        overridable = all(w.overridable for w in workers)
+    else:
+        return []
+    out = []
+    for g in head:
+        size = max(g.current, g.target)
+        if size > 0:
+            role = (g.node_type or "head").lower()
+            out.append(Protection(g.name, size, why.format(role=role), overridable=overridable))
+    return out
 
 
 class CapacityGuard:
-    """Keeps protected groups; ``include_protected`` releases everything but training plans for one run."""
+    """Keeps protected groups; ``include_protected`` releases, for one run, everything but training plans
+    (and the Slurm head kept with them)."""
 
     name = "capacity"
 

@@ -6,45 +6,32 @@ For ``hyperpod-scheduler demo --dashboard`` (the demo calls ``serve_demo`` befor
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import boto3
 import yaml
 
-from hyperpod_scheduler.app.compose import Context
+from hyperpod_scheduler.aws.clients import AwsClients
 from hyperpod_scheduler.config.model import Config
-from hyperpod_scheduler.cost.fsx import FileSystem
 from hyperpod_scheduler.emulator import Emulator
 from hyperpod_scheduler.web.service import Dashboard
 
 
-def demo_dashboard(
-    emu: Emulator,
-    config: Config,
-    state_path: str,
-    token: str | None,
-    file_systems: Mapping[str, Sequence[dict[str, Any]]] | None = None,
-) -> Dashboard:
-    """A dashboard on the demo's virtual clock and emulator; the config is written beside the store
-    so the schedule grid has a file to save to."""
+def demo_dashboard(emu: Emulator, config: Config, state_path: str, token: str | None) -> Dashboard:
+    """A dashboard on the demo's virtual clock and emulator (SageMaker, S3 and FSx alike); the config is
+    written beside the store so the schedule grid has a file to save to."""
     config_file = Path(state_path).with_name("hyperpod-scheduler.yaml")
     config_file.write_text(yaml.safe_dump(config.model_dump(mode="json", exclude_defaults=True), sort_keys=False))
     session = boto3.Session(aws_access_key_id="demo", aws_secret_access_key="demo", region_name="us-east-1")
     client = session.client("sagemaker", endpoint_url=emu.endpoint)
-    known = file_systems or {}
-
-    def systems(_: Context, keys: list[str], __: list[str]) -> dict[str, list[FileSystem]]:
-        return {k: [FileSystem(**fs, found_by="demo") for fs in known.get(k.rsplit("/", 1)[-1], [])] for k in keys}
-
     return Dashboard(
         config_file=str(config_file),
         state=state_path,
         token=token,
         now=emu.clock.now,
         client_for=lambda ref: client,
-        file_systems=systems,
+        aws=AwsClients(emu.endpoint),
     )
 
 
@@ -56,16 +43,14 @@ def serve_demo(
     host: str = "127.0.0.1",
     port: int = 8080,
     token: str | None = None,
-    file_systems: Mapping[str, Sequence[dict[str, Any]]] | None = None,
     announce: Callable[[str], None] = print,
 ) -> None:
-    """Block serving the dashboard over the demo until interrupted (``file_systems``: the demo's FSx,
-    by cluster name, handed in by the command so the dashboard does not import the demo)."""
+    """Block serving the dashboard over the demo until interrupted."""
     import uvicorn
 
     from hyperpod_scheduler.web.app import create_app
 
-    dash = demo_dashboard(emu, config, state_path, token, file_systems)
+    dash = demo_dashboard(emu, config, state_path, token)
     with socket.socket() as sock:
         # Bind first, so port 0 becomes a real port we can print, then hand the socket to uvicorn.
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -3,7 +3,6 @@ no external fetches."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -12,10 +11,11 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 
 from hyperpod_scheduler import __version__
+from hyperpod_scheduler.app import report as reports
 from hyperpod_scheduler.app.compose import Context
-from hyperpod_scheduler.cost.fsx import FileSystem
+from hyperpod_scheduler.cost.settings import CostSettings
 from hyperpod_scheduler.errors import UsageError
-from hyperpod_scheduler.web.service import Dashboard, FileSystemsFn
+from hyperpod_scheduler.web.service import Dashboard
 
 HERE = Path(__file__).parent
 
@@ -46,20 +46,16 @@ def write_html_report(
     since: str | None,
     until: str | None,
     *,
-    file_systems: Mapping[str, Sequence[FileSystem]] | None = None,
+    with_fsx: bool = True,
+    settings: CostSettings | None = None,
 ) -> Path:
     """Write the fleet, every cluster, the savings and the schedules to ``path`` as one HTML file.
 
-    ``file_systems`` (by cluster key) replaces FSx discovery, e.g. ``{}`` for ``--no-fsx``."""
-    fixed: FileSystemsFn | None = None
-    if file_systems is not None:
-        known = dict(file_systems)
-
-        def fixed_fn(_: Context, keys: list[str], __: list[str]) -> Mapping[str, Sequence[FileSystem]]:
-            return {k: known.get(k, []) for k in keys}
-
-        fixed = fixed_fn
-    dash = Dashboard(now=ctx.now, file_systems=fixed, fixed_context=ctx)
+    The savings are the same computation as ``report`` prints; ``with_fsx=False`` is ``--no-fsx``,
+    ``settings`` the report's cost settings (``--prices``, ``--price-source``)."""
+    dash = Dashboard(
+        now=ctx.now, file_systems=None if with_fsx else reports.none_found, fixed_context=ctx, cost=settings
+    )
     html = render_report(dash, since, until)
     target = Path(path)
     try:

@@ -7,8 +7,7 @@ every figure comes from the same functions the CLI uses (fleet, schedule, cost, 
 from __future__ import annotations
 
 import hmac
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,14 +15,17 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from hyperpod_scheduler.app import report as reports
 from hyperpod_scheduler.app.compose import Context, chain_clients
 from hyperpod_scheduler.app.instants import parse_instant
 from hyperpod_scheduler.app.status import status_row
+from hyperpod_scheduler.aws.clients import AwsClients
 from hyperpod_scheduler.config.load import config_path, load_config
 from hyperpod_scheduler.cost import summary
 from hyperpod_scheduler.cost.fsx import FileSystem
-from hyperpod_scheduler.cost.savings import Report, build_report, cost_of, nights_and_shortfalls
-from hyperpod_scheduler.engine.fleet import Governed
+from hyperpod_scheduler.cost.savings import Report
+from hyperpod_scheduler.cost.settings import CostSettings
+from hyperpod_scheduler.engine.fleet import Governed, ref_for
 from hyperpod_scheduler.engine.runner import ClusterRef
 from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
 from hyperpod_scheduler.guards.capacity import protections
@@ -42,8 +44,7 @@ if TYPE_CHECKING:
 AUDIT_KEYS = ("jobs", "signalled", "drained", "requeued", "resubmit", "checkpoint", "checkpoints", "audit")
 ActionName = Literal["hold", "release", "stop", "start"]
 ACTIONS: tuple[ActionName, ...] = ("hold", "release", "stop", "start")
-FSX_CACHE_S = 300.0
-FileSystemsFn = Callable[[Context, list[str], list[str]], Mapping[str, Sequence[FileSystem]]]
+FSX_CACHE_S = reports.FSX_CACHE_S
 
 
 class NotFound(HyperpodSchedulerError):
@@ -67,10 +68,14 @@ class Dashboard:
     token: str | None = None
     now: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     client_for: Callable[[ClusterRef], SageMakerClient] | None = None
-    file_systems: FileSystemsFn | None = None  # default: the cost report's FSx discovery
+    file_systems: reports.FileSystemSource | None = None  # default: the cost report's FSx discovery
     fixed_context: Context | None = None  # a caller's context (the HTML report), used as is
+    aws: AwsClients = field(default_factory=AwsClients)  # FSx, S3 and Pricing clients (the demo: its emulator)
+    cost: CostSettings | None = None  # the report's cost settings, instead of the config's (report --html)
     _store: StateStore | None = None
-    _fsx_cache: dict[tuple[str, ...], tuple[float, Mapping[str, Sequence[FileSystem]], list[str]]] = field(
+    # FSx discovery is several AWS calls per cluster; file systems rarely change, so a recent answer
+    # is reused rather than paid for on every page view.
+    _fsx_cache: dict[tuple[str, ...], tuple[float, dict[str, list[FileSystem]], list[str]]] = field(
         default_factory=dict
     )
 
@@ -116,39 +121,30 @@ class Dashboard:
         return g
 
     def report(self, ctx: Context, since: datetime, until: datetime) -> Report:
-        if until <= since:
-            raise UsageError(f"until {until.isoformat()} must be after since {since.isoformat()}")
-        entries = ctx.store.history_all(None, until)
-        keys = sorted({e.key for e in entries if e.action in ("stop", "start")})
-        records = {k: ctx.store.get(k) for k in keys}
+        """The same computation as ``report`` on the command line (``app.report.build``)."""
+        settings = self.cost or reports.cost_settings(ctx.config)
         notes: list[str] = []
-        systems = self._systems(ctx, keys, notes)
-        return build_report(entries, records, systems, ctx.prices(), since, until, notes)
+        table = reports.prices(settings.prices, ctx.now(), self.aws, notes)
+        return reports.build(ctx.store, table, self._systems(ctx), since, until, notes)
 
-    def _systems(self, ctx: Context, keys: list[str], notes: list[str]) -> Mapping[str, Sequence[FileSystem]]:
+    def _systems(self, ctx: Context) -> reports.FileSystemSource:
         if self.file_systems is not None:
-            return self.file_systems(ctx, keys, notes)
-        from hyperpod_scheduler.cli.report import discover_file_systems, settings_from
-
-        # FSx discovery is several AWS calls per cluster; file systems rarely change, so reuse a
-        # recent answer rather than paying for it on every page view.
-        cached = self._fsx_cache.get(tuple(keys))
-        if cached is not None and time.monotonic() - cached[0] < FSX_CACHE_S:
-            notes.extend(cached[2])
-            return cached[1]
-        found_notes: list[str] = []
-        found = discover_file_systems(ctx, keys, settings_from(ctx), found_notes)
-        self._fsx_cache[tuple(keys)] = (time.monotonic(), found, found_notes)
-        notes.extend(found_notes)
-        return found
+            return self.file_systems
+        return reports.FileSystemFinder(
+            ctx.config,
+            lambda region, profile: ctx.client_for(ClusterRef("", "", region, profile)),
+            self.aws,
+            cache_s=FSX_CACHE_S,
+            cache=self._fsx_cache,
+        )
 
     def fleet(self) -> list[dict[str, Any]]:
         ctx = self.context()
         now = ctx.now()
         month = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
         doc = summary.as_document(self.report(ctx, month, now)) if now > month else {"clusters": []}
-        net = {c["key"]: c["window"]["net_saving"] for c in doc["clusters"]}
-        return [fleet_row(ctx, g, net.get(g.ref.key, 0.0)) for g in ctx.fleet().governed()]
+        saved = {c["key"]: c["window"]["saving"] for c in doc["clusters"]}
+        return [fleet_row(ctx, g, saved.get(g.ref.key, 0.0)) for g in ctx.fleet().governed()]
 
     def cluster(self, name: str) -> dict[str, Any]:
         ctx = self.context()
@@ -215,27 +211,25 @@ class Dashboard:
         ctx = self.context()
         until = parse_instant(until_text, "until") if until_text else ctx.now()
         since = parse_instant(since_text, "since") if since_text else until - timedelta(days=30)
-        report = self.report(ctx, since, until)
-        doc = summary.as_document(report)
-        nights = per_night(ctx, report, self, since, until)
+        doc = summary.as_document(self.report(ctx, since, until))
+        nights = doc["nightly"]
         labels = [n["night"] for n in nights]
         cumulative, total = [], 0.0
         for n in nights:
-            total += n["net_saving"]
+            total += n["saving"]
             cumulative.append(round(total, 2))
-        doc["nights"] = nights
-        doc["cumulative_net_saving"] = cumulative
+        doc["cumulative_saving"] = cumulative
         doc["charts"] = {
             "per_night": bars_svg(
                 labels,
                 [
-                    ("GPU/instance cost avoided", "#2f855a", [n["avoided_cost"] for n in nights]),
-                    ("FSx kept billing", "#dd6b20", [n["fsx_residual"] for n in nights]),
-                    ("protected groups", "#718096", [n["protected_cost"] for n in nights]),
+                    ("saving (instance cost avoided)", "#2f855a", [n["saving"] for n in nights]),
+                    ("FSx still billing while stopped", "#dd6b20", [n["fsx_while_stopped"] for n in nights]),
+                    ("kept (not saved)", "#718096", [n["kept_cost"] for n in nights]),
                 ],
                 "per night (USD)",
             ),
-            "cumulative": bars_svg(labels, [("cumulative net saving", "#2b6cb0", cumulative)], "cumulative (USD)"),
+            "cumulative": bars_svg(labels, [("cumulative saving", "#2b6cb0", cumulative)], "cumulative (USD)"),
         }
         return doc
 
@@ -354,35 +348,12 @@ def history_row(e: HistoryEntry) -> dict[str, Any]:
     }
 
 
-def fleet_row(ctx: Context, g: Governed, month_net: float | None) -> dict[str, Any]:
-    """One fleet line: the status row ``status`` prints, and this month's net saving."""
+def fleet_row(ctx: Context, g: Governed, month_saving: float | None) -> dict[str, Any]:
+    """One fleet line: the status row ``status`` prints, and this month's saving."""
     return {
         **status_row(ctx, g).document(),
-        "month_net_saving_usd": None if month_net is None else round(month_net, 2),
+        "month_saving_usd": None if month_saving is None else round(month_saving, 2),
     }
 
 
-def per_night(ctx: Context, report: Report, dash: Dashboard, since: datetime, until: datetime) -> list[dict[str, Any]]:
-    """Each night (by its UTC start date) summed over clusters: what was avoided and what kept billing."""
-    by_key = {c.key: c for c in report.clusters}
-    entries = ctx.store.history_all(None, until)
-    records = {k: ctx.store.get(k) for k in by_key}
-    nights, _ = nights_and_shortfalls(entries, records, since, until)
-    prices = ctx.prices()
-    out: dict[str, dict[str, float]] = {}
-    for key, items in nights.items():
-        systems = by_key[key].file_systems if key in by_key else []
-        for night in items:
-            t = cost_of(key, [night], [], systems, prices).totals
-            slot = out.setdefault(
-                f"{night.start:%Y-%m-%d}",
-                {"avoided_cost": 0.0, "fsx_residual": 0.0, "protected_cost": 0.0, "net_saving": 0.0},
-            )
-            slot["avoided_cost"] += t.avoided_cost
-            slot["fsx_residual"] += t.fsx_residual
-            slot["protected_cost"] += t.protected_cost
-            slot["net_saving"] += t.net_saving
-    return [{"night": k, **{f: round(v, 2) for f, v in out[k].items()}} for k in sorted(out)]
-
-
-__all__ = ["ACTIONS", "Dashboard", "NotFound", "Refused"]
+__all__ = ["ACTIONS", "Dashboard", "NotFound", "Refused", "ref_for"]

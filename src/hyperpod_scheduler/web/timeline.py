@@ -10,8 +10,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from hyperpod_scheduler.cost.savings import parse_outcome
 from hyperpod_scheduler.schedule import Schedule
+from hyperpod_scheduler.store.outcomes import read_outcomes
 from hyperpod_scheduler.store.records import HistoryEntry
 
 # running | stopped | shortfall | planned-running | planned-stopped
@@ -32,13 +32,12 @@ class GroupRow:
 
 
 def _state_after(entry: HistoryEntry, group: str) -> Kind:
-    outcomes = entry.detail.get("outcomes") or {}
-    parsed = parse_outcome(outcomes.get(group)) if isinstance(outcomes, dict) else None
+    o = read_outcomes(entry.detail).get(group)
     if entry.action == "stop":
-        if parsed and parsed[1] > 0:
+        if o is not None and o.current > 0:
             return "running"  # kept, floored, or a scale-in that failed: these nodes kept billing
         return "stopped"
-    if parsed and parsed[0] in ("partial", "failed") and parsed[1] < parsed[2]:
+    if o is not None and o.outcome in ("partial", "failed") and o.current < o.target:
         return "shortfall"
     return "running"
 

@@ -1,0 +1,124 @@
+"""``hyperpod-scheduler report`` on the emulator: a week of the demo's history, FSx found through the
+emulator's own S3 and FSx, the console script run as a user runs it.
+
+    .venv/bin/python bench/report_bench.py [--runs 5] [--quick]
+
+Reference, measured in the same run: ``hyperpod-scheduler --version`` (starting the interpreter and
+importing the CLI, which every command pays). Also the report computation alone, in-process.
+Target: the whole ``report`` command under a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hyperpod_scheduler.app import report as reports
+from hyperpod_scheduler.aws.clients import AwsClients
+from hyperpod_scheduler.demo.run import run_demo
+from hyperpod_scheduler.store import open_store
+
+CLI = [sys.executable, "-m", "hyperpod_scheduler.cli.main"]
+
+
+def _wall(command: list[str], env: dict[str, str], runs: int) -> list[float]:
+    out = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+        out.append(time.perf_counter() - started)
+        if done.returncode != 0:
+            raise SystemExit(f"{' '.join(command)} failed: {done.stderr[-500:]}")
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="2 runs over 2 virtual days")
+    args = parser.parse_args()
+    runs, days = (2, 2.0) if args.quick else (args.runs, 7.0)
+    folder = Path(tempfile.mkdtemp(prefix="report-bench-"))
+    figures: dict[str, Any] = {}
+
+    def measure(result: Any, emu: Any, config: Any, state_path: str) -> None:
+        state = folder / "state.sqlite"
+        with sqlite3.connect(state_path) as src, sqlite3.connect(state) as dst:
+            src.backup(dst)
+        config_file = folder / "hyperpod-scheduler.yaml"
+        config_file.write_text(yaml.safe_dump(config.model_dump(mode="json", exclude_defaults=True)))
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
+            "AWS_ENDPOINT_URL": emu.endpoint,
+            "AWS_ACCESS_KEY_ID": "bench",
+            "AWS_SECRET_ACCESS_KEY": "bench",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "HOME": str(folder),
+            "XDG_CONFIG_HOME": str(folder / "config"),
+        }
+        figures["version"] = _wall([*CLI, "--version"], env, runs)
+        command = [
+            *CLI,
+            "report",
+            "-c",
+            str(config_file),
+            "--state",
+            str(state),
+            "--until",
+            result.report.until.isoformat(),
+        ]
+        figures["report"] = _wall(command, env, runs)
+        figures["report_json"] = _wall([*command, "--json"], env, runs)
+        with open_store(str(state)) as store:
+            started = time.perf_counter()
+            aws = AwsClients(emu.endpoint)
+            finder = reports.FileSystemFinder(
+                config, lambda region, profile: aws.client("sagemaker", None, region), aws
+            )
+            done = reports.build(
+                store,
+                reports.prices(config.cost.prices, emu.clock.now(), aws),
+                finder,
+                result.report.since,
+                result.report.until,
+            )
+            figures["inproc"] = time.perf_counter() - started
+            figures["clusters"] = len(done.clusters)
+            figures["nights"] = done.nights
+
+    run_demo(days=days, on_finish=measure)
+    shutil.rmtree(folder, ignore_errors=True)
+    cores = os.cpu_count()
+    history = f"{figures['clusters']} clusters, {figures['nights']} nights of history"
+    print(f"machine: {cores} cores; {history}, {runs} runs each")
+    print("")
+    print("| command | median wall | best | worst |")
+    print("|---|---|---|---|")
+    for label, key in (
+        ("`hyperpod-scheduler --version` (reference: start-up and imports)", "version"),
+        ("`hyperpod-scheduler report` on the emulator (table)", "report"),
+        ("`hyperpod-scheduler report --json` on the emulator", "report_json"),
+    ):
+        values = figures[key]
+        print(f"| {label} | {statistics.median(values):.2f} s | {min(values):.2f} s | {max(values):.2f} s |")
+    extra = statistics.median(figures["report"]) - statistics.median(figures["version"])
+    print("")
+    print(
+        f"report beyond start-up: {extra:.2f} s; the report computation in-process (FSx discovery through the "
+        f"emulator included): {figures['inproc']:.3f} s"
+    )
+
+
+if __name__ == "__main__":
+    main()
