@@ -14,6 +14,7 @@ from hyperpod_scheduler.emulator.clock import VirtualClock
 from hyperpod_scheduler.errors import UsageError
 from tests.emulator_model.helpers import (
     T0,
+    CheckedBackend,
     backend,
     clock,
     cluster_request,
@@ -50,7 +51,7 @@ def test_a_restart_resumes_clusters_nodes_events_and_scheduled_changes(tmp_path:
     now = first.clock.now()
     first.close()
 
-    second = HyperPodBackend(VirtualClock(now), CapacityModel.from_dict(capacity), seed=4, state_path=state)
+    second = CheckedBackend(VirtualClock(now), CapacityModel.from_dict(capacity), seed=4, state_path=state)
     assert {n: describe(second, n) for n in ("kept", "half-way")} == before
     assert nodes(second, "half-way") == before_nodes
     assert events(second, "kept") == before_events
@@ -72,7 +73,7 @@ def test_restarted_and_uninterrupted_runs_agree(tmp_path: Path) -> None:
             if step == restart_at:
                 now = b.clock.now()
                 b.close()
-                b = HyperPodBackend(
+                b = CheckedBackend(
                     VirtualClock(now), CapacityModel.from_dict({"instance_types": {P5: 2}}), seed=21, state_path=state
                 )
             clock(b).advance(300)
@@ -93,11 +94,11 @@ def test_a_file_that_is_not_sqlite_is_a_usage_error(tmp_path: Path) -> None:
 def _scenario(seed: int) -> list[Any]:
     b = backend({"instance_types": {P5: 4}, "failures": {"lifecycle_script_failure_rate": 0.2}}, seed=seed)
     b.dispatch("CreateCluster", cluster_request("a", continuous=True, workers=6, worker_type=P5, tier="custom"))
-    b.dispatch("CreateCluster", cluster_request("b", workers=2, tier="extension"))
+    b.dispatch("CreateCluster", cluster_request("b", workers=2, tier="ami"))  # runs no script: cannot fail
     wait_status(b, "InService", "b")
     b.dispatch("UpdateCluster", {"ClusterName": "b", "InstanceGroups": resend(describe(b, "b"), {"gpu": 0})})
     clock(b).advance(6 * 3600)
-    return [describe(b, "a"), describe(b, "b"), nodes(b, "a"), events(b, "a"), events(b, "b"), b.usage()]
+    return [describe(b, "a"), describe(b, "b"), nodes(b, "a"), events(b, "a"), nodes(b, "b"), b.usage()]
 
 
 def test_the_same_seed_gives_the_same_run_and_another_seed_another() -> None:

@@ -57,6 +57,11 @@ class Emulator:
         seed = self._api.faults.seed
         self._api.faults = value if isinstance(value, Faults) else Faults.from_mapping(value, seed=seed)
 
+    @property
+    def answer_problems(self) -> list[str]:
+        """With ``check_answers``: every way an answer broke its botocore output shape (empty is good)."""
+        return list(self._api.answer_problems)
+
     def advance(self, seconds: float) -> None:
         """Move a virtual clock forward and process what fell due (UsageError on a real-time clock)."""
         clock = self.clock
@@ -113,8 +118,15 @@ def start_emulator(
     seed: int = 0,
     state_path: str | Path | None = None,
     faults: Faults | Mapping[str, Any] | None = None,
+    omitted_members: str = "keep",
+    check_answers: bool = False,
 ) -> Emulator:
-    """Start serving in background threads; the caller must ``close()`` it (or use ``running_emulator``)."""
+    """Start serving in background threads; the caller must ``close()`` it (or use ``running_emulator``).
+
+    ``omitted_members="reset"`` rehearses the unconfirmed worst case of UpdateCluster: an optional
+    member an existing group's entry leaves out goes back to its default. ``check_answers`` checks
+    every answer against its botocore output shape (``emulator.answer_problems``).
+    """
     from hyperpod_scheduler.emulator.backend import HyperPodBackend
     from hyperpod_scheduler.emulator.server import AdminApi, EmulatorServer
 
@@ -123,8 +135,10 @@ def start_emulator(
     if speed is not None and not speed > 0:
         raise UsageError(f"emulator: speed must be a positive number, got {speed}")
     clock: Clock = VirtualClock(virtual_start) if virtual_start is not None else RealClock(speed or 1.0)
-    backend = HyperPodBackend(clock, capacity=_capacity(capacity), seed=seed, state_path=state_path)
-    api = AwsJsonApi(backend, _faults(faults, seed))
+    backend = HyperPodBackend(
+        clock, capacity=_capacity(capacity), seed=seed, state_path=state_path, omitted_members=omitted_members
+    )
+    api = AwsJsonApi(backend, _faults(faults, seed), check_answers=check_answers)
     server = EmulatorServer(api, AdminApi(backend, api), host=host, port=port)
     server.start()
     return Emulator(server, api, backend)
@@ -141,6 +155,8 @@ def running_emulator(
     seed: int = 0,
     state_path: str | Path | None = None,
     faults: Faults | Mapping[str, Any] | None = None,
+    omitted_members: str = "keep",
+    check_answers: bool = False,
 ) -> Iterator[Emulator]:
     """An emulator serving on ``host:port`` (0: a free port) for the duration of the ``with`` block.
 
@@ -156,6 +172,8 @@ def running_emulator(
         seed=seed,
         state_path=state_path,
         faults=faults,
+        omitted_members=omitted_members,
+        check_answers=check_answers,
     )
     try:
         yield emulator
