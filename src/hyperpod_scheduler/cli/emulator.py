@@ -145,7 +145,11 @@ def serve(
     try:
         print(f"endpoint: {emulator.endpoint}", flush=True)
         if omitted_members == "reset":
-            print("omitted members: reset (an update's omitted optional members go back to their defaults)", flush=True)
+            print(
+                "omitted members: reset (an update's omitted optional members go back to their defaults)",
+                file=sys.stderr,
+                flush=True,
+            )
         while not stop.wait(0.5):
             pass
     finally:
