@@ -96,11 +96,15 @@ def serve(
     omitted_members: str = typer.Option(
         "keep",
         "--omitted-members",
+        envvar="HYPERPOD_EMULATOR_OMITTED_MEMBERS",
         help="What UpdateCluster does with an optional member an existing group leaves out: keep its value, "
         "or reset it to its default (the unconfirmed worst case on AWS, for rehearsal).",
     ),
     check_answers: bool = typer.Option(
-        False, "--check-answers", help="Check every answer against its botocore output shape (HTTP 500 if not)."
+        False,
+        "--check-answers",
+        envvar="HYPERPOD_EMULATOR_CHECK_ANSWERS",
+        help="Check every answer against its botocore output shape (HTTP 500 if not).",
     ),
 ) -> None:
     """Serve the emulated SageMaker HyperPod API until SIGTERM or Ctrl-C; prints `endpoint: URL` when ready."""

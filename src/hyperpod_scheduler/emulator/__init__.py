@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
@@ -20,6 +21,9 @@ if TYPE_CHECKING:
     from hyperpod_scheduler.emulator.server import EmulatorServer
 
 __all__ = ["Emulator", "Faults", "running_emulator", "start_emulator"]
+
+OMITTED_MEMBERS_ENV = "HYPERPOD_EMULATOR_OMITTED_MEMBERS"
+CHECK_ANSWERS_ENV = "HYPERPOD_EMULATOR_CHECK_ANSWERS"
 
 CapacitySource: TypeAlias = "CapacityModel | Mapping[str, Any] | str | Path"
 
@@ -118,14 +122,16 @@ def start_emulator(
     seed: int = 0,
     state_path: str | Path | None = None,
     faults: Faults | Mapping[str, Any] | None = None,
-    omitted_members: str = "keep",
-    check_answers: bool = False,
+    omitted_members: str | None = None,
+    check_answers: bool | None = None,
 ) -> Emulator:
     """Start serving in background threads; the caller must ``close()`` it (or use ``running_emulator``).
 
     ``omitted_members="reset"`` rehearses the unconfirmed worst case of UpdateCluster: an optional
     member an existing group's entry leaves out goes back to its default. ``check_answers`` checks
-    every answer against its botocore output shape (``emulator.answer_problems``).
+    every answer against its botocore output shape (``emulator.answer_problems``). Left as None,
+    they come from ``HYPERPOD_EMULATOR_OMITTED_MEMBERS`` (default keep) and
+    ``HYPERPOD_EMULATOR_CHECK_ANSWERS`` (1: on), so a whole test suite can run in either mode.
     """
     from hyperpod_scheduler.emulator.backend import HyperPodBackend
     from hyperpod_scheduler.emulator.server import AdminApi, EmulatorServer
@@ -134,6 +140,10 @@ def start_emulator(
         raise UsageError("emulator: give either speed (a real-time clock) or virtual_start, not both")
     if speed is not None and not speed > 0:
         raise UsageError(f"emulator: speed must be a positive number, got {speed}")
+    if omitted_members is None:
+        omitted_members = os.environ.get(OMITTED_MEMBERS_ENV) or "keep"
+    if check_answers is None:
+        check_answers = os.environ.get(CHECK_ANSWERS_ENV, "") not in ("", "0", "false", "no")
     clock: Clock = VirtualClock(virtual_start) if virtual_start is not None else RealClock(speed or 1.0)
     backend = HyperPodBackend(
         clock, capacity=_capacity(capacity), seed=seed, state_path=state_path, omitted_members=omitted_members
@@ -155,8 +165,8 @@ def running_emulator(
     seed: int = 0,
     state_path: str | Path | None = None,
     faults: Faults | Mapping[str, Any] | None = None,
-    omitted_members: str = "keep",
-    check_answers: bool = False,
+    omitted_members: str | None = None,
+    check_answers: bool | None = None,
 ) -> Iterator[Emulator]:
     """An emulator serving on ``host:port`` (0: a free port) for the duration of the ``with`` block.
 
