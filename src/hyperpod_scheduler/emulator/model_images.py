@@ -10,6 +10,7 @@ published in a machine-readable form; the built-in ones are made up in the docum
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -29,6 +30,7 @@ SECURITY_UPDATE_REQUIRED = "SecurityUpdateRequired"
 END_OF_LIFE = "EndOfLife"
 
 
+@functools.lru_cache(maxsize=4096)
 def version_key(version: str) -> tuple[int, int, int]:
     m = _VERSION.match(version)
     if m is None:
@@ -103,6 +105,7 @@ class Catalogue:
                 raise UsageError(f"images: version {r.version} is listed twice")
             seen.add(r.key)
         self.releases: tuple[ImageRelease, ...] = tuple(ordered)
+        self._by_version = {r.version: r for r in ordered}
 
     def available(self, t: datetime, origin: datetime) -> list[ImageRelease]:
         return [r for r in self.releases if r.released(t, origin)]
@@ -112,7 +115,7 @@ class Catalogue:
         return out[-1] if out else None
 
     def find(self, version: str) -> ImageRelease | None:
-        return next((r for r in self.releases if r.version == version), None)
+        return self._by_version.get(version)
 
     def by_image(self, image_id: str) -> ImageRelease | None:
         return next((r for r in self.releases if r.image_id == image_id), None)
@@ -128,10 +131,15 @@ class Catalogue:
         current = self.find(version)
         if current is not None and current.ended(t, origin):
             return END_OF_LIFE
-        newer = [r for r in self.available(t, origin) if r.key > version_key(version)]
-        if not newer:
-            return UP_TO_DATE
-        return SECURITY_UPDATE_REQUIRED if any(r.security_update for r in newer) else UPDATE_AVAILABLE
+        key, status = version_key(version), UP_TO_DATE
+        for r in reversed(self.releases):  # newest first: only the releases above ``version`` matter
+            if r.key <= key:
+                break
+            if r.released(t, origin):
+                if r.security_update:
+                    return SECURITY_UPDATE_REQUIRED
+                status = UPDATE_AVAILABLE
+        return status
 
 
 def next_version(releases: Sequence[ImageRelease]) -> str:

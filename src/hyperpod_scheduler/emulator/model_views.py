@@ -116,14 +116,15 @@ def kubernetes_details(sent: dict[str, Any]) -> dict[str, Any]:
 
 def current_image(c: Cluster, g: Group) -> tuple[str | None, str]:
     """What the group's running nodes run (the oldest release, if they differ), else what they last ran."""
-    running = [n for n in c.group_nodes(g.name) if n.phase == "running"]
+    running = [n for n in c.nodes.values() if n.group == g.name and n.phase == "running"]
     if not running:
         return g.ran_version, g.ran_image_id
+    first = running[0]
+    if all(n.image_version == first.image_version for n in running):
+        return first.image_version, first.image_id
     managed = [n for n in running if n.image_version is not None]
-    if managed:
-        oldest = min(managed, key=lambda n: version_key(n.image_version or "0.0.0"))
-        return oldest.image_version, oldest.image_id
-    return None, running[0].image_id
+    oldest = min(managed, key=lambda n: version_key(n.image_version or "0.0.0"))
+    return oldest.image_version, oldest.image_id
 
 
 def describe_group(w: World, c: Cluster, g: Group, t: datetime) -> dict[str, Any]:
