@@ -22,7 +22,7 @@ from tests.engine.conftest import three_tier_request
 
 runner = CliRunner()
 PATCH = {
-    "PatchingStrategy": "WhenIdle",
+    "PatchingStrategy": "DrainFirst",  # the model: DrainPolicy is valid only with DrainFirst
     "IdleWaitWindowInSeconds": 7200,
     "DrainPolicy": {"DrainTimeoutInSeconds": 600, "OnDrainTimeout": "Skip"},
 }
