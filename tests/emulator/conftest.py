@@ -13,8 +13,10 @@ from tests.emulator.clients import T0, make_client
 
 @pytest.fixture
 def emu() -> Iterator[Emulator]:
-    with running_emulator(virtual_start=T0, seed=7) as emulator:
+    # check_answers: every answer must fit its botocore output shape, or the test fails.
+    with running_emulator(virtual_start=T0, seed=7, check_answers=True) as emulator:
         yield emulator
+        assert emulator.answer_problems == []
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ SCARCE_P5 = {
 
 @pytest.fixture
 def scarce() -> Iterator[Emulator]:
-    with running_emulator(virtual_start=T0, capacity=SCARCE_P5, seed=3) as emulator:
+    with running_emulator(virtual_start=T0, capacity=SCARCE_P5, seed=3, check_answers=True) as emulator:
         yield emulator
 
 

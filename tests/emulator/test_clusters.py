@@ -78,7 +78,7 @@ FIXED_TIMING = {
 def test_lifecycle_tiers_change_how_long_nodes_take() -> None:
     took = {}
     for tier in ("ami", "extension", "custom"):
-        with running_emulator(virtual_start=T0, capacity={"timing": FIXED_TIMING}) as emu:
+        with running_emulator(virtual_start=T0, capacity={"timing": FIXED_TIMING}, check_answers=True) as emu:
             sm = make_client(emu.endpoint)
             sm.create_cluster(**create_request("tiers", tier=tier, worker_type="ml.c5.xlarge"))
             wait_status(emu, sm, "tiers", "InService")

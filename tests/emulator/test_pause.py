@@ -15,7 +15,7 @@ def _status(sm: object, name: str) -> str:
 
 def test_a_paused_emulator_keeps_a_cluster_creating_until_resumed() -> None:
     # At this speed creation takes well under a second of real time; paused, it must not finish.
-    with running_emulator(speed=5000, seed=3) as emu:
+    with running_emulator(speed=5000, seed=3, check_answers=True) as emu:
         sm = make_client(emu.endpoint)
         with emu.paused():
             sm.create_cluster(**create_request("held"))

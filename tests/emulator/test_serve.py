@@ -89,6 +89,7 @@ def test_bad_option_values_are_one_line_errors(tmp_path: Path) -> None:
         (["--error-rate", "2"], "error_rate"),
         (["--capacity", str(tmp_path / "missing.yaml")], "--capacity"),
         (["--slurm", "c1gpu=node1"], "expected CLUSTER/GROUP=NODE"),
+        (["--omitted-members", "forget"], "--omitted-members must be keep or reset"),
         (["--slurm", "c1/gpu=node1", "--slurm", "c2/cpu=node1"], "node node1 already backs c1/gpu"),
     ):
         done = subprocess.run([*SERVE, *args], capture_output=True, text=True, timeout=60, env=_env())

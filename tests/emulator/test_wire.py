@@ -189,7 +189,7 @@ def test_admin_endpoints(emu: Emulator, sm: Any) -> None:
 
 
 def test_a_real_time_clock_cannot_be_moved() -> None:
-    with running_emulator(speed=60) as emu:
+    with running_emulator(speed=60, check_answers=True) as emu:
         status, clock = _admin(emu, "GET", "clock")
         assert (status, clock["virtual"]) == (200, False)
         status, err = _admin(emu, "POST", "clock", {"advance_seconds": 60})
@@ -198,7 +198,7 @@ def test_a_real_time_clock_cannot_be_moved() -> None:
 
 
 def test_a_real_time_clock_can_be_paused_and_resumed_over_http() -> None:
-    with running_emulator(speed=100_000) as emu:
+    with running_emulator(speed=100_000, check_answers=True) as emu:
         status, clock = _admin(emu, "POST", "clock", {"pause": True})
         assert (status, clock["paused"]) == (200, True)
         frozen = clock["now"]
@@ -212,7 +212,7 @@ def test_a_real_time_clock_can_be_paused_and_resumed_over_http() -> None:
 
 
 def test_leaving_the_context_closes_the_port_and_open_connections() -> None:
-    with running_emulator(speed=1) as emu:
+    with running_emulator(speed=1, check_answers=True) as emu:
         conn = http.client.HTTPConnection("127.0.0.1", emu.port, timeout=10)
         conn.request("GET", "/_emulator/health")
         assert conn.getresponse().read()

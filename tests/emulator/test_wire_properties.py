@@ -45,7 +45,7 @@ def _mutations() -> st.SearchStrategy[tuple[str, dict[str, Any]]]:
 
 @pytest.fixture(scope="module")
 def shared() -> Iterator[Emulator]:
-    with running_emulator(virtual_start=T0) as emulator:
+    with running_emulator(virtual_start=T0, check_answers=True) as emulator:
         yield emulator
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from hyperpod_scheduler.emulator.backend import HyperPodBackend
 from hyperpod_scheduler.emulator.capacity import CapacityModel
 from hyperpod_scheduler.emulator.clock import VirtualClock
+from hyperpod_scheduler.emulator.protocol import check_answer
 
 T0 = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 ROLE = "arn:aws:iam::123456789012:role/hyperpod-exec"
@@ -63,9 +64,19 @@ def cluster_request(
     return request
 
 
+class CheckedBackend(HyperPodBackend):
+    """A backend whose every answer must fit its botocore output shape (the protocol's check mode),
+    so any test of the model that gets a non-conforming answer fails right there."""
+
+    def dispatch(self, operation: str, params: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        answer = super().dispatch(operation, params, **kw)
+        check_answer(operation, answer)
+        return answer
+
+
 def backend(capacity: dict[str, Any] | None = None, seed: int = 0, **kw: Any) -> HyperPodBackend:
     model = CapacityModel.from_dict(capacity) if capacity is not None else None
-    return HyperPodBackend(VirtualClock(T0), model, seed=seed, **kw)
+    return CheckedBackend(VirtualClock(T0), model, seed=seed, **kw)
 
 
 def clock(b: HyperPodBackend) -> VirtualClock:

@@ -164,7 +164,10 @@ def test_lifecycle_script_failures() -> None:
     b.dispatch("CreateCluster", cluster_request(tier="custom"))
     d = wait_status(b, "Failed")
     assert "Lifecycle scripts did not run successfully" in d["FailureMessage"]
-    assert any(e["EventLevel"] == "Error" for e in events(b, ResourceType="Instance"))
+    # A Continuous cluster's events name the failure (Default mode has no events on AWS).
+    b.dispatch("CreateCluster", cluster_request("cont", tier="custom", continuous=True))
+    wait_status(b, "Failed", "cont")
+    assert any(e["EventLevel"] == "Error" for e in events(b, "cont", ResourceType="Instance"))
     # AMI-based nodes run no script of ours, so the same rate cannot fail them.
     b.dispatch("CreateCluster", cluster_request("ami", tier="ami"))
     wait_status(b, "InService", "ami")

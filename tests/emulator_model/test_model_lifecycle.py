@@ -63,12 +63,12 @@ def test_each_phase_of_a_node_is_an_event_and_shows_in_its_status() -> None:
         seed=2,
         capacity={"timing": {"cluster_setup": 60, "provisioning": 300, "ami_setup": 200, "extension_script": 100}},
     )
-    b.dispatch("CreateCluster", cluster_request(tier="extension", workers=1))
+    b.dispatch("CreateCluster", cluster_request(tier="extension", workers=1, continuous=True))
     clock(b).advance(61)
     listed = nodes(b)
     assert {n["InstanceStatus"]["Status"] for n in listed} == {"Pending"}
     worker = next(n for n in listed if n["InstanceGroupName"] == "gpu")["InstanceId"]
-    wait_status(b, "InService")
+    run_until(b, lambda: groups(b)["gpu"]["CurrentCount"] == 1)
     texts = [e["Description"] for e in events(b, NodeId=worker, SortOrder="Ascending")]
     assert texts[0].startswith("Launching a new ml.c5.xlarge instance")
     assert [t.split(" on ")[0] for t in texts[1:3]] == [

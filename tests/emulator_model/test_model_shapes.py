@@ -1,72 +1,22 @@
-"""Every response fits the botocore output shape: known members, required members, enums, types."""
+"""Every answer fits its botocore output shape; the check that says so catches what it should."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from botocore.model import ListShape, MapShape, Shape, StringShape, StructureShape
+import pytest
 
-from hyperpod_scheduler.aws.model import operation_model
+from hyperpod_scheduler.emulator.protocol import AnswerShapeError, check_answer
+from hyperpod_scheduler.emulator.shapes import answer_problems, request_problems
 from tests.emulator_model.helpers import backend, cluster_request, events, groups, nodes, resend, run_until, wait_status
 
-
-def _check(shape: Shape, value: Any, path: str, out: list[str]) -> None:
-    if isinstance(shape, StructureShape):
-        if not isinstance(value, dict):
-            out.append(f"{path}: expected a structure, got {type(value).__name__}")
-            return
-        for key in value:
-            if key not in shape.members:
-                out.append(f"{path}.{key}: not a member of {shape.name}")
-        for key in shape.required_members:
-            if key not in value:
-                out.append(f"{path}.{key}: required by {shape.name} but missing")
-        for key, member in shape.members.items():
-            if key in value:
-                _check(member, value[key], f"{path}.{key}", out)
-    elif isinstance(shape, ListShape):
-        if not isinstance(value, list):
-            out.append(f"{path}: expected a list")
-            return
-        for i, item in enumerate(value):
-            _check(shape.member, item, f"{path}[{i}]", out)
-    elif isinstance(shape, MapShape):
-        if not isinstance(value, dict):
-            out.append(f"{path}: expected a map")
-    elif isinstance(shape, StringShape):
-        if not isinstance(value, str):
-            out.append(f"{path}: expected a string, got {value!r}")
-        elif shape.enum and value not in shape.enum:
-            out.append(f"{path}: {value!r} is not one of {shape.name}")
-    elif shape.type_name == "timestamp":
-        if not (isinstance(value, datetime) and value.tzinfo is not None):
-            out.append(f"{path}: expected an aware datetime, got {value!r}")
-    elif shape.type_name in ("integer", "long"):
-        if not isinstance(value, int) or isinstance(value, bool):
-            out.append(f"{path}: expected an integer, got {value!r}")
-    elif shape.type_name == "boolean" and not isinstance(value, bool):
-        out.append(f"{path}: expected a boolean, got {value!r}")
-
-
-def problems(operation: str, response: dict[str, Any]) -> list[str]:
-    shape = operation_model(operation).output_shape
-    out: list[str] = []
-    if shape is None:
-        return [] if response == {} else [f"{operation} has no output, got {response}"]
-    _check(shape, response, operation, out)
-    return out
+PLAN = {"instance_type": "ml.p5.48xlarge", "count": 2, "start": "+0s", "duration_hours": 48}
 
 
 def test_every_operation_answers_in_its_output_shape() -> None:
-    b = backend(seed=1)
-    found: list[str] = []
-
-    def call(op: str, params: dict[str, Any]) -> dict[str, Any]:
-        response = b.dispatch(op, params)
-        found.extend(problems(op, response))
-        return response
-
+    # The helpers' backend checks every answer (the protocol's check mode): any misfit raises.
+    b = backend(seed=1, capacity={"training_plans": {"reserved": PLAN}})
     request = cluster_request(
         continuous=True,
         login=True,
@@ -74,46 +24,98 @@ def test_every_operation_answers_in_its_output_shape() -> None:
         OnStartDeepHealthChecks=["InstanceStress"],
         ThreadsPerCore=1,
         InstanceStorageConfigs=[{"EbsVolumeConfig": {"VolumeSizeInGB": 500}}],
+        AutoPatchConfig={"PatchingStrategy": "WhenIdle"},
     )
     request["VpcConfig"] = {"SecurityGroupIds": ["sg-0123456789abcdef0"], "Subnets": ["subnet-0123456789abcdef0"]}
     request["NodeRecovery"] = "Automatic"
     request["Tags"] = [{"Key": "k", "Value": "v"}]
-    arn = call("CreateCluster", request)["ClusterArn"]
-    call("DescribeCluster", {"ClusterName": "demo"})  # while Creating
-    call("ListClusterNodes", {"ClusterName": "demo", "IncludeNodeLogicalIds": True})
+    arn = b.dispatch("CreateCluster", request)["ClusterArn"]
+    b.dispatch("DescribeCluster", {"ClusterName": "demo"})  # while Creating
+    b.dispatch("ListClusterNodes", {"ClusterName": "demo", "IncludeNodeLogicalIds": True})
     wait_status(b, "InService")
-    add = call(
+    b.dispatch(
         "BatchAddClusterNodes",
         {"ClusterName": "demo", "NodesToAdd": [{"InstanceGroupName": "nope", "IncrementTargetCountBy": 1}]},
     )
     run_until(b, lambda: groups(b)["gpu"]["Status"] == "InService")
-    add = call(
+    add = b.dispatch(
         "BatchAddClusterNodes",
         {"ClusterName": "demo", "NodesToAdd": [{"InstanceGroupName": "gpu", "IncrementTargetCountBy": 1}]},
     )
-    call("DescribeClusterNode", {"ClusterName": "demo", "NodeLogicalId": add["Successful"][0]["NodeLogicalId"]})
-    described = call("DescribeCluster", {"ClusterName": arn})
+    b.dispatch("DescribeClusterNode", {"ClusterName": "demo", "NodeLogicalId": add["Successful"][0]["NodeLogicalId"]})
+    described = b.dispatch("DescribeCluster", {"ClusterName": arn})
     listed = nodes(b, IncludeNodeLogicalIds=True)
-    found.extend(problems("ListClusterNodes", {"ClusterNodeSummaries": listed}))
     worker = next(n["InstanceId"] for n in listed if n["InstanceGroupName"] == "gpu")
-    call("DescribeClusterNode", {"ClusterName": "demo", "NodeId": worker})
-    call("BatchDeleteClusterNodes", {"ClusterName": "demo", "NodeIds": [worker, "i-0123456789abcdef0"]})
-    call("UpdateCluster", {"ClusterName": "demo", "InstanceGroups": resend(described, {"gpu": 1})})
+    b.dispatch("DescribeClusterNode", {"ClusterName": "demo", "NodeId": worker})
+    b.dispatch("BatchDeleteClusterNodes", {"ClusterName": "demo", "NodeIds": [worker, "i-0123456789abcdef0"]})
+    b.dispatch("BatchDeleteClusterNodes", {"ClusterName": "demo", "NodeIds": ["i-0123456789abcdef0"]})
+    run_until(b, lambda: not [n for n in nodes(b) if n["InstanceStatus"]["Status"] != "Running"])
+    b.dispatch("UpdateCluster", {"ClusterName": "demo", "InstanceGroups": resend(described, {"gpu": 1})})
     for ev in events(b):
-        found.extend(problems("ListClusterEvents", {"Events": [ev]}))
-        call("DescribeClusterEvent", {"ClusterName": "demo", "EventId": ev["EventId"]})
-    call("ListClusters", {"MaxResults": 1})
-    call("ListTags", {"ResourceArn": arn})
-    call("AddTags", {"ResourceArn": arn, "Tags": [{"Key": "a", "Value": "b"}]})
-    call("DeleteTags", {"ResourceArn": arn, "TagKeys": ["a"]})
-    call("DeleteCluster", {"ClusterName": "demo"})
-    call("DescribeCluster", {"ClusterName": "demo"})
-    assert found == []
+        b.dispatch("DescribeClusterEvent", {"ClusterName": "demo", "EventId": ev["EventId"]})
+    for op in b.dispatch("ListClusterOperations", {"ClusterName": "demo"})["ClusterOperationSummaries"]:
+        b.dispatch("DescribeClusterOperation", {"ClusterName": "demo", "OperationId": op["OperationId"]})
+    b.dispatch("ListClusters", {"MaxResults": 1})
+    b.dispatch("ListTags", {"ResourceArn": arn})
+    b.dispatch("AddTags", {"ResourceArn": arn, "Tags": [{"Key": "a", "Value": "b"}]})
+    b.dispatch("DeleteTags", {"ResourceArn": arn, "TagKeys": ["a"]})
+    b.dispatch("ListTrainingPlans", {})
+    b.dispatch("DescribeTrainingPlan", {"TrainingPlanName": "reserved"})
+    b.dispatch("DeleteCluster", {"ClusterName": "demo"})
+    b.dispatch("DescribeCluster", {"ClusterName": "demo"})
 
 
 def test_default_mode_failure_responses_fit_too() -> None:
     b = backend(seed=2, capacity={"instance_types": {"ml.p5.48xlarge": 0}})
     b.dispatch("CreateCluster", cluster_request(worker_type="ml.p5.48xlarge"))
     failed = wait_status(b, "Failed")
-    assert problems("DescribeCluster", failed) == []
-    assert all(problems("ListClusterEvents", {"Events": [e]}) == [] for e in events(b))
+    assert answer_problems("DescribeCluster", failed) == []
+    assert b.dispatch("ListClusterOperations", {"ClusterName": "demo"})["ClusterOperationSummaries"]
+
+
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("operation", "answer", "needle"),
+    [
+        ("BatchDeleteClusterNodes", {"Successful": [], "Failed": []}, "Successful: 0 items, at least 1"),
+        (
+            "ListClusterNodes",
+            {
+                "ClusterNodeSummaries": [
+                    {
+                        "InstanceGroupName": "gpu",
+                        "InstanceId": "i-0123456789abcdef0",
+                        "InstanceType": "ml.p5.48xlarge",
+                        "LaunchTime": NOW,
+                        "InstanceStatus": {"Status": "Running"},
+                        "PrivateDnsHostname": "ip-10-1-2-3",
+                    }
+                ]
+            },
+            "PrivateDnsHostname: value 'ip-10-1-2-3' does not match",
+        ),
+        ("DescribeCluster", {"ClusterArn": "x", "ClusterStatus": "InService"}, "InstanceGroups: required"),
+        ("DescribeCluster", {"ClusterArn": "x", "ClusterStatus": "Nope", "InstanceGroups": []}, "unknown value 'Nope'"),
+        ("ListClusters", {"ClusterSummaries": [], "Extra": 1}, "Extra: not a member"),
+        ("ListClusterEvents", {"Events": [{"EventTime": "yesterday"}]}, "EventTime: expected an aware datetime"),
+        ("DescribeClusterOperation", {"DeepHealthCheckDetails": []}, "0 items, at least 1"),
+    ],
+)
+def test_the_answer_check_catches_what_the_model_forbids(operation: str, answer: dict[str, Any], needle: str) -> None:
+    found = answer_problems(operation, answer)
+    assert any(needle in p for p in found), found
+    with pytest.raises(AnswerShapeError):
+        check_answer(operation, answer)
+
+
+def test_request_validation_adds_enums_patterns_and_maximums_to_param_validator() -> None:
+    group = {"InstanceGroupName": "gpu", "InstanceType": "ml.p5.huge", "InstanceCount": 7000, "ExecutionRole": "r"}
+    found = request_problems("CreateCluster", {"ClusterName": "-bad-", "InstanceGroups": [group]})
+    text = "\n".join(found)
+    assert "unknown value 'ml.p5.huge'" in text  # enum (ParamValidator skips it)
+    assert "7000 is above the maximum 6758" in text  # maximum
+    assert "'-bad-' does not match the pattern" in text  # pattern
+    assert "ExecutionRole" in text  # minimum length, from ParamValidator
+    assert request_problems("ListClusters", {}) == []

@@ -120,7 +120,9 @@ def test_continuous_mode_accepts_updates_while_scaling_but_not_on_a_creating_gro
     with pytest.raises(EmulatorError) as err:  # the cluster itself is still Creating
         b.dispatch("UpdateCluster", {"ClusterName": "demo", "InstanceGroups": resend(describe(b), {"gpu": 2})})
     assert err.value.code == "ConflictException"
-    d = wait_status(b, "InService")
+    wait_status(b, "InService")
+    run_until(b, lambda: groups(b)["gpu"]["Status"] == "InService")  # the controller comes first
+    d = describe(b)
     b.dispatch("UpdateCluster", {"ClusterName": "demo", "InstanceGroups": resend(d, {"gpu": 3})})
     assert describe(b)["ClusterStatus"] == "InService"  # stays InService while it scales
     b.dispatch("UpdateCluster", {"ClusterName": "demo", "InstanceGroups": resend(describe(b), {"gpu": 2})})

@@ -93,12 +93,27 @@ def serve(
     slurmd_pidfile: str = typer.Option(
         DEFAULT_PIDFILE, "--slurmd-pidfile", help="Where slurm.conf's SlurmdPidFile puts a node's pid ({name})."
     ),
+    omitted_members: str = typer.Option(
+        "keep",
+        "--omitted-members",
+        envvar="HYPERPOD_EMULATOR_OMITTED_MEMBERS",
+        help="What UpdateCluster does with an optional member an existing group leaves out: keep its value, "
+        "or reset it to its default (the unconfirmed worst case on AWS, for rehearsal).",
+    ),
+    check_answers: bool = typer.Option(
+        False,
+        "--check-answers",
+        envvar="HYPERPOD_EMULATOR_CHECK_ANSWERS",
+        help="Check every answer against its botocore output shape (HTTP 500 if not).",
+    ),
 ) -> None:
     """Serve the emulated SageMaker HyperPod API until SIGTERM or Ctrl-C; prints `endpoint: URL` when ready."""
     from hyperpod_scheduler.emulator import start_emulator
     from hyperpod_scheduler.emulator.protocol import Faults
 
     _check_options(host, port, speed, allow_remote)
+    if omitted_members not in ("keep", "reset"):
+        raise UsageError(f"--omitted-members must be keep or reset, got {omitted_members!r}")
     bridges = _slurm_bridges(slurm, slurmd_pidfile)
     start = _parse_start(virtual_start)
     if state is not None and not state.parent.is_dir():
@@ -124,6 +139,8 @@ def serve(
             seed=seed,
             state_path=state,
             faults=faults,
+            omitted_members=omitted_members,
+            check_answers=check_answers,
         )
     except OSError as exc:
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
@@ -131,6 +148,12 @@ def serve(
         emulator.backend.add_listener(bridge)
     try:
         print(f"endpoint: {emulator.endpoint}", flush=True)
+        if omitted_members == "reset":
+            print(
+                "omitted members: reset (an update's omitted optional members go back to their defaults)",
+                file=sys.stderr,
+                flush=True,
+            )
         while not stop.wait(0.5):
             pass
     finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
@@ -21,6 +22,9 @@ if TYPE_CHECKING:
     from hyperpod_scheduler.emulator.storage import Storage
 
 __all__ = ["Emulator", "Faults", "running_emulator", "start_emulator"]
+
+OMITTED_MEMBERS_ENV = "HYPERPOD_EMULATOR_OMITTED_MEMBERS"
+CHECK_ANSWERS_ENV = "HYPERPOD_EMULATOR_CHECK_ANSWERS"
 
 CapacitySource: TypeAlias = "CapacityModel | Mapping[str, Any] | str | Path"
 
@@ -61,6 +65,11 @@ class Emulator:
     def faults(self, value: Faults | Mapping[str, Any]) -> None:
         seed = self._api.faults.seed
         self._api.faults = value if isinstance(value, Faults) else Faults.from_mapping(value, seed=seed)
+
+    @property
+    def answer_problems(self) -> list[str]:
+        """With ``check_answers``: every way an answer broke its botocore output shape (empty is good)."""
+        return list(self._api.answer_problems)
 
     def advance(self, seconds: float) -> None:
         """Move a virtual clock forward and process what fell due (UsageError on a real-time clock)."""
@@ -118,8 +127,17 @@ def start_emulator(
     seed: int = 0,
     state_path: str | Path | None = None,
     faults: Faults | Mapping[str, Any] | None = None,
+    omitted_members: str | None = None,
+    check_answers: bool | None = None,
 ) -> Emulator:
-    """Start serving in background threads; the caller must ``close()`` it (or use ``running_emulator``)."""
+    """Start serving in background threads; the caller must ``close()`` it (or use ``running_emulator``).
+
+    ``omitted_members="reset"`` rehearses the unconfirmed worst case of UpdateCluster: an optional
+    member an existing group's entry leaves out goes back to its default. ``check_answers`` checks
+    every answer against its botocore output shape (``emulator.answer_problems``). Left as None,
+    they come from ``HYPERPOD_EMULATOR_OMITTED_MEMBERS`` (default keep) and
+    ``HYPERPOD_EMULATOR_CHECK_ANSWERS`` (1: on), so a whole test suite can run in either mode.
+    """
     from hyperpod_scheduler.emulator.backend import HyperPodBackend
     from hyperpod_scheduler.emulator.server import AdminApi, EmulatorServer
     from hyperpod_scheduler.emulator.storage import Storage
@@ -128,9 +146,15 @@ def start_emulator(
         raise UsageError("emulator: give either speed (a real-time clock) or virtual_start, not both")
     if speed is not None and not speed > 0:
         raise UsageError(f"emulator: speed must be a positive number, got {speed}")
+    if omitted_members is None:
+        omitted_members = os.environ.get(OMITTED_MEMBERS_ENV) or "keep"
+    if check_answers is None:
+        check_answers = os.environ.get(CHECK_ANSWERS_ENV, "") not in ("", "0", "false", "no")
     clock: Clock = VirtualClock(virtual_start) if virtual_start is not None else RealClock(speed or 1.0)
-    backend = HyperPodBackend(clock, capacity=_capacity(capacity), seed=seed, state_path=state_path)
-    api = AwsJsonApi(backend, _faults(faults, seed))
+    backend = HyperPodBackend(
+        clock, capacity=_capacity(capacity), seed=seed, state_path=state_path, omitted_members=omitted_members
+    )
+    api = AwsJsonApi(backend, _faults(faults, seed), check_answers=check_answers)
     storage = Storage(clock, api.account, seed)
     server = EmulatorServer(api, AdminApi(backend, api, storage), host=host, port=port)
     server.start()
@@ -148,6 +172,8 @@ def running_emulator(
     seed: int = 0,
     state_path: str | Path | None = None,
     faults: Faults | Mapping[str, Any] | None = None,
+    omitted_members: str | None = None,
+    check_answers: bool | None = None,
 ) -> Iterator[Emulator]:
     """An emulator serving on ``host:port`` (0: a free port) for the duration of the ``with`` block.
 
@@ -163,6 +189,8 @@ def running_emulator(
         seed=seed,
         state_path=state_path,
         faults=faults,
+        omitted_members=omitted_members,
+        check_answers=check_answers,
     )
     try:
         yield emulator

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import bisect
 import fnmatch
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, time, timedelta
@@ -18,7 +17,9 @@ from typing import Any
 
 import yaml
 
-from hyperpod_scheduler.emulator.model_timing import Timing
+from hyperpod_scheduler.emulator.model_images import BUILT_IN, Catalogue, ImageRelease, release_from_dict
+from hyperpod_scheduler.emulator.model_plans import TrainingPlan, plans_from_dict
+from hyperpod_scheduler.emulator.model_timing import Timing, parse_moment
 from hyperpod_scheduler.errors import UsageError
 
 UNLIMITED = None  # an ``available`` of None means the pool never runs dry
@@ -77,6 +78,8 @@ class CapacityModel:
     fail_next_launches: Mapping[str, int] = field(default_factory=dict)
     lifecycle_script_failure_rate: float = 0.0
     timing: Timing = field(default_factory=Timing)
+    images: tuple[ImageRelease, ...] = BUILT_IN  # the AMI release catalogue (model_images)
+    training_plans: tuple[TrainingPlan, ...] = ()
 
     @classmethod
     def default(cls) -> CapacityModel:
@@ -100,7 +103,7 @@ class CapacityModel:
     def from_dict(cls, data: Any) -> CapacityModel:
         if not isinstance(data, Mapping):
             raise UsageError("capacity: the top level must be a mapping")
-        known = {"instance_types", "failures", "timing", "defaults"}
+        known = {"instance_types", "failures", "timing", "defaults", "images", "training_plans"}
         for key in data:
             if key not in known:
                 raise UsageError(f"capacity.{key}: unknown key (known: {', '.join(sorted(known))})")
@@ -116,11 +119,16 @@ class CapacityModel:
         if defaults:
             pools.extend(DEFAULT_POOLS)  # explicit entries come first, so they win
         fail_next, rate = _failures(data.get("failures"))
+        images = (BUILT_IN if defaults else ()) + _images(data.get("images"))
+        Catalogue(images)  # refuses a version listed twice
+        plans = plans_from_dict(data.get("training_plans"))
         return cls(
             pools=tuple(pools),
             fail_next_launches=fail_next,
             lifecycle_script_failure_rate=rate,
             timing=Timing.from_dict(data.get("timing")),
+            images=images,
+            training_plans=plans,
         )
 
     def pool(self, instance_type: str) -> Pool:
@@ -144,32 +152,20 @@ def _count(raw: Any, where: str) -> int | None:
     raise UsageError(f"{where}: expected a count >= 0 or 'unlimited', got {raw!r}")
 
 
-_OFFSET = re.compile(r"^\+?(\d+(?:\.\d+)?)([smhd]?)$")
-_UNIT = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-
-
 def _step(raw: Any, where: str) -> Step:
     if not isinstance(raw, Mapping) or "at" not in raw or "available" not in raw:
         raise UsageError(f"{where}: expected {{at: ISO time or offset like '+2h', available: N}}")
     available = _count(raw["available"], f"{where}.available")
-    at = raw["at"]
-    if isinstance(at, datetime):
-        if at.tzinfo is None:
-            at = at.replace(tzinfo=UTC)
-        return Step(available, at=at.astimezone(UTC))
-    if isinstance(at, int | float) and not isinstance(at, bool):
-        return Step(available, offset=float(at))
-    if isinstance(at, str):
-        m = _OFFSET.match(at.strip())
-        if m:
-            return Step(available, offset=float(m.group(1)) * _UNIT[m.group(2)])
-        try:
-            parsed = datetime.fromisoformat(at.strip().replace("Z", "+00:00"))
-        except ValueError:
-            pass
-        else:
-            return Step(available, at=(parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).astimezone(UTC))
-    raise UsageError(f"{where}.at: expected an ISO 8601 time or an offset like '+90m', got {at!r}")
+    at, offset = parse_moment(raw["at"], f"{where}.at")
+    return Step(available, at=at, offset=offset)
+
+
+def _images(raw: Any) -> tuple[ImageRelease, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise UsageError("images: expected a list of {version, image_id, at} releases")
+    return tuple(release_from_dict(item, f"images[{i}]") for i, item in enumerate(raw))
 
 
 def _daily(raw: Any, where: str) -> tuple[tuple[time, int | None], ...]:

@@ -54,6 +54,15 @@ class RealClock:
             if self._paused_at is None:
                 self._paused_at = time.monotonic()
 
+    def resume_from(self, t: datetime) -> None:
+        """Jump forward to ``t`` if it is later than now (a restart resuming the last run's clock)."""
+        t = _aware(t)
+        with self._lock:
+            mono = self._paused_at if self._paused_at is not None else time.monotonic()
+            now = self._start + timedelta(seconds=(mono - self._mono) * self.speed)
+            if t > now:
+                self._start += t - now
+
     def resume(self) -> None:
         """Go on from where it stood: the paused stretch never happened on this clock."""
         with self._lock:

@@ -9,6 +9,7 @@ from typing import Any
 from hyperpod_scheduler.emulator import model_ops_clusters as clusters
 from hyperpod_scheduler.emulator import model_ops_events as events
 from hyperpod_scheduler.emulator import model_ops_nodes as nodes
+from hyperpod_scheduler.emulator import model_ops_plans as plans
 from hyperpod_scheduler.emulator.model_lookup import find_cluster
 from hyperpod_scheduler.emulator.model_world import World
 
@@ -28,6 +29,10 @@ OPERATIONS: dict[str, Operation] = {
     "BatchDeleteClusterNodes": nodes.batch_delete_cluster_nodes,
     "ListClusterEvents": events.list_cluster_events,
     "DescribeClusterEvent": events.describe_cluster_event,
+    "ListClusterOperations": events.list_cluster_operations,
+    "DescribeClusterOperation": events.describe_cluster_operation,
+    "DescribeTrainingPlan": plans.describe_training_plan,
+    "ListTrainingPlans": plans.list_training_plans,
     "ListTags": events.list_tags,
     "AddTags": events.add_tags,
     "DeleteTags": events.delete_tags,

@@ -21,6 +21,21 @@ def capacity_warning(instance_type: str) -> str:
     return f"We currently do not have sufficient capacity to launch new {instance_type} instances. Please try again."
 
 
+def plan_of(g: Group) -> str | None:
+    plan = g.spec.get("TrainingPlanArn")
+    return plan if isinstance(plan, str) else None
+
+
+def plan_warning(w: World, arn: str, instance_type: str, t: datetime) -> str:
+    plan = w.plans().get(arn)
+    if plan is None:
+        return f"Training plan {arn} not found"
+    return (
+        f"Training plan {plan.name} is {plan.status(t, w.origin)} and has no free {instance_type} capacity. "
+        "Nodes launch when its reserved capacity is Active."
+    )
+
+
 def live_groups(c: Cluster) -> list[Group]:
     return [g for g in c.groups.values() if g.status not in ("Deleting", "Failed")]
 
@@ -78,7 +93,8 @@ def fill(w: World, c: Cluster, g: Group, t: datetime, op: int) -> list[Node]:
     if want <= 0:
         g.last_short = 0
         return []
-    free = w.free(g.instance_type, t)
+    plan = plan_of(g)
+    free = w.free(g.instance_type, t, plan)
     k = want if free is None else min(want, free)
     injected = min(k, w.fail_next.get(g.instance_type, 0))
     if injected:
@@ -88,18 +104,19 @@ def fill(w: World, c: Cluster, g: Group, t: datetime, op: int) -> list[Node]:
     short = want - k
     if short:
         if short != g.last_short or g.last_warn is None or t - g.last_warn >= WARN_EVERY:
+            text = capacity_warning(g.instance_type) if plan is None else plan_warning(w, plan, g.instance_type, t)
             w.event(
                 c,
                 t,
                 "Warn",
                 "InstanceGroup",
-                capacity_warning(g.instance_type),
+                text,
                 group=g.name,
                 InstanceGroupScaling={
                     "InstanceCount": c.running(g.name),
                     "TargetCount": g.target,
                     "MinCount": g.min_count or 0,
-                    "FailureMessage": capacity_warning(g.instance_type),
+                    "FailureMessage": text,
                 },
             )
             g.last_warn = t

@@ -20,7 +20,9 @@ from hyperpod_scheduler.emulator.model_world import World
 # --- operations: entry points used by the API layer ------------------------------------------------
 
 
-def begin_operation(w: World, c: Cluster, t: datetime, kind: str, snapshot: dict[str, dict[str, Any]]) -> None:
+def begin_operation(
+    w: World, c: Cluster, t: datetime, kind: str, snapshot: dict[str, dict[str, Any]], operation: str | None = None
+) -> None:
     """Start a create or update: status Creating/Updating, launches after a short set-up delay."""
     c.op_counter += 1
     c.op = Operation(kind, c.op_counter, snapshot)
@@ -31,7 +33,9 @@ def begin_operation(w: World, c: Cluster, t: datetime, kind: str, snapshot: dict
             n.draining = True  # removed once the launches succeed; CurrentCount no longer counts it
     timing = w.capacity.timing
     w.after(c, t, timing.cluster_setup if kind == "create" else timing.update_start, "op_begin", op=c.op_counter)
-    w.event(c, t, "Info", "Cluster", f"Cluster {'creation' if kind == 'create' else 'update'} started")
+    w.event(
+        c, t, "Info", "Cluster", f"Cluster {'creation' if kind == 'create' else 'update'} started", operation=operation
+    )
 
 
 def continuous_update(w: World, c: Cluster, t: datetime, touched: list[str]) -> None:
@@ -78,14 +82,15 @@ def on_op_begin(w: World, c: Cluster, t: datetime, args: dict[str, Any]) -> None
     if c.continuous and c.op.kind == "create":
         cont.continuous_start(w, c, t)
         return
-    need: dict[str, int] = {}
+    need: dict[tuple[str, str | None], int] = {}
     for g in cont.live_groups(c):
         short = g.target - c.active(g.name)
         if short > 0:
-            need[g.instance_type] = need.get(g.instance_type, 0) + short
+            key = (g.instance_type, cont.plan_of(g))
+            need[key] = need.get(key, 0) + short
     lacking = []
-    for itype, n in need.items():
-        free = w.free(itype, t)
+    for (itype, plan), n in need.items():
+        free = w.free(itype, t, plan)
         injected = w.fail_next.get(itype, 0)
         if injected:
             w.fail_next[itype] = max(0, injected - n)
@@ -240,6 +245,50 @@ def on_delete_done(w: World, c: Cluster, t: datetime, args: dict[str, Any]) -> N
         w.remove_cluster(c)
 
 
+# --- training plans: what a plan can give changes when one of its blocks starts or ends ----------------
+
+
+def arm_plan_boundaries(w: World, c: Cluster, t: datetime) -> None:
+    """Schedule a look at every future start and end of the blocks of the plans this cluster uses."""
+    armed = {(s.args.get("plan"), s.time) for s in c.pending.values() if s.kind == "plan_boundary"}
+    for arn in sorted({a for g in c.groups.values() if (a := cont.plan_of(g)) is not None}):
+        plan = w.plans().get(arn)
+        if plan is None:
+            continue
+        for when in plan.boundaries(w.origin):
+            if when > t and (arn, when) not in armed:
+                w.schedule(c, when, "plan_boundary", plan=arn)
+
+
+def on_plan_boundary(w: World, c: Cluster, t: datetime, args: dict[str, Any]) -> None:
+    """Reserved capacity that ended is returned at once (its nodes go away); capacity that started is
+    used by Continuous groups right away."""
+    arn = args.get("plan")
+    plan = w.plans().get(arn) if isinstance(arn, str) else None
+    if plan is None or c.status in ("Deleting", "Failed"):
+        return
+    for g in cont.live_groups(c):
+        if cont.plan_of(g) != arn:
+            continue
+        allowed = plan.active_count(g.instance_type, t, w.origin)
+        holding = [n for n in c.group_nodes(g.name) if n.active and n.plan == arn]
+        for n in nodes.scale_in_order(holding)[: max(0, len(holding) - allowed)]:
+            nodes.shut_down(w, c, n, t, f"training plan {plan.name} capacity ended")
+        if allowed < len(holding):
+            w.event(
+                c,
+                t,
+                "Warn",
+                "InstanceGroup",
+                f"Training plan {plan.name} has {allowed} active {g.instance_type} instances; "
+                f"{len(holding) - allowed} of the group's nodes were returned",
+                group=g.name,
+            )
+        if c.continuous and g.target > c.active(g.name):
+            cont.fill(w, c, g, t, c.op_counter)
+            cont.group_progress(w, c, g, t)
+
+
 HANDLERS: dict[str, Callable[[World, Cluster, datetime, dict[str, Any]], None]] = {
     "op_begin": on_op_begin,
     "op_failed": on_op_failed,
@@ -249,6 +298,7 @@ HANDLERS: dict[str, Callable[[World, Cluster, datetime, dict[str, Any]], None]] 
     "retry": on_retry,
     "min_check": on_min_check,
     "delete_done": on_delete_done,
+    "plan_boundary": on_plan_boundary,
 }
 
 

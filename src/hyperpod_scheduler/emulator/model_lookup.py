@@ -1,17 +1,17 @@
-"""Shared by the operations: finding a cluster by name or ARN, semantic errors, account quotas."""
+"""Shared by the operations: finding a cluster by name or ARN, rule findings as errors, account quotas."""
 
 from __future__ import annotations
 
 from hyperpod_scheduler.emulator.errors import limit_exceeded, not_found, validation
+from hyperpod_scheduler.emulator.model_rules import Finding, message
 from hyperpod_scheduler.emulator.model_state import Cluster
 from hyperpod_scheduler.emulator.model_world import World
-from hyperpod_scheduler.errors import Problem, errors_only
 
 
-def raise_problems(problems: list[Problem]) -> None:
-    errors = errors_only(problems)
-    if errors:
-        raise validation("; ".join(str(p) for p in errors))
+def raise_findings(findings: list[Finding]) -> None:
+    """One ValidationException listing every finding (AWS reports all it found, not the first)."""
+    if findings:
+        raise validation(message(findings))
 
 
 def find_cluster(w: World, name_or_arn: str, account: str, region: str) -> Cluster:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from hyperpod_scheduler.cluster.tiers import Tier, tier_of
+from hyperpod_scheduler.emulator import model_operations as operations
+from hyperpod_scheduler.emulator.model_rules import TIER_AMI, TIER_CUSTOM, TIER_EXTENSION, lifecycle_tier
 from hyperpod_scheduler.emulator.model_state import PHASE_MESSAGE, SCRIPT_PHASES, Cluster, Group, Node
 from hyperpod_scheduler.emulator.model_world import World
 
@@ -18,19 +19,22 @@ LIFECYCLE_FAILURE = (
 )
 
 
-def plan_phases(w: World, spec: dict[str, Any]) -> tuple[list[tuple[str, float]], int | None]:
+def plan_phases(w: World, spec: dict[str, Any], instance_type: str) -> tuple[list[tuple[str, float]], int | None]:
     """The phases a new node of this group goes through, and which one (if any) will fail."""
     timing = w.capacity.timing
     phases: list[tuple[str, float]] = [("provisioning", w.jitter(timing.provisioning))]
-    tier = tier_of(spec)
-    if tier == Tier.CUSTOM:
+    tier = lifecycle_tier(spec)
+    if tier == TIER_CUSTOM:
         phases.append(("custom-scripts", w.jitter(timing.custom_scripts)))
     else:
+        assert tier in (TIER_AMI, TIER_EXTENSION)
         phases.append(("ami-setup", w.jitter(timing.ami_setup)))
-        if tier == Tier.AMI_EXTENSION:
+        if tier == TIER_EXTENSION:
             phases.append(("extension-script", w.jitter(timing.extension_script)))
     if spec.get("OnStartDeepHealthChecks"):
-        phases.append(("deep-health-check", w.jitter(timing.deep_health_check)))
+        # After lifecycle setup (the node is then DeepHealthCheckInProgress); how long depends on
+        # the family: DCGM level 4 and NCCL on 8-GPU hosts take longest.
+        phases.append(("deep-health-check", w.jitter(timing.health_check(instance_type))))
     fail_phase = None
     rate = w.capacity.lifecycle_script_failure_rate
     if rate > 0:
@@ -41,7 +45,7 @@ def plan_phases(w: World, spec: dict[str, Any]) -> tuple[list[tuple[str, float]]
 
 
 def launch(w: World, c: Cluster, g: Group, t: datetime, op: int) -> Node:
-    phases, fail_phase = plan_phases(w, g.spec)
+    phases, fail_phase = plan_phases(w, g.spec, g.instance_type)
     logical_id = None
     if c.continuous:
         logical_id = g.logical_queue.pop(0) if g.logical_queue else w.rng.event_id()
@@ -57,9 +61,13 @@ def launch(w: World, c: Cluster, g: Group, t: datetime, op: int) -> Node:
         message=PHASE_MESSAGE[phases[0][0]],
         private_ip=w.rng.private_ip(),
         op=op,
+        image_version=g.image_version,  # a node runs the release its group wants when it launches
+        image_id=g.image_id,
+        plan=g.spec.get("TrainingPlanArn"),
+        scaling_op=g.scaling_op,
     )
     c.nodes[node.instance_id] = node
-    w.take(node.instance_type)
+    w.take(node)
     w.schedule(c, t + timedelta(seconds=phases[0][1]), "phase_done", node=node.instance_id)
     w.event(
         c,
@@ -99,6 +107,8 @@ def advance(w: World, c: Cluster, node: Node, t: datetime) -> str:
         node.message = PHASE_MESSAGE[name]
         if node.phase_index == 1:
             node.lifecycle_start = t
+        if name == "deep-health-check":
+            operations.health_checks_started(w, c, node, t)
         w.schedule(c, t + timedelta(seconds=seconds), "phase_done", node=node.instance_id)
         w.event(
             c,
@@ -113,6 +123,9 @@ def advance(w: World, c: Cluster, node: Node, t: datetime) -> str:
         return "next"
     node.phase = "running"
     node.message = ""
+    g = c.groups.get(node.group)
+    if g is not None:
+        g.ran_version, g.ran_image_id = node.image_version, node.image_id
     w.event(
         c, t, "Info", "Instance", f"Instance {node.instance_id} is running", node=node, LcsExecutionState="Complete"
     )
@@ -132,7 +145,7 @@ def shut_down(w: World, c: Cluster, node: Node, t: datetime, reason: str) -> Non
 
 def remove(w: World, c: Cluster, node: Node, t: datetime) -> None:
     c.nodes.pop(node.instance_id, None)
-    w.release(node.instance_type)
+    w.release(node)
     w.event(c, t, "Info", "Instance", f"Instance {node.instance_id} terminated", node=node)
     w.note_node(c, node, t, gone=True)
 

@@ -9,6 +9,7 @@ from typing import Any
 from hyperpod_scheduler.emulator import model_continuous as continuous_mode
 from hyperpod_scheduler.emulator import model_control as control
 from hyperpod_scheduler.emulator import model_nodes
+from hyperpod_scheduler.emulator import model_operations as operations
 from hyperpod_scheduler.emulator import model_views as views
 from hyperpod_scheduler.emulator.errors import conflict, not_found, validation
 from hyperpod_scheduler.emulator.model_lookup import check_quota, find_cluster
@@ -17,8 +18,8 @@ from hyperpod_scheduler.emulator.model_world import World
 TOKEN_LIFETIME = timedelta(hours=8)
 MAX_BATCH_ADD_NODES = 50
 MAX_BATCH_ADD_GROUPS = 5
-MAX_BATCH_DELETE_IDS = 99
-MAX_BATCH_DELETE_LOGICAL_IDS = 50
+MAX_BATCH_DELETE_IDS = 99  # the guide: "If you need to delete more than 99 instances, contact Support"
+MAX_BATCH_DELETE_COMBINED = 50  # model docs: NodeLogicalIds, InstanceIds "or both, with a combined maximum of 50"
 
 
 def list_cluster_nodes(w: World, t: datetime, p: dict[str, Any], account: str, region: str) -> dict[str, Any]:
@@ -40,7 +41,7 @@ def list_cluster_nodes(w: World, t: datetime, p: dict[str, Any], account: str, r
         found.reverse()
     chunk, token = views.page(found, p)
     with_logical = bool(p.get("IncludeNodeLogicalIds"))
-    out: dict[str, Any] = {"ClusterNodeSummaries": [views.node_summary(n, with_logical) for n in chunk]}
+    out: dict[str, Any] = {"ClusterNodeSummaries": [views.node_summary(w, c, n, t, with_logical) for n in chunk]}
     if token:
         out["NextToken"] = token
     return out
@@ -53,7 +54,7 @@ def describe_cluster_node(w: World, t: datetime, p: dict[str, Any], account: str
         raise validation("Specify exactly one of NodeId and NodeLogicalId")
     for n in c.nodes.values():
         if (node_id and n.instance_id == node_id) or (logical and n.logical_id == logical):
-            return {"NodeDetails": views.node_details(c, n)}
+            return {"NodeDetails": views.node_details(w, c, n, t)}
     if logical:
         for g in c.groups.values():
             if logical in g.logical_queue:
@@ -92,6 +93,7 @@ def batch_add_cluster_nodes(w: World, t: datetime, p: dict[str, Any], account: s
             delta[g.instance_type] = delta.get(g.instance_type, 0) + int(s["IncrementTargetCountBy"])
     check_quota(w, account, region, delta, None)
     touched = []
+    before = operations.snapshot(c)
     for s in specs:
         name, n = s["InstanceGroupName"], int(s["IncrementTargetCountBy"])
         g = c.groups.get(name)
@@ -122,6 +124,7 @@ def batch_add_cluster_nodes(w: World, t: datetime, p: dict[str, Any], account: s
         touched.append(name)
         successful.extend({"NodeLogicalId": i, "InstanceGroupName": name, "Status": "Pending"} for i in ids)
     if touched:
+        operations.begin_scaling(w, c, t, before)
         control.continuous_update(w, c, t, touched)
     response = {"Successful": successful, "Failed": failed}
     if token:
@@ -137,11 +140,16 @@ def batch_delete_cluster_nodes(w: World, t: datetime, p: dict[str, Any], account
         raise validation("Specify NodeIds or NodeLogicalIds")
     if len(ids) > MAX_BATCH_DELETE_IDS:
         raise validation(f"NodeIds: at most {MAX_BATCH_DELETE_IDS} node ids per request, got {len(ids)}")
-    if len(logical) > MAX_BATCH_DELETE_LOGICAL_IDS:
-        raise validation(f"NodeLogicalIds: at most {MAX_BATCH_DELETE_LOGICAL_IDS} per request, got {len(logical)}")
+    if logical and len(ids) + len(logical) > MAX_BATCH_DELETE_COMBINED:
+        raise validation(
+            f"NodeIds and NodeLogicalIds: at most {MAX_BATCH_DELETE_COMBINED} identifiers combined, "
+            f"got {len(ids)} + {len(logical)}"
+        )
     if c.status not in ("InService",):
         raise conflict(f"Cluster {c.name} is in {c.status} state; nodes can be deleted only when InService")
-    out: dict[str, Any] = {"Successful": [], "Failed": []}
+    # Every list in the answer has a minimum of one item in the model: an empty one is left out.
+    out: dict[str, Any] = {}
+    before = operations.snapshot(c)
     by_logical = {n.logical_id: n for n in c.nodes.values() if n.logical_id}
     for key, node_id in [("NodeId", i) for i in ids] + [("NodeLogicalId", i) for i in logical]:
         node = c.nodes.get(node_id) if key == "NodeId" else by_logical.get(node_id)
@@ -166,5 +174,6 @@ def batch_delete_cluster_nodes(w: World, t: datetime, p: dict[str, Any], account
             if g.min_count is not None and g.min_count > g.target:
                 g.min_count = g.target
             out.setdefault(ok_list, []).append(node_id)
+    operations.begin_scaling(w, c, t, before)
     w.touch(c)
     return out

@@ -58,6 +58,11 @@ class Node:
     private_ip: str = ""
     op: int = 0  # the operation that launched it; an all-or-nothing rollback removes these
     draining: bool = False  # an all-or-nothing update will remove it once its launches succeed
+    image_version: str | None = None  # the HyperPod AMI release it runs (None: a custom AMI)
+    image_id: str = ""
+    plan: str | None = None  # the training plan whose reserved capacity it holds
+    scaling_op: str | None = None  # OperationId of the Scaling operation that launched it
+    check_op: str | None = None  # OperationId of its DeepHealthCheck operation
 
     @property
     def status(self) -> str:
@@ -89,6 +94,11 @@ class Node:
             "private_ip": self.private_ip,
             "op": self.op,
             "draining": self.draining,
+            "image_version": self.image_version,
+            "image_id": self.image_id,
+            "plan": self.plan,
+            "scaling_op": self.scaling_op,
+            "check_op": self.check_op,
         }
 
     @classmethod
@@ -111,6 +121,11 @@ class Node:
             private_ip=d.get("private_ip", ""),
             op=d.get("op", 0),
             draining=d.get("draining", False),
+            image_version=d.get("image_version"),
+            image_id=d.get("image_id", ""),
+            plan=d.get("plan"),
+            scaling_op=d.get("scaling_op"),
+            check_op=d.get("check_op"),
         )
 
 
@@ -130,6 +145,11 @@ class Group:
     last_warn: datetime | None = None
     last_short: int = 0
     min_token: int = 0
+    image_version: str | None = None  # desired HyperPod AMI release (None: a custom AMI)
+    image_id: str = ""  # desired AMI id: what a node launched now runs
+    ran_version: str | None = None  # what its nodes last ran, for Current* while it has none
+    ran_image_id: str = ""
+    scaling_op: str | None = None  # OperationId of its Scaling operation in progress
 
     @property
     def instance_type(self) -> str:
@@ -160,6 +180,11 @@ class Group:
             "last_warn": _iso(self.last_warn),
             "last_short": self.last_short,
             "min_token": self.min_token,
+            "image_version": self.image_version,
+            "image_id": self.image_id,
+            "ran_version": self.ran_version,
+            "ran_image_id": self.ran_image_id,
+            "scaling_op": self.scaling_op,
         }
 
     @classmethod
@@ -180,6 +205,11 @@ class Group:
         g.last_warn = _dt(d.get("last_warn"))
         g.last_short = d.get("last_short", 0)
         g.min_token = d.get("min_token", 0)
+        g.image_version = d.get("image_version")
+        g.image_id = d.get("image_id", "")
+        g.ran_version = d.get("ran_version")
+        g.ran_image_id = d.get("ran_image_id", "")
+        g.scaling_op = d.get("scaling_op")
         return g
 
 
@@ -208,6 +238,76 @@ class Scheduled:
 
 
 @dataclass
+class ScalingEntry:
+    """One instance group in a Scaling operation: its counts before, the counts asked for, its status."""
+
+    group: str
+    status: str  # InProgress | Superseded | Done
+    original: dict[str, int]  # CurrentCount, TargetCount, MinCount (as they were)
+    desired: dict[str, int]  # TargetCount, MinCount
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"group": self.group, "status": self.status, "original": self.original, "desired": self.desired}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ScalingEntry:
+        return cls(d["group"], d["status"], dict(d["original"]), dict(d["desired"]))
+
+
+@dataclass
+class ClusterOperation:
+    """What ListClusterOperations shows: a Scaling request, or the deep health checks of a batch of nodes."""
+
+    operation_id: str
+    kind: str  # Scaling | DeepHealthCheck
+    created: datetime
+    scaling: list[ScalingEntry] = field(default_factory=list)
+    group: str | None = None  # DeepHealthCheck: the group whose new nodes are checked
+    checks: list[str] = field(default_factory=list)  # DeepHealthCheck: the check types
+    instances: list[str] = field(default_factory=list)  # DeepHealthCheck: the nodes checked
+    parent: str | None = None  # DeepHealthCheck: the Scaling operation that launched the nodes
+    done: bool = False  # DeepHealthCheck: every node has finished its checks
+
+    @property
+    def status(self) -> str:
+        if self.kind != "Scaling":
+            return "Done" if self.done else "InProgress"
+        states = {e.status for e in self.scaling}
+        if "InProgress" in states:
+            return "InProgress"
+        return "Superseded" if states == {"Superseded"} else "Done"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "operation_id": self.operation_id,
+            "kind": self.kind,
+            "created": _iso(self.created),
+            "scaling": [e.to_dict() for e in self.scaling],
+            "group": self.group,
+            "checks": self.checks,
+            "instances": self.instances,
+            "parent": self.parent,
+            "done": self.done,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ClusterOperation:
+        created = _dt(d["created"])
+        assert created is not None
+        return cls(
+            d["operation_id"],
+            d["kind"],
+            created,
+            [ScalingEntry.from_dict(e) for e in d.get("scaling", [])],
+            d.get("group"),
+            list(d.get("checks", [])),
+            list(d.get("instances", [])),
+            d.get("parent"),
+            d.get("done", False),
+        )
+
+
+@dataclass
 class ClusterEvent:
     event_id: str
     time: datetime
@@ -217,9 +317,11 @@ class ClusterEvent:
     group: str | None = None
     instance_id: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)  # EventDetails.EventMetadata
+    operation_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "operation_id": self.operation_id,
             "event_id": self.event_id,
             "time": _iso(self.time),
             "resource_type": self.resource_type,
@@ -243,6 +345,7 @@ class ClusterEvent:
             d.get("group"),
             d.get("instance_id"),
             dict(d.get("metadata") or {}),
+            d.get("operation_id"),
         )
 
 
@@ -265,6 +368,7 @@ class Cluster:
     op_counter: int = 0
     tokens: dict[str, tuple[datetime, dict[str, Any]]] = field(default_factory=dict)
     events: list[ClusterEvent] = field(default_factory=list)  # stored in their own table
+    operations: list[ClusterOperation] = field(default_factory=list)  # oldest first
 
     @property
     def continuous(self) -> bool:
@@ -299,6 +403,7 @@ class Cluster:
             "op": self.op.to_dict() if self.op else None,
             "op_counter": self.op_counter,
             "tokens": {k: [_iso(t), resp] for k, (t, resp) in self.tokens.items()},
+            "operations": [o.to_dict() for o in self.operations],
         }
 
     @classmethod
@@ -329,4 +434,5 @@ class Cluster:
             when = _dt(t)
             assert when is not None
             c.tokens[k] = (when, resp)
+        c.operations = [ClusterOperation.from_dict(o) for o in d.get("operations", [])]
         return c

@@ -5,15 +5,43 @@ from __future__ import annotations
 import base64
 import copy
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, TypeVar
 
 from hyperpod_scheduler.emulator.errors import validation
-from hyperpod_scheduler.emulator.model_state import Cluster, ClusterEvent, Group, Node
+from hyperpod_scheduler.emulator.model_images import version_key
+from hyperpod_scheduler.emulator.model_state import Cluster, ClusterEvent, ClusterOperation, Group, Node
+from hyperpod_scheduler.emulator.model_world import World
 
 T = TypeVar("T")
 
-# Group members whose request and response shapes are the same: echoed exactly as sent
-# (absent stays absent; LifeCycleConfig above all, since the scheduler re-sends it).
+# Every member of the request shape ClusterInstanceGroupSpecification, and the members of
+# ClusterInstanceGroupDetails that DescribeCluster reports it in. A test checks this table against the
+# installed botocore model both ways, so a member AWS adds tomorrow fails it until it is handled here.
+GROUP_TWINS: dict[str, tuple[str, ...]] = {
+    "InstanceCount": ("TargetCount",),
+    "MinInstanceCount": ("MinCount",),
+    "InstanceGroupName": ("InstanceGroupName",),
+    "InstanceType": ("InstanceType",),
+    "InstanceRequirements": ("InstanceRequirements",),  # as Current/DesiredInstanceTypes
+    "LifeCycleConfig": ("LifeCycleConfig",),
+    "ExecutionRole": ("ExecutionRole",),
+    "ThreadsPerCore": ("ThreadsPerCore",),
+    "InstanceStorageConfigs": ("InstanceStorageConfigs",),
+    "OnStartDeepHealthChecks": ("OnStartDeepHealthChecks",),
+    "TrainingPlanArn": ("TrainingPlanArn", "TrainingPlanStatus"),
+    "OverrideVpcConfig": ("OverrideVpcConfig",),
+    "ScheduledUpdateConfig": ("ScheduledUpdateConfig",),
+    "ImageId": ("CurrentImageId", "DesiredImageId"),
+    "AutoPatchConfig": ("AutoPatchConfig",),  # as ClusterAutoPatchConfigDetails
+    "ImageReleaseVersion": ("CurrentImageReleaseVersion", "DesiredImageReleaseVersion", "ImageVersionStatus"),
+    "KubernetesConfig": ("KubernetesConfig",),  # as Current/Desired labels and taints
+    "SlurmConfig": ("SlurmConfig",),
+    "CapacityRequirements": ("CapacityRequirements",),
+    "NetworkInterface": ("NetworkInterface",),
+}
+# Members whose request and output shapes carry the same content: echoed exactly as sent (absent
+# stays absent; LifeCycleConfig above all, since a scheduler re-sends it).
 _ECHO = (
     "InstanceType",
     "LifeCycleConfig",
@@ -28,6 +56,24 @@ _ECHO = (
     "CapacityRequirements",
     "NetworkInterface",
 )
+
+# Every member of CreateClusterRequest and UpdateClusterRequest, and where DescribeCluster (or another
+# answer) reports it; ``()`` with a reason where nothing does.
+CLUSTER_TWINS: dict[str, tuple[str, ...]] = {
+    "ClusterName": ("ClusterName",),
+    "InstanceGroups": ("InstanceGroups",),
+    "InstanceGroupsToDelete": (),  # the groups leave InstanceGroups
+    "RestrictedInstanceGroups": (),  # refused: the emulator does not model restricted groups
+    "RestrictedInstanceGroupsConfig": (),  # refused with them
+    "Tags": (),  # reported by ListTags
+    "VpcConfig": ("VpcConfig",),
+    "Orchestrator": ("Orchestrator",),
+    "NodeRecovery": ("NodeRecovery",),
+    "TieredStorageConfig": ("TieredStorageConfig",),
+    "NodeProvisioningMode": ("NodeProvisioningMode",),
+    "ClusterRole": ("ClusterRole",),
+    "AutoScaling": ("AutoScaling",),  # as ClusterAutoScalingConfigOutput, with Status
+}
 _CLUSTER_ECHO = (
     "VpcConfig",
     "Orchestrator",
@@ -37,8 +83,51 @@ _CLUSTER_ECHO = (
     "TieredStorageConfig",
 )
 
+IDLE_WAIT_DEFAULT = 86_400  # ClusterAutoPatchConfig.IdleWaitWindowInSeconds: "The default is 86400"
 
-def describe_group(c: Cluster, g: Group) -> dict[str, Any]:
+
+def auto_patch_details(sent: dict[str, Any]) -> dict[str, Any]:
+    """ClusterAutoPatchConfig as ClusterAutoPatchConfigDetails: the patch schedule asked for is the
+    desired one, and (nothing pending in the emulator) the current one too."""
+    out: dict[str, Any] = {
+        "PatchingStrategy": sent["PatchingStrategy"],
+        "IdleWaitWindowInSeconds": sent.get("IdleWaitWindowInSeconds", IDLE_WAIT_DEFAULT),
+    }
+    for key in ("DeploymentConfig", "DrainPolicy"):
+        if key in sent:
+            out[key] = copy.deepcopy(sent[key])
+    schedule = sent.get("PatchSchedule")
+    if isinstance(schedule, dict) and schedule:
+        out["CurrentPatchSchedule"] = copy.deepcopy(schedule)
+        out["DesiredPatchSchedule"] = copy.deepcopy(schedule)
+    return out
+
+
+def kubernetes_details(sent: dict[str, Any]) -> dict[str, Any]:
+    details: dict[str, Any] = {}
+    if "Labels" in sent:
+        details["CurrentLabels"] = dict(sent["Labels"])
+        details["DesiredLabels"] = dict(sent["Labels"])
+    if "Taints" in sent:
+        details["CurrentTaints"] = copy.deepcopy(sent["Taints"])
+        details["DesiredTaints"] = copy.deepcopy(sent["Taints"])
+    return details
+
+
+def current_image(c: Cluster, g: Group) -> tuple[str | None, str]:
+    """What the group's running nodes run (the oldest release, if they differ), else what they last ran."""
+    running = [n for n in c.nodes.values() if n.group == g.name and n.phase == "running"]
+    if not running:
+        return g.ran_version, g.ran_image_id
+    first = running[0]
+    if all(n.image_version == first.image_version for n in running):
+        return first.image_version, first.image_id
+    managed = [n for n in running if n.image_version is not None]
+    oldest = min(managed, key=lambda n: version_key(n.image_version or "0.0.0"))
+    return oldest.image_version, oldest.image_id
+
+
+def describe_group(w: World, c: Cluster, g: Group, t: datetime) -> dict[str, Any]:
     out: dict[str, Any] = {
         "CurrentCount": c.running(g.name),
         "TargetCount": g.target,
@@ -53,26 +142,36 @@ def describe_group(c: Cluster, g: Group) -> dict[str, Any]:
     if "InstanceRequirements" in g.spec:
         types = list(g.spec["InstanceRequirements"].get("InstanceTypes") or [])
         out["InstanceRequirements"] = {"CurrentInstanceTypes": types, "DesiredInstanceTypes": types}
-    if "ImageId" in g.spec:
-        out["CurrentImageId"] = out["DesiredImageId"] = g.spec["ImageId"]
-    k8s = g.spec.get("KubernetesConfig")
-    if isinstance(k8s, dict):
-        details: dict[str, Any] = {}
-        if "Labels" in k8s:
-            details["CurrentLabels"] = details["DesiredLabels"] = dict(k8s["Labels"])
-        if "Taints" in k8s:
-            details["CurrentTaints"] = details["DesiredTaints"] = copy.deepcopy(k8s["Taints"])
-        out["KubernetesConfig"] = details
+    if isinstance(g.spec.get("KubernetesConfig"), dict):
+        out["KubernetesConfig"] = kubernetes_details(g.spec["KubernetesConfig"])
+    if isinstance(g.spec.get("AutoPatchConfig"), dict):
+        out["AutoPatchConfig"] = auto_patch_details(g.spec["AutoPatchConfig"])
+    plan = g.spec.get("TrainingPlanArn")
+    if isinstance(plan, str):
+        p = w.plans().get(plan)
+        out["TrainingPlanStatus"] = p.status(t, w.origin) if p is not None else "NotFound"
+    ran_version, ran_id = current_image(c, g)
+    if g.image_id:
+        out["DesiredImageId"] = g.image_id
+    if ran_id:
+        out["CurrentImageId"] = ran_id
+    if g.image_version is not None:
+        out["DesiredImageReleaseVersion"] = g.image_version
+    if ran_version is not None:
+        out["CurrentImageReleaseVersion"] = ran_version
+        out["ImageVersionStatus"] = w.catalogue().status(ran_version, t, w.origin)
+    if g.scaling_op is not None:
+        out["ActiveOperations"] = {"Scaling": 1}
     return out
 
 
-def describe_cluster(c: Cluster) -> dict[str, Any]:
+def describe_cluster(w: World, c: Cluster, t: datetime) -> dict[str, Any]:
     out: dict[str, Any] = {
         "ClusterArn": c.arn,
         "ClusterName": c.name,
         "ClusterStatus": c.status,
         "CreationTime": c.created,
-        "InstanceGroups": [describe_group(c, g) for g in c.groups.values()],
+        "InstanceGroups": [describe_group(w, c, g, t) for g in c.groups.values()],
     }
     if c.failure_message and c.status in ("Failed", "RollingBack", "InService"):
         out["FailureMessage"] = c.failure_message
@@ -107,25 +206,35 @@ def _status(n: Node) -> dict[str, Any]:
     return status
 
 
-def _hostname(n: Node) -> str:
-    return "ip-" + n.private_ip.replace(".", "-")
+def hostname(region: str, n: Node) -> str:
+    """EC2's private DNS name: ``ip-10-1-2-3.ec2.internal`` in us-east-1, ``.REGION.compute.internal``
+    elsewhere (the model's pattern wants the domain part)."""
+    host = "ip-" + n.private_ip.replace(".", "-")
+    return f"{host}.ec2.internal" if region == "us-east-1" else f"{host}.{region}.compute.internal"
 
 
-def node_summary(n: Node, with_logical_id: bool) -> dict[str, Any]:
+def _node_image(w: World, n: Node, t: datetime, out: dict[str, Any]) -> None:
+    if n.image_version is not None:
+        out["CurrentImageReleaseVersion"] = n.image_version
+        out["ImageVersionStatus"] = w.catalogue().status(n.image_version, t, w.origin)
+
+
+def node_summary(w: World, c: Cluster, n: Node, t: datetime, with_logical_id: bool) -> dict[str, Any]:
     out: dict[str, Any] = {
         "InstanceGroupName": n.group,
         "InstanceId": n.instance_id,
         "InstanceType": n.instance_type,
         "LaunchTime": n.launch_time,
         "InstanceStatus": _status(n),
-        "PrivateDnsHostname": _hostname(n),
+        "PrivateDnsHostname": hostname(c.region, n),
     }
     if with_logical_id and n.logical_id:
         out["NodeLogicalId"] = n.logical_id
+    _node_image(w, n, t, out)
     return out
 
 
-def _zone_id(region: str) -> str:
+def zone_id(region: str) -> str:
     """``us-east-1`` -> ``use1-az1`` (the emulator puts every node in the region's first zone)."""
     parts = region.split("-")
     if len(parts) == 3:
@@ -133,7 +242,7 @@ def _zone_id(region: str) -> str:
     return f"{region}-az1"
 
 
-def node_details(c: Cluster, n: Node) -> dict[str, Any]:
+def node_details(w: World, c: Cluster, n: Node, t: datetime) -> dict[str, Any]:
     g = c.groups.get(n.group)
     spec = g.spec if g else {}
     out: dict[str, Any] = {
@@ -143,14 +252,23 @@ def node_details(c: Cluster, n: Node) -> dict[str, Any]:
         "InstanceType": n.instance_type,
         "LaunchTime": n.launch_time,
         "PrivatePrimaryIp": n.private_ip,
-        "PrivateDnsHostname": _hostname(n),
-        "Placement": {"AvailabilityZone": f"{c.region}a", "AvailabilityZoneId": _zone_id(c.region)},
+        "PrivateDnsHostname": hostname(c.region, n),
+        "Placement": {"AvailabilityZone": f"{c.region}a", "AvailabilityZoneId": zone_id(c.region)},
     }
     if n.logical_id:
         out["NodeLogicalId"] = n.logical_id
-    for key in ("LifeCycleConfig", "OverrideVpcConfig", "ThreadsPerCore", "InstanceStorageConfigs"):
+    for key in ("LifeCycleConfig", "OverrideVpcConfig", "ThreadsPerCore", "InstanceStorageConfigs", "NetworkInterface"):
         if key in spec:
             out[key] = copy.deepcopy(spec[key])
+    if isinstance(spec.get("KubernetesConfig"), dict):
+        out["KubernetesConfig"] = kubernetes_details(spec["KubernetesConfig"])
+    if n.image_id:
+        out["CurrentImageId"] = n.image_id
+    if g is not None and g.image_id:
+        out["DesiredImageId"] = g.image_id
+    _node_image(w, n, t, out)
+    if g is not None and g.image_version is not None:
+        out["DesiredImageReleaseVersion"] = g.image_version
     return out
 
 
@@ -178,6 +296,8 @@ def event_summary(c: Cluster, ev: ClusterEvent) -> dict[str, Any]:
         out["InstanceGroupName"] = ev.group
     if ev.instance_id:
         out["InstanceId"] = ev.instance_id
+    if ev.operation_id:
+        out["OperationId"] = ev.operation_id
     return out
 
 
@@ -198,6 +318,36 @@ def event_detail(c: Cluster, ev: ClusterEvent) -> dict[str, Any]:
             metadata["Instance"] = inst
     if metadata:
         out["EventDetails"] = {"EventMetadata": metadata}
+    return out
+
+
+def operation_summary(c: Cluster, op: ClusterOperation) -> dict[str, Any]:
+    return {
+        "OperationId": op.operation_id,
+        "ClusterArn": c.arn,
+        "Type": op.kind,
+        "Status": op.status,
+        "CreationTime": op.created,
+    }
+
+
+def operation_detail(c: Cluster, op: ClusterOperation) -> dict[str, Any]:
+    out = operation_summary(c, op)
+    if op.kind == "Scaling":
+        out["ScalingDetails"] = [
+            {
+                "InstanceGroupName": e.group,
+                "Status": e.status,
+                "Original": dict(e.original),
+                "Desired": dict(e.desired),
+            }
+            for e in op.scaling
+        ]
+    elif op.group is not None and op.checks:
+        check: dict[str, Any] = {"InstanceGroupName": op.group, "DeepHealthChecks": list(op.checks)}
+        if op.instances:
+            check["InstanceIds"] = list(op.instances[:500])
+        out["DeepHealthCheckDetails"] = [check]
     return out
 
 

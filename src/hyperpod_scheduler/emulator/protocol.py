@@ -23,8 +23,14 @@ from typing import Any, Final, Protocol
 from botocore.model import ListShape, MapShape, Shape, StructureShape
 from botocore.utils import parse_timestamp
 
-from hyperpod_scheduler.aws.model import operation_model, service_model, validate_request
 from hyperpod_scheduler.emulator.errors import EmulatorError, throttled, validation
+from hyperpod_scheduler.emulator.shapes import (
+    answer_problems,
+    operation_model,
+    operation_names,
+    request_problems,
+    service_model,
+)
 from hyperpod_scheduler.errors import UsageError
 
 log = logging.getLogger(__name__)
@@ -139,16 +145,11 @@ def region_from_authorization(header: str | None) -> str:
     return DEFAULT_REGION
 
 
-@functools.cache
-def _known_operations() -> frozenset[str]:
-    return frozenset(service_model().operation_names)
-
-
 def operation_from_target(target: str | None) -> str:
     if not target or not target.startswith(TARGET_PREFIX):
         raise EmulatorError("UnknownOperationException", f"Unknown target {target!r}", 400)
     name = target[len(TARGET_PREFIX) :]
-    if name not in _known_operations():
+    if name not in operation_names():
         raise EmulatorError("UnknownOperationException", f"Unknown operation {name!r}", 400)
     return name
 
@@ -167,16 +168,25 @@ def decode_body(body: bytes) -> dict[str, Any]:
 
 def check_model(operation: str, params: Mapping[str, Any]) -> None:
     """Raise a ValidationException naming every field the botocore model rejects."""
-    try:
-        problems = validate_request(operation, params)
-    except (RuntimeError, ValueError, OverflowError, OSError) as exc:
-        # botocore's timestamp check raises (instead of reporting) on epoch values beyond year 9999.
-        raise validation(f"1 validation error detected: {exc}") from None
+    problems = request_problems(operation, params)
     if problems:
-        count = len(problems)
-        detail = "; ".join(f"{p.field}: {p.message}" for p in problems)
-        noun = "error" if count == 1 else "errors"
-        raise validation(f"{count} validation {noun} detected: {detail}")
+        noun = "error" if len(problems) == 1 else "errors"
+        raise validation(f"{len(problems)} validation {noun} detected: {'; '.join(problems)}")
+
+
+class AnswerShapeError(Exception):
+    """An answer the emulator was about to give breaks the botocore output shape (a bug in the emulator)."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+def check_answer(operation: str, answer: Mapping[str, Any]) -> None:
+    """Raise ``AnswerShapeError`` when ``answer`` is not something the real service could say."""
+    problems = answer_problems(operation, answer)
+    if problems:
+        raise AnswerShapeError(problems)
 
 
 @functools.cache
@@ -307,13 +317,25 @@ def error_reply(error: EmulatorError, request_id: str | None = None, delay: floa
 class AwsJsonApi:
     """Turns one AWS JSON 1.1 request into one ``Reply``; thread-safe (the backend locks for itself).
 
-    ``faults`` may be replaced or mutated at any time; each request reads it once.
+    ``faults`` may be replaced or mutated at any time; each request reads it once. With
+    ``check_answers`` every answer is checked against its output shape first; one that breaks it is
+    kept in ``answer_problems`` and sent as an HTTP 500 naming the problem, so a test sees it.
     """
 
-    def __init__(self, backend: Dispatcher, faults: Faults | None = None, account: str = DEFAULT_ACCOUNT):
+    def __init__(
+        self,
+        backend: Dispatcher,
+        faults: Faults | None = None,
+        account: str = DEFAULT_ACCOUNT,
+        *,
+        check_answers: bool = False,
+    ):
         self.backend = backend
         self.faults = faults if faults is not None else Faults()
         self.account = account
+        self.check_answers = check_answers
+        self.answer_problems: list[str] = []
+        self._problems_lock = threading.Lock()
 
     def handle(self, target: str | None, body: bytes, authorization: str | None = None) -> Reply:
         request_id = str(uuid.uuid4())
@@ -332,11 +354,19 @@ class AwsJsonApi:
             result = self.backend.dispatch(
                 operation, params, region=region_from_authorization(authorization), account=self.account
             )
+            if self.check_answers:
+                check_answer(operation, result)
             out_shape = operation_model(operation).output_shape
             payload = serialise_timestamps(out_shape, result) if out_shape is not None else {}
             return json_reply(200, payload, request_id, delay)
         except EmulatorError as exc:
             return error_reply(exc, request_id, delay)
+        except AnswerShapeError as exc:
+            log.error("emulator: the answer to %s breaks its output shape: %s", target, exc)
+            with self._problems_lock:
+                self.answer_problems.extend(exc.problems)
+            bad = EmulatorError("InternalFailure", f"emulator answer breaks the output shape: {exc}", 500)
+            return error_reply(bad, request_id, delay)
         except Exception:
             # A bug in the emulator must still look like AWS to the client (and be retried as a 500).
             log.exception("emulator: unhandled error for %s", target)

@@ -41,13 +41,32 @@ class ControlledBackend(Dispatcher, Protocol):
 
     def reset(self) -> Any: ...
 
+    @property
+    def omitted_members(self) -> str: ...
+
+    def release_image(
+        self, version: str | None = None, image_id: str | None = None, *, security_update: bool = False
+    ) -> Any: ...
+
+    def images(self) -> list[dict[str, Any]]: ...
+
+    def latest_image(self) -> str | None: ...
+
+    def add_training_plan(self, name: str, spec: dict[str, Any]) -> Any: ...
+
+    def training_plans(self) -> list[dict[str, Any]]: ...
+
 
 def _iso(value: datetime | None) -> str | None:
     return value.astimezone(UTC).isoformat() if value is not None else None
 
 
+ROUTES: Final = ("health", "state", "clock", "faults", "reset", "images", "training-plans")
+
+
 class AdminApi:
-    """``/_emulator/...``: health, clock (read; move a virtual one), faults (read; change), reset."""
+    """``/_emulator/...``: health and state, clock (read; move a virtual one), faults (read; change),
+    the AMI catalogue (read; release a new AMI), training plans (read; add one), reset."""
 
     def __init__(self, backend: ControlledBackend, api: AwsJsonApi, storage: Storage | None = None) -> None:
         self.backend = backend
@@ -60,6 +79,18 @@ class AdminApi:
             payload = decode_body(body) if method == "POST" else {}
             if route == "health" and method == "GET":
                 return json_reply(200, {"status": "ok", **self._clock_view()})
+            if route == "state" and method == "GET":
+                return json_reply(200, self._state_view())
+            if route == "images" and method == "GET":
+                return json_reply(200, {"images": self.backend.images(), "latest": self.backend.latest_image()})
+            if route == "images" and method == "POST":
+                self._release(payload)
+                return json_reply(200, {"images": self.backend.images(), "latest": self.backend.latest_image()})
+            if route == "training-plans" and method == "GET":
+                return json_reply(200, {"training_plans": self.backend.training_plans()})
+            if route == "training-plans" and method == "POST":
+                self._add_plan(payload)
+                return json_reply(200, {"training_plans": self.backend.training_plans()})
             if route == "clock" and method == "GET":
                 return json_reply(200, self._clock_view())
             if route == "clock" and method == "POST":
@@ -78,13 +109,44 @@ class AdminApi:
             stored = self.storage.admin(method, route, payload) if self.storage is not None else None
             if stored is not None:
                 return stored
-            if route in ("health", "clock", "faults", "reset"):
+            if route in ROUTES:
                 return error_reply(EmulatorError("MethodNotAllowed", f"{method} is not allowed on {path}", 405))
             return error_reply(EmulatorError("NotFound", f"no emulator admin endpoint {path}", 404))
         except UsageError as exc:
             return error_reply(validation(str(exc)))
         except EmulatorError as exc:
             return error_reply(exc)
+
+    def _state_view(self) -> dict[str, Any]:
+        return {
+            **self._clock_view(),
+            "omitted_members": self.backend.omitted_members,
+            "check_answers": self.api.check_answers,
+            "latest_image": self.backend.latest_image(),
+            "faults": self.api.faults.as_dict(),
+        }
+
+    def _release(self, payload: dict[str, Any]) -> None:
+        known = {"version", "image_id", "security_update"}
+        unknown = sorted(set(payload) - known)
+        if unknown:
+            raise validation(f"images: unknown field {unknown[0]!r} (known: {', '.join(sorted(known))})")
+        version, image_id, security = payload.get("version"), payload.get("image_id"), payload.get("security_update")
+        if version is not None and not isinstance(version, str):
+            raise validation(f"images: version must be a string like 1.2.3, got {version!r}")
+        if image_id is not None and not isinstance(image_id, str):
+            raise validation(f"images: image_id must be a string like ami-0123456789abcdef0, got {image_id!r}")
+        if security is not None and not isinstance(security, bool):
+            raise validation(f"images: security_update must be true or false, got {security!r}")
+        self.backend.release_image(version, image_id, security_update=bool(security))
+
+    def _add_plan(self, payload: dict[str, Any]) -> None:
+        name = payload.get("name")
+        if not isinstance(name, str):
+            raise validation(
+                'training-plans: send {"name": NAME, "instance_type": ..., "count": ..., "start": ..., ...}'
+            )
+        self.backend.add_training_plan(name, {k: v for k, v in payload.items() if k != "name"})
 
     def _clock_view(self) -> dict[str, Any]:
         clock = self.backend.clock
