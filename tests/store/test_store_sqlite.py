@@ -199,3 +199,66 @@ def test_open_store_falls_back_to_the_environment_then_the_default(
 def test_open_store_rejects_what_it_cannot_open(location: str, message: str) -> None:
     with pytest.raises(UsageError, match=message):
         open_store(location)
+
+
+# ---- a store is never silently empty -------------------------------------------------------------
+
+
+def _stored_then(path: Path) -> None:
+    with SqliteStore(path) as store:
+        store.put(ClusterRecord.new(KEY, T0).evolve(applied_state="stopped"), None)
+
+
+def test_a_file_truncated_to_zero_bytes_is_an_error_naming_it_never_a_fresh_store(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite"
+    _stored_then(path)
+    path.write_bytes(b"")  # a full disk, a bad copy, a `> state.sqlite`
+    with pytest.raises(StoreError) as err:
+        SqliteStore(path)
+    assert str(path) in str(err.value) and "empty" in str(err.value) and "\n" not in str(err.value)
+    assert path.stat().st_size == 0, "the damaged file must be left as it was found, not turned into a store"
+
+
+def test_a_database_without_the_schema_is_an_error_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE something_else (x INTEGER)")
+    with pytest.raises(StoreError, match=f"{path}.*not a hyperpod-scheduler state store"):
+        SqliteStore(path)
+    with sqlite3.connect(path) as conn:  # nothing was added to someone else's database
+        assert [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")] == ["something_else"]
+
+
+def test_a_store_missing_one_of_its_tables_is_an_error_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite"
+    _stored_then(path)
+    _damage(path, "DROP TABLE records")
+    with pytest.raises(StoreError, match=f"{path}.*table 'records' is missing"):
+        SqliteStore(path)
+
+
+def test_a_new_store_is_created_only_where_no_file_existed(tmp_path: Path) -> None:
+    path = tmp_path / "new" / "state.sqlite"
+    with SqliteStore(path) as store:
+        assert store.list_keys() == []
+    # No half-made file is ever visible under the store's name: creation happens aside, then is linked.
+    assert sorted(p.name for p in path.parent.iterdir() if not p.name.startswith("state.sqlite")) == []
+    with SqliteStore(path) as store:  # reopening finds the schema it made
+        assert store.list_keys() == []
+
+
+def test_a_creation_interrupted_before_the_link_leaves_no_store_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "state.sqlite"
+
+    def killed(*_args: object) -> None:
+        raise KeyboardInterrupt  # the process dies between building the schema and publishing it
+
+    monkeypatch.setattr(os, "link", killed)
+    with pytest.raises(KeyboardInterrupt):
+        SqliteStore(path)
+    monkeypatch.undo()
+    assert not path.exists(), "an interrupted creation must not leave an empty file that later reads as a store"
+    with SqliteStore(path) as store:
+        assert store.list_keys() == []

@@ -9,13 +9,18 @@
   process wait for it instead of failing; the compare-and-set is an ``UPDATE ... WHERE version=?``.
 - The file is created owner-only (0600; SQLite gives its -wal/-shm files the same mode) in a
   directory created 0700 if missing. It holds sizes and history, never credentials.
+- A store is never silently empty: a new file is built aside with its schema and only then linked
+  under its name, so a file that exists always carries the schema. One that is empty (truncated) or
+  lacks the schema is refused with its path; only a missing file is created.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -39,6 +44,7 @@ from hyperpod_scheduler.store.records import ClusterRecord, HistoryEntry
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_S = 15.0
 
+TABLES = ("meta", "records", "history", "leases")
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS records (key TEXT PRIMARY KEY, version INTEGER NOT NULL, body TEXT NOT NULL)",
@@ -61,7 +67,7 @@ class SqliteStore:
         self.path = Path(path).expanduser() if path is not None else default_path()
         self._lock = threading.RLock()
         self._closed = False
-        _create_private_file(self.path)
+        _check_or_create(self.path)
         try:
             self._conn = sqlite3.connect(
                 self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
@@ -203,19 +209,7 @@ class SqliteStore:
                 raise StoreError(f"state store {self.path}: cannot use WAL journaling (got '{mode}')")
             self._conn.execute("PRAGMA synchronous = FULL")
         with self._write() as conn:
-            for statement in _SCHEMA:
-                conn.execute(statement)
-            conn.execute(
-                "INSERT OR IGNORE INTO meta (name, value) VALUES ('schema_version', ?)",
-                (str(SCHEMA_VERSION),),
-            )
-            found = conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()[0]
-            # Future migrations go here, inside this same transaction, keyed on ``found``.
-            if not str(found).isdigit() or int(found) > SCHEMA_VERSION:
-                raise StoreError(
-                    f"state store {self.path}: schema version {found!r} is newer than this release "
-                    f"understands ({SCHEMA_VERSION}); upgrade hyperpod-scheduler"
-                )
+            _check_schema(conn, self.path)
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
@@ -255,11 +249,95 @@ def _history_row(entry: HistoryEntry) -> tuple[str, int, str]:
     return (entry.key, to_micros(entry.at), encode_history(entry))
 
 
-def _create_private_file(path: Path) -> None:
-    """Create the directory (0700) and the empty database file (0600) before SQLite opens it."""
+def _check_schema(conn: sqlite3.Connection, path: Path) -> None:
+    """Refuse a database that is not (or no longer) a whole store; migrate an older one in place."""
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if "meta" not in tables:
+        raise StoreError(
+            f"state store {path}: not a hyperpod-scheduler state store (no meta table); "
+            "refusing to use it as a new, empty store (point --state at the right file, or at a new path)"
+        )
+    row = conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
+    found = None if row is None else row[0]
+    if found is None or not str(found).isdigit():
+        raise StoreError(f"state store {path}: its schema version is {found!r}; the file is damaged")
+    if int(found) > SCHEMA_VERSION:
+        raise StoreError(
+            f"state store {path}: schema version {found!r} is newer than this release "
+            f"understands ({SCHEMA_VERSION}); upgrade hyperpod-scheduler"
+        )
+    # Migrations of older files go here, inside this same transaction, keyed on ``found``.
+    missing = [t for t in TABLES if t not in tables]
+    if missing:
+        raise StoreError(
+            f"state store {path}: table '{missing[0]}' is missing; the file is damaged (restore it from a backup)"
+        )
+
+
+def _check_or_create(path: Path) -> None:
+    """A file that exists must be a store (checked once it is open); only a missing one is created."""
+    try:
+        size = path.stat().st_size
+    except (FileNotFoundError, NotADirectoryError):
+        _create(path)  # a parent that is a file fails there, as "cannot create"
+        return
+    except OSError as exc:
+        raise StoreError(f"state store {path}: cannot read: {exc.strerror or exc}") from None
+    if size == 0:
+        raise StoreError(
+            f"state store {path} is empty (0 bytes): it was truncated or never finished; every remembered "
+            "size would be lost, so it is not used as a new store (restore it from a backup, or delete it)"
+        )
+
+
+def _create(path: Path) -> None:
+    """Build the schema in a private file beside ``path``, then link it under its name.
+
+    The link is atomic and never replaces a file: a crash before it leaves only the aside file, never an
+    empty ``path``; two processes creating at once both end up opening whichever link won.
+    """
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        os.close(fd)
     except OSError as exc:
         raise StoreError(f"state store {path}: cannot create: {exc.strerror or exc}") from None
+    aside = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.new")
+    try:
+        try:
+            os.close(os.open(aside, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
+            conn = sqlite3.connect(aside, isolation_level=None)
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("BEGIN IMMEDIATE")
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+                conn.execute("INSERT INTO meta (name, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+                conn.execute("COMMIT")
+            finally:
+                conn.close()  # the last close checkpoints the WAL into the file and removes it
+            fd = os.open(aside, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"state store {path}: cannot create: {getattr(exc, 'strerror', None) or exc}") from None
+        try:
+            os.link(aside, path)
+        except FileExistsError:
+            pass  # another process created it first: use theirs
+        except OSError as exc:
+            raise StoreError(f"state store {path}: cannot create: {exc.strerror or exc}") from None
+        _fsync_dir(path.parent)
+    finally:
+        for leftover in (aside, aside.with_name(aside.name + "-wal"), aside.with_name(aside.name + "-shm")):
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()
+
+
+def _fsync_dir(directory: Path) -> None:
+    with contextlib.suppress(OSError):  # not every filesystem lets a directory be opened
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -1,0 +1,40 @@
+"""Issue 17's sequences, each reproduced end to end as a user meets it (the CLI against a served
+emulator), so every one of them would have failed before its fix.
+
+1. two accounts, one name · 2. `start` stops the cluster · 3. one bad answer stops the fleet ·
+4. an update applied but unacknowledged · 5. `run` follows its config · 6. settings that cannot work ·
+7. an unsent intent mistaken for someone else's update · 8. a truncated state file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.reliability.crash_setup import Live, live_cluster
+from tests.reliability.harness import SIZES, recorded_sizes, run_cli
+
+
+@pytest.fixture
+def stop_live(tmp_path: Path) -> Iterator[Live]:
+    yield from live_cluster(tmp_path, "stop")
+
+
+# ---- 8. a store that is never silently empty -------------------------------------------------------
+
+
+def test_a_state_file_truncated_to_zero_bytes_is_an_error_not_a_forgotten_fleet(stop_live: Live) -> None:
+    live = stop_live
+    code, out = live.cli("stop", "c1", "--wait")
+    assert code == 0, out
+    assert recorded_sizes(live.state) == SIZES
+    live.state.write_bytes(b"")
+    for command in (("status",), ("start", "c1"), ("tick",)):
+        done = run_cli(live.args(*command), live.env, live.tmp)  # the real console script: exit code and stderr
+        assert done.returncode != 0, f"{command}: {done.stdout}"
+        assert str(live.state) in done.stderr and "empty" in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert "nothing recorded" not in done.stdout
+    assert live.state.stat().st_size == 0
