@@ -38,3 +38,21 @@ def test_a_state_file_truncated_to_zero_bytes_is_an_error_not_a_forgotten_fleet(
         assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
         assert "nothing recorded" not in done.stdout
     assert live.state.stat().st_size == 0
+
+
+# ---- 6. settings that cannot work are refused ------------------------------------------------------
+
+
+def test_a_lease_no_longer_than_the_poll_is_refused_before_anything_is_sent(stop_live: Live) -> None:
+    live = stop_live
+    live.config.write_text(
+        "defaults: {poll_seconds: 0.05, lease_ttl_seconds: 0.05}\n"
+        "targets: [{region: us-east-1, schedule: never, clusters: [c1]}]\n"
+    )
+    # Before: --wait gave up after its first poll ("another runner follows it now") and exited 0
+    # while the cluster was still Updating.
+    done = run_cli(live.args("stop", "c1", "--wait"), live.env, live.tmp)
+    assert done.returncode != 0, done.stdout
+    assert "lease_ttl_seconds (0.05)" in done.stderr and "poll_seconds (0.05)" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert live.tally.sent["c1"] == 0
