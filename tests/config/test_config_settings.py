@@ -65,7 +65,9 @@ def test_a_first_retry_after_the_deadline_is_refused() -> None:
         ({"margin_minutes": 180, "max_minutes": 180}, ("margin_minutes (180)", "max_minutes (180)")),
     ],
 )
-def test_ready_by_settings_that_always_hit_the_cap_are_refused(ready_by: dict[str, float], needles: tuple[str, ...]) -> None:
+def test_ready_by_settings_that_always_hit_the_cap_are_refused(
+    ready_by: dict[str, float], needles: tuple[str, ...]
+) -> None:
     _refused({**GOOD, "defaults": {"ready_by": ready_by}}, *needles)
 
 
