@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from hyperpod_scheduler.emulator.errors import EmulatorError
+from hyperpod_scheduler.store.sqlite import SqliteStore
 from tests.reliability.crash_setup import Live, live_cluster
-from tests.reliability.harness import SIZES, recorded_sizes, run_cli
+from tests.reliability.harness import SIZES, STOPPED, at_sizes, recorded_sizes, run_cli, wait_for
 
 
 @pytest.fixture
@@ -56,3 +59,36 @@ def test_a_lease_no_longer_than_the_poll_is_refused_before_anything_is_sent(stop
     assert "lease_ttl_seconds (0.05)" in done.stderr and "poll_seconds (0.05)" in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert live.tally.sent["c1"] == 0
+
+
+# ---- 4. an update applied but answered 500 --------------------------------------------------------
+
+
+def _outcomes(state: Path) -> list[tuple[str, str]]:
+    with SqliteStore(state) as store:
+        return [(e.action, e.outcome) for key in store.list_keys() for e in store.history(key)]
+
+
+def test_an_update_applied_but_answered_500_is_followed_not_recorded_as_refused(stop_live: Live) -> None:
+    live = stop_live
+    original = live.emu.backend.dispatch
+    lost: list[str] = []
+
+    def dispatch(operation: str, params: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        result = original(operation, params, **kw)
+        if operation == "UpdateCluster" and not lost:
+            lost.append(operation)  # applied by the model; the answer is a 500
+            raise EmulatorError("InternalFailure", "We encountered an internal error. Please try again.", 500)
+        return result
+
+    live.emu.backend.dispatch = dispatch  # type: ignore[method-assign]
+    done = run_cli(live.args("stop", "c1", "--wait"), live.env, live.tmp)
+    assert lost, "the fault never fired"
+    # Before: botocore retried, the retry met ConflictException and the stop was recorded "refused"
+    # while it was in flight.
+    assert live.tally.sent["c1"] == 1, f"UpdateCluster reached the cluster {live.tally.sent['c1']} times"
+    assert ("stop", "refused") not in _outcomes(live.state), done.stdout
+    assert done.returncode == 0, done.stdout + done.stderr
+    wait_for(lambda: at_sizes(live.emu, "c1", STOPPED), "c1 stopped")
+    assert ("stop", "ok") in _outcomes(live.state)
+    assert recorded_sizes(live.state) == SIZES

@@ -201,6 +201,18 @@ def apply_floors(plan: Send, view: ClusterView, floors: Mapping[str, int]) -> Se
 
 # ---- following an update ---------------------------------------------------------------------------
 
+Fate = Literal["out", "busy", "unsent"]
+
+
+def intent_fate(view: ClusterView, targets: Mapping[str, int]) -> Fate:
+    """Did an update with these target counts go out? Decided from the cluster's own targets only
+    (UpdateCluster sets them the moment it is accepted): ``out`` when they are ours; ``busy`` when they
+    are not but the cluster is changing (someone else's update: wait and decide after it); else
+    ``unsent``."""
+    if all((g := view.group(name)) is not None and g.target == count for name, count in targets.items()):
+        return "out"
+    return "busy" if view.busy else "unsent"
+
 
 @dataclass(frozen=True)
 class InProgress:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_scheduler.aws import answers
+from hyperpod_scheduler.aws.clients import no_blind_retries
 from hyperpod_scheduler.cluster.view import ClusterView, parse_cluster
 from hyperpod_scheduler.config.model import Policy, Retry
 from hyperpod_scheduler.engine import crashpoints, fidelity, planner
@@ -113,11 +114,23 @@ class Engine:
         )
 
     # ---- AWS edge --------------------------------------------------------------------------------
+    def _client(self, ref: ClusterRef) -> SageMakerClient:
+        # Whoever built the client, its answers are checked before botocore parses them, members the
+        # installed model does not know are kept in sight (``aws.answers``), and UpdateCluster is never
+        # retried blind: its outcome is decided here.
+        client: SageMakerClient = no_blind_retries(answers.watch(self.client_for(ref)))
+        return client
+
     def describe(self, ref: ClusterRef) -> ClusterView:
-        # Watched every time: whoever built the client, its answers are checked before botocore parses
-        # them, and members the installed model does not know are kept in sight (``aws.answers``).
-        answer = answers.watch(self.client_for(ref)).describe_cluster(ClusterName=ref.name)
+        answer = self._client(ref).describe_cluster(ClusterName=ref.name)
         return parse_cluster(answer)  # parse_cluster checks the shape itself
+
+    def _fate_now(self, ref: ClusterRef, targets: Mapping[str, int]) -> planner.Fate | None:
+        """One look after an unclear answer: did our update go out? None if the look itself failed."""
+        try:
+            return planner.intent_fate(self.describe(ref), targets)
+        except (ClientError, BotoCoreError, HyperpodSchedulerError):
+            return None
 
     # ---- one cluster, one tick -------------------------------------------------------------------
     def reconcile(
@@ -409,19 +422,35 @@ class Engine:
         poll_seconds: float,
     ) -> Result:
         try:
-            self.client_for(ref).update_cluster(**request)
+            self._client(ref).update_cluster(**request)
         except ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code", "")
-            if code in ("ConflictException", "ValidationException", "ResourceNotFound"):
-                # Not accepted: nothing is in flight, so the intent is withdrawn (the snapshot stays),
-                # and anything a guard drained for this stop is given back.
-                message = f"UpdateCluster refused: {code}: {exc.response.get('Error', {}).get('Message', '')}"
-                self._clear_pending(ref, record, self._entry(ref, action, "refused", error=message))
-                if action == "stop":
-                    self._after_start(ref, view, view.targets())
-                self._emit(ref, "skip" if code == "ConflictException" else "error", message)
-                return Result(ref.name, "skip" if code == "ConflictException" else "error", message)
-            raise  # unknown outcome: the intent stays; the next run compares the cluster and decides
+            err = exc.response.get("Error", {})
+            code = err.get("Code", "")
+            answer = f"{code}: {err.get('Message', '')}"
+            # A refusal may also be what a retry met after the first attempt was applied: look first.
+            fate = None if code == "ResourceNotFound" else self._fate_now(ref, targets)
+            if fate != "out":
+                if code in _REFUSALS and (fate is not None or code == "ResourceNotFound"):
+                    # Not accepted: nothing is in flight, so the intent is withdrawn (the snapshot stays),
+                    # and anything a guard drained for this stop is given back.
+                    message = f"UpdateCluster refused: {answer}"
+                    self._clear_pending(ref, record, self._entry(ref, action, "refused", error=message))
+                    if action == "stop":
+                        self._after_start(ref, view, view.targets())
+                    kind = "skip" if code == "ConflictException" else "error"
+                    self._emit(ref, kind, message)
+                    return Result(ref.name, kind, message)
+                return self._unknown(ref, action, f"UpdateCluster answered {answer}")
+            self._emit(
+                ref,
+                "note",
+                f"UpdateCluster answered {answer}, but the cluster is at this {action}'s targets: "
+                "it went out (an earlier attempt was applied)",
+            )
+        except BotoCoreError as exc:
+            if self._fate_now(ref, targets) != "out":
+                return self._unknown(ref, action, f"UpdateCluster: {exc}")
+            self._emit(ref, "note", f"UpdateCluster: {exc}; the cluster is at this {action}'s targets: it went out")
         crashpoints.reached("after-send")
         pending = record.pending
         assert pending is not None
@@ -434,6 +463,13 @@ class Engine:
         if wait:
             return self._follow(ref, wait=True, poll_seconds=poll_seconds)
         return Result(ref.name, "sent", f"{action} sent")
+
+    def _unknown(self, ref: ClusterRef, action: planner.Action, why: str) -> Result:
+        """The call may or may not have gone out: the intent stays, and the next look decides from the
+        cluster's target counts whether to follow it or to plan again (never re-sent blind)."""
+        message = f"{why}; whether the {action} went out is decided at the next look from the cluster's target counts"
+        self._emit(ref, "error", message)
+        return Result(ref.name, "error", message)
 
     # ---- following -------------------------------------------------------------------------------
     def _follow(self, ref: ClusterRef, *, wait: bool, poll_seconds: float = 30.0) -> Result:
@@ -621,6 +657,9 @@ class Engine:
             except ConflictError:
                 continue
         raise HyperpodSchedulerError(f"cluster '{ref.name}': the state store kept changing; try again")
+
+
+_REFUSALS = ("ConflictException", "ValidationException", "ResourceNotFound")
 
 
 def _verdict_detail(v: Verdict) -> dict[str, Any]:
