@@ -119,7 +119,8 @@ def test_busy_cluster_is_left_alone(
 def test_interrupted_intent_is_resumed_once(
     emu: Emulator, counting: CountingClient, engine: tuple[Engine, Collector, MemoryStore]
 ) -> None:
-    """A crash after the intent was stored but before UpdateCluster: the next run sends it, once."""
+    """A crash after the intent was stored but before UpdateCluster: the next tick, finding the stop still
+    wanted, plans it again and sends it, once; a bare follow never re-sends what it did not see go out."""
     eng, _, store = engine
     counting.client.create_cluster(**three_tier_request())
     settle(emu, counting.client, "c1")
@@ -152,7 +153,10 @@ def test_interrupted_intent_is_resumed_once(
         ),
         expected_version=None,
     )
-    eng.follow(REF, wait=False)
+    assert eng.follow(REF, wait=False).kind == "skip"  # it never went out: only a tick decides
+    assert counting.calls["UpdateCluster"] == 0
+    wanted = planner.ScheduleState(desired="stopped", last_transition_at=now - timedelta(minutes=1))
+    assert eng.reconcile(REF, wanted).kind == "sent"
     assert counting.calls["UpdateCluster"] == 1
     settle(emu, counting.client, "c1")
     eng.follow(REF, wait=False)

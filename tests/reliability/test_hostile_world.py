@@ -9,20 +9,37 @@ emulator), so every one of them would have failed before its fix.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from hyperpod_scheduler.emulator.errors import EmulatorError
+from hyperpod_scheduler.engine.crashpoints import ENV
 from hyperpod_scheduler.store.sqlite import SqliteStore
-from tests.reliability.crash_setup import Live, live_cluster
-from tests.reliability.harness import SIZES, STOPPED, at_sizes, recorded_sizes, run_cli, wait_for
+from tests.reliability.crash_setup import RECOVER_AFTER, Live, live_cluster
+from tests.reliability.harness import SIZES, STOPPED, at_sizes, counts, record, recorded_sizes, run_cli, wait_for
 
 
 @pytest.fixture
 def stop_live(tmp_path: Path) -> Iterator[Live]:
     yield from live_cluster(tmp_path, "stop")
+
+
+@pytest.fixture
+def start_live(tmp_path: Path) -> Iterator[Live]:
+    yield from live_cluster(tmp_path, "start")  # stopped by the schedule now, running from start_at
+
+
+def _killed(live: Live, *command: str) -> None:
+    """``command`` run as the real CLI and SIGKILLed right after its intent was stored."""
+    child = run_cli(live.args(*command), {**live.env, ENV: "after-intent"}, live.tmp)
+    assert child.returncode == -9, f"never reached after-intent: {child.stdout}{child.stderr}"
+
+
+def _targets(live: Live) -> dict[str, int]:
+    return {n: t for n, (_c, t) in counts(live.emu, "c1")[1].items()}
 
 
 # ---- 8. a store that is never silently empty -------------------------------------------------------
@@ -91,4 +108,94 @@ def test_an_update_applied_but_answered_500_is_followed_not_recorded_as_refused(
     assert done.returncode == 0, done.stdout + done.stderr
     wait_for(lambda: at_sizes(live.emu, "c1", STOPPED), "c1 stopped")
     assert ("stop", "ok") in _outcomes(live.state)
+    assert recorded_sizes(live.state) == SIZES
+
+
+# ---- 2. a manual start never sends a stop -----------------------------------------------------------
+
+
+def test_start_after_a_stop_killed_before_it_went_out_never_sends_that_stop(stop_live: Live) -> None:
+    live = stop_live
+    live.config.write_text(
+        "defaults: {poll_seconds: 0.05, lease_ttl_seconds: 1}\n"
+        "targets: [{region: us-east-1, schedule: never, clusters: [c1]}]\n"
+    )
+    _killed(live, "stop", "c1", "--wait")
+    wait_for(lambda: live.tally.sent["c1"] == 0 and at_sizes(live.emu, "c1", SIZES), "c1 untouched", tries=5)
+    import time
+
+    time.sleep(1.2)  # the dead runner's lease lapses
+    code, out = live.cli("start", "c1", "--wait")
+    assert code == 0, out
+    # Before: the stale stop was sent first (terminating the instances), then the start skipped "Updating".
+    assert live.tally.sent["c1"] == 0, "start sent an UpdateCluster: the stale stop"
+    assert _targets(live) == SIZES
+    assert ("stop", "withdrawn") in _outcomes(live.state)
+
+
+def test_the_morning_tick_withdraws_last_nights_unsent_stop(start_live: Live) -> None:
+    live = start_live
+    night = live.start_at - timedelta(hours=1)
+    _killed(live, "tick", "--at", night.isoformat())
+    code, out = live.cli("tick", "--at", (live.start_at + RECOVER_AFTER).isoformat())  # morning, lease lapsed
+    assert code == 0, out
+    assert live.tally.sent["c1"] == 0, "the morning tick sent last night's stop"
+    assert _targets(live) == SIZES
+    assert ("stop", "withdrawn") in _outcomes(live.state)
+    assert recorded_sizes(live.state) == SIZES
+
+
+# ---- 7. an unsent intent is not someone else's update --------------------------------------------
+
+
+def _resize_by_hand(live: Live, group: str, count: int) -> None:
+    d = live.emu.backend.dispatch("DescribeCluster", {"ClusterName": "c1"})
+    g = next(g for g in d["InstanceGroups"] if g["InstanceGroupName"] == group)
+    keep = ("InstanceGroupName", "InstanceType", "ExecutionRole", "SlurmConfig", "InstanceStorageConfigs")
+    same = {k: g[k] for k in keep if k in g}
+    if "LifeCycleConfig" in g:
+        same["LifeCycleConfig"] = g["LifeCycleConfig"]
+    live.emu.backend.dispatch(
+        "UpdateCluster", {"ClusterName": "c1", "InstanceGroups": [{**same, "InstanceCount": count}]}
+    )
+
+
+def test_someone_elses_update_is_waited_for_then_the_stop_is_planned_again(stop_live: Live) -> None:
+    live = stop_live
+    now = datetime.now(UTC)
+    _killed(live, "tick", "--at", now.isoformat())
+    later = now + RECOVER_AFTER
+    with live.emu.paused():
+        _resize_by_hand(live, "dev", 4)  # the cluster is Updating, and not because of us
+        live.tally.reset()
+        code, out = live.cli("tick", "--at", later.isoformat())
+        assert code == 0, out
+        assert live.tally.sent["c1"] == 0
+        rec = record(live.state)
+        assert rec is not None and rec.pending is not None and rec.applied_state != "stopped", (
+            "the stop was taken to have gone out while someone else's update ran"
+        )
+    wait_for(lambda: at_sizes(live.emu, "c1", {**SIZES, "dev": 4}), "the hand resize settled")
+    live.converge(STOPPED, later)
+    assert live.tally.sent["c1"] == 1
+    assert recorded_sizes(live.state) == {**SIZES, "dev": 4}  # what the user left it at
+
+
+# ---- issue 12: release while a hold's stop is in flight ----------------------------------------------
+
+
+def test_release_while_a_holds_stop_is_in_flight_gives_the_cluster_back_to_the_schedule(start_live: Live) -> None:
+    live = start_live
+    office = live.start_at + timedelta(hours=1)  # the schedule wants it running
+    code, out = live.cli("tick", "--at", office.isoformat())
+    assert code == 0, out
+    code, out = live.cli("hold", "c1", "--state-wanted", "stopped")
+    assert code == 0, out
+    with live.emu.paused():
+        code, out = live.cli("tick", "--at", (office + timedelta(minutes=1)).isoformat())
+        assert code == 0 and live.tally.sent["c1"] == 1, out  # the hold's stop is in flight
+        code, out = live.cli("release", "c1")
+        assert code == 0, out
+    live.converge(SIZES, office + timedelta(minutes=2))
+    assert live.tally.sent["c1"] == 2  # the hold's stop, then the schedule's start
     assert recorded_sizes(live.state) == SIZES

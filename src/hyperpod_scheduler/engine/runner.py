@@ -34,6 +34,7 @@ from hyperpod_scheduler.store.errors import ConflictError
 from hyperpod_scheduler.store.records import (
     ClusterRecord,
     HistoryEntry,
+    Origin,
     PendingAction,
     Refusal,
     RetryState,
@@ -141,33 +142,85 @@ class Engine:
         if due is None:
             return Result(ref.name, "quiet", "nothing due")
         if dry_run:
-            if due.kind == "follow":
-                message = f"would follow the {due.reason.split()[-1]} in flight"
-                self._emit(ref, "dry-run", message)
-                return Result(ref.name, "dry-run", message)
-            return self._reconcile(ref, sched, due, dry_run)
-        return self._with_lease(ref, lambda: self._reconcile(ref, sched, due, dry_run))
+            pending = record.pending if record is not None else None
+            if due.kind == "follow" and pending is not None and pending.phase != "intent":
+                return self._dry(ref, f"would follow the {pending.action} in flight")
+            return self._reconcile(ref, sched, due, dry_run, enforced)
+        return self._with_lease(ref, lambda: self._reconcile(ref, sched, due, dry_run, enforced))
 
-    def _reconcile(self, ref: ClusterRef, sched: planner.ScheduleState, due: planner.Due, dry_run: bool) -> Result:
+    def _reconcile(
+        self, ref: ClusterRef, sched: planner.ScheduleState, due: planner.Due, dry_run: bool, enforced: bool
+    ) -> Result:
         try:
             if due.kind == "follow":
+                record = self.store.get(ref.key)
+                if record is not None and record.pending is not None and record.pending.phase == "intent":
+                    return self._revisit_intent(ref, record, sched, enforced, dry_run)
                 return self._follow(ref, wait=False)
-            action: planner.Action = "stop" if due.kind == "stop" else "start"
-            if due.kind == "check":
-                action = planner.action_for(sched.desired)
-            return self._act(
-                ref,
-                action,
-                transition_id=due.transition_id,
-                transition_at=due.transition_at,
-                reason=due.reason,
-                dry_run=dry_run,
-            )
+            return self._act_on(ref, sched, due, dry_run)
         except (ClientError, BotoCoreError, HyperpodSchedulerError) as exc:
             # One cluster's bad answer or refused request never stops the tick for the others.
             message = _describe_error(exc)
             self._emit(ref, "error", message)
             return Result(ref.name, "error", message)
+
+    def _act_on(
+        self, ref: ClusterRef, sched: planner.ScheduleState, due: planner.Due, dry_run: bool, **kw: Any
+    ) -> Result:
+        action: planner.Action = "stop" if due.kind == "stop" else "start"
+        if due.kind == "check":
+            action = planner.action_for(sched.desired)
+        return self._act(
+            ref,
+            action,
+            transition_id=due.transition_id,
+            transition_at=due.transition_at,
+            origin=due.origin,
+            reason=due.reason,
+            dry_run=dry_run,
+            **kw,
+        )
+
+    def _revisit_intent(
+        self, ref: ClusterRef, record: ClusterRecord, sched: planner.ScheduleState, enforced: bool, dry_run: bool
+    ) -> Result:
+        """An intent stored but never marked sent (a crash, a lost answer): did it go out, and if not,
+        is it still what the schedule and the user want now?"""
+        pending = record.pending
+        assert pending is not None
+        view = self.describe(ref)
+        fate = planner.intent_fate(view, pending.targets)
+        if fate == "out":
+            if dry_run:
+                return self._dry(ref, f"would follow the {pending.action} that had gone out")
+            self._mark_sent(ref, record, f"{pending.action} had gone out before an interruption; following it")
+            return self._follow(ref, wait=False)
+        if fate == "busy":
+            return self._someone_else(ref, pending.action, view)
+        why = planner.superseded(record, sched, self.now())
+        if why is not None:
+            if dry_run:
+                return self._dry(ref, f"would withdraw the {pending.action} that never went out: {why}")
+            self._withdraw(ref, record, why)
+            after = self.store.get(ref.key)
+            due = planner.due(after, sched, enforced=enforced, now=self.now())
+            if due is None:
+                return Result(ref.name, "noop", f"withdrew the {pending.action} that never went out: {why}")
+            return self._act_on(ref, sched, due, dry_run)
+        self._emit(
+            ref, "note", f"{pending.action} was interrupted before it went out; planning it again from the cluster now"
+        )
+        return self._act(
+            ref,
+            pending.action,
+            transition_id=pending.transition_id,
+            transition_at=pending.transition_at,
+            origin=pending.served_by(),
+            reason="resumed",
+            dry_run=dry_run,
+            replan=True,
+            view=view,
+        )
 
     # ---- stop / start ----------------------------------------------------------------------------
     def act(
@@ -190,6 +243,7 @@ class Engine:
                 action,
                 transition_id=transition_id,
                 transition_at=transition_at,
+                origin="manual",
                 reason=reason,
                 dry_run=dry_run,
                 wait=wait,
@@ -221,19 +275,23 @@ class Engine:
         *,
         transition_id: str,
         transition_at: datetime | None = None,
+        origin: Origin = "manual",
         reason: str = "manual",
         dry_run: bool = False,
         wait: bool = False,
         poll_seconds: float = 30.0,
+        replan: bool = False,
+        view: ClusterView | None = None,
     ) -> Result:
+        """``replan``: the record's pending intent never went out and is replaced by this one."""
         record = self.store.get(ref.key)
-        if record is not None and record.pending is not None:
-            self._emit(ref, "note", f"an earlier {record.pending.action} is still settling; following it first")
-            result = self._follow(ref, wait=True, poll_seconds=poll_seconds) if wait else self._follow(ref, wait=False)
-            if result.kind == "in-progress":
-                return result
+        if record is not None and record.pending is not None and not replan:
+            earlier = self._earlier(ref, record, action, dry_run, wait, poll_seconds)
+            if earlier is not None:
+                return earlier
             record = self.store.get(ref.key)
-        view = self.describe(ref)
+            view = None
+        view = view or self.describe(ref)
         now = self.now()
         policy = self.policy_for(ref)
         refused = fidelity.refusal(view, policy)
@@ -275,6 +333,7 @@ class Engine:
             updated_at=now,
             targets=targets,
             transition_at=transition_at or now,
+            origin=origin,
         )
         changes: dict[str, Any] = {"pending": pending, "updated_at": now, "refused": None}
         if plan.snapshot is not None:
@@ -321,6 +380,65 @@ class Engine:
                     history=[line],
                 )
         return Result(ref.name, "refused", reason)
+
+    def _earlier(
+        self, ref: ClusterRef, record: ClusterRecord, action: planner.Action, dry_run: bool, wait: bool, poll: float
+    ) -> Result | None:
+        """A manual command finds an earlier update: follow it if it went out, withdraw it if it did not
+        (the command is the newest word: a manual start never sends an earlier stop), or wait when
+        someone else's update runs. None: go on with the command."""
+        pending = record.pending
+        assert pending is not None
+        if pending.phase == "intent":
+            view = self.describe(ref)
+            fate = planner.intent_fate(view, pending.targets)
+            if fate == "busy":
+                return self._someone_else(ref, pending.action, view)
+            if fate == "unsent":
+                if dry_run:
+                    return self._dry(ref, f"would withdraw the {pending.action} that never went out, then {action}")
+                self._withdraw(ref, record, f"superseded by a manual {action}")
+                return None
+            if dry_run:
+                return self._dry(ref, f"would follow the {pending.action} that had gone out first")
+            record = self._mark_sent(ref, record, f"{pending.action} had gone out before an interruption")
+        elif dry_run:
+            return self._dry(ref, f"would follow the {pending.action} in flight first")
+        self._emit(ref, "note", f"an earlier {pending.action} is still settling; following it first")
+        result = self._follow(ref, wait=True, poll_seconds=poll) if wait else self._follow(ref, wait=False)
+        return result if result.kind in ("in-progress", "skip") else None
+
+    def _someone_else(self, ref: ClusterRef, action: str, view: ClusterView) -> Result:
+        message = (
+            f"the {action} stored before an interruption never went out and {view.busy_reason()} with other "
+            "targets (someone else's update): it waits, and is decided once that settles"
+        )
+        self._emit(ref, "skip", message)
+        return Result(ref.name, "in-progress", message)
+
+    def _dry(self, ref: ClusterRef, message: str) -> Result:
+        self._emit(ref, "dry-run", message)
+        return Result(ref.name, "dry-run", message)
+
+    def _mark_sent(self, ref: ClusterRef, record: ClusterRecord, note: str) -> ClusterRecord:
+        pending = record.pending
+        assert pending is not None
+        self._emit(ref, "note", note)
+        return self.store.put(
+            record.evolve(pending=pending.evolve(phase="sent", updated_at=self.now()), updated_at=self.now()),
+            expected_version=record.version,
+        )
+
+    def _withdraw(self, ref: ClusterRef, record: ClusterRecord, why: str) -> None:
+        """Drop an intent that never went out; its history line says what superseded it."""
+        pending = record.pending
+        assert pending is not None
+        line = self._entry(ref, pending.action, "withdrawn", reason=why, transition=pending.transition_id)
+        self.store.put(
+            record.evolve(pending=None, updated_at=self.now()), expected_version=record.version, history=[line]
+        )
+        crashpoints.reached("after-withdraw")
+        self._emit(ref, "note", f"withdrew the {pending.action} that never went out: {why}")
 
     def _noop(
         self,
@@ -482,9 +600,14 @@ class Engine:
             kept = record.snapshot.kept if record.snapshot is not None and pending.action == "stop" else {}
             view = self.describe(ref)
             if pending.phase == "intent":
-                outcome = self._resolve_intent(ref, record, view, targets)
-                if outcome is not None:
-                    return outcome
+                fate = planner.intent_fate(view, targets)
+                if fate == "unsent":
+                    message = f"the {pending.action} never went out; the next tick decides whether it is still wanted"
+                    self._emit(ref, "skip", message)
+                    return Result(ref.name, "skip", message)
+                if fate == "busy":
+                    return self._someone_else(ref, pending.action, view)
+                self._mark_sent(ref, record, f"{pending.action} had gone out before an interruption; following it")
                 continue
             verdict = planner.assess(
                 view, pending.action, targets, pending.created_at, self.now(), self.settle_timeout, kept
@@ -499,29 +622,17 @@ class Engine:
                 return Result(ref.name, "in-progress", verdict.detail)
             self.sleep(poll_seconds)
             crashpoints.reached("while-following")
-            if not self.store.renew_lease(ref.key, self.owner, self.lease_ttl_s, self.now()):
+            if not self._keep_lease(ref):
                 message = "lost this cluster's lease while waiting; another runner follows it now"
                 self._emit(ref, "skip", message)
                 return Result(ref.name, "skip", message)
 
-    def _resolve_intent(
-        self, ref: ClusterRef, record: ClusterRecord, view: ClusterView, targets: Mapping[str, int]
-    ) -> Result | None:
-        """An intent without ``sent``: did the call go out before the crash?"""
-        pending = record.pending
-        assert pending is not None
-        went_out = all((g := view.group(n)) is not None and g.target == c for n, c in targets.items())
-        if went_out or view.busy:
-            self._emit(ref, "note", f"{pending.action} had gone out before an interruption; following it")
-            self.store.put(
-                record.evolve(pending=pending.evolve(phase="sent", updated_at=self.now())),
-                expected_version=record.version,
-            )
-            return None
-        counts = {n: (c, _min_for(view, record, n, c, pending.action)) for n, c in targets.items()}
-        request = build_update(view, counts, self.policy_for(ref))
-        self._emit(ref, "note", f"{pending.action} was interrupted before it went out; sending it now")
-        return self._send(ref, record, view, request, pending.action, targets, "resumed", False, 0)
+    def _keep_lease(self, ref: ClusterRef) -> bool:
+        # A lease that lapsed unclaimed (a slow poll, a suspended laptop) is simply taken again.
+        now = self.now()
+        return self.store.renew_lease(ref.key, self.owner, self.lease_ttl_s, now) or self.store.acquire_lease(
+            ref.key, self.owner, self.lease_ttl_s, now
+        )
 
     def _settle(self, ref: ClusterRef, record: ClusterRecord, verdict: planner.Settled, view: ClusterView) -> Result:
         pending = record.pending
@@ -531,7 +642,11 @@ class Engine:
             self._after_start(ref, view, {o.group: o.current for o in verdict.outcomes})
         now = self.now()
         duration = (now - pending.created_at).total_seconds()
-        applied_at = pending.transition_at or now
+        applied_at: datetime | None = pending.transition_at or now
+        if pending.served_by() == "hold" and planner.effective_hold(record, now) is None:
+            # Released (or lapsed) while its update was in flight: the schedule decides from here on, as
+            # release promised, rather than this moment counting as the schedule's latest transition.
+            applied_at = None
         updated = record.evolve(
             pending=None,
             applied_state=verdict.state,
@@ -606,7 +721,7 @@ class Engine:
         # A conflict means another runner recorded the same conclusion (and its own history line).
         with contextlib.suppress(ConflictError):
             self.store.put(
-                base.evolve(applied_state=state, applied_transition_at=at, updated_at=now),
+                base.evolve(applied_state=state, applied_transition_at=at, pending=None, updated_at=now),
                 expected_version=record.version if record else None,
                 history=[line],
             )
@@ -669,15 +784,6 @@ def _verdict_detail(v: Verdict) -> dict[str, Any]:
 def _rolled_back(verdict: planner.Settled) -> bool:
     """An all-or-nothing rollback (retry it); a Continuous group still short keeps retrying in HyperPod."""
     return any(o.outcome == "failed" for o in verdict.outcomes)
-
-
-def _min_for(view: ClusterView, record: ClusterRecord, name: str, count: int, action: str) -> int | None:
-    g = view.group(name)
-    if g is None or g.min_count is None:
-        return None
-    if action == "start" and record.snapshot and name in record.snapshot.sizes:
-        return record.snapshot.sizes[name].min_count
-    return min(g.min_count, count)
 
 
 def _fmt_targets(view: ClusterView, targets: Mapping[str, int]) -> str:

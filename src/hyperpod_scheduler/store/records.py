@@ -23,6 +23,8 @@ MAX_KEY_BYTES = 1024
 
 Action = Literal["stop", "start"]
 Phase = Literal["intent", "sent", "settled"]
+# What an intent serves: a schedule transition, a manual command, a hold, or a start's retry.
+Origin = Literal["schedule", "manual", "hold", "retry"]
 Outcome = Literal["restored", "partial", "failed", "stopped", "kept"]
 State = Literal["running", "stopped"]
 Count = Annotated[int, Field(ge=0)]
@@ -105,6 +107,19 @@ class PendingAction(Stored):
     targets: dict[str, Count] = Field(default_factory=dict)
     # The schedule instant this action carries out (recorded as applied once it settles).
     transition_at: AwareDatetime | None = None
+    # What asked for it. None only in records written before this field: see ``served_by``.
+    origin: Origin | None = None
+
+    def served_by(self) -> Origin:
+        """The intent's origin; records from before ``origin`` existed are read from their transition id."""
+        if self.origin is not None:
+            return self.origin
+        tid = self.transition_id
+        if tid.startswith(("manual-", "dashboard-")):
+            return "manual"
+        if tid.startswith("hold-"):
+            return "hold"
+        return "retry" if "#retry" in tid else "schedule"
 
 
 class GroupOutcome(Stored):
