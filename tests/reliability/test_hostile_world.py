@@ -18,6 +18,7 @@ import pytest
 from hyperpod_scheduler.emulator.errors import EmulatorError
 from hyperpod_scheduler.engine.crashpoints import ENV
 from hyperpod_scheduler.store.sqlite import SqliteStore
+from tests.engine.conftest import three_tier_request
 from tests.reliability.crash_setup import RECOVER_AFTER, Live, live_cluster
 from tests.reliability.harness import SIZES, STOPPED, at_sizes, counts, record, recorded_sizes, run_cli, wait_for
 
@@ -199,3 +200,85 @@ def test_release_while_a_holds_stop_is_in_flight_gives_the_cluster_back_to_the_s
     live.converge(SIZES, office + timedelta(minutes=2))
     assert live.tally.sent["c1"] == 2  # the hold's stop, then the schedule's start
     assert recorded_sizes(live.state) == SIZES
+
+
+# ---- 3. one bad cluster, target or record never stops the others ----------------------------------
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[Live]:
+    """c0 and c1 under one schedule that wants them stopped, handled one at a time (concurrency 1)."""
+    for live in live_cluster(tmp_path, "stop"):
+        live.emu.backend.dispatch("CreateCluster", three_tier_request("c0"))
+        emu = live.emu
+        wait_for(lambda: at_sizes(emu, "c0", SIZES), "c0 in service")  # noqa: B023 (used at once)
+        live.config.write_text(
+            "defaults: {poll_seconds: 0.05, concurrency: 1}\n"
+            "targets: [{region: us-east-1, schedule: never, clusters: [c0, c1]}]\n"
+        )
+        yield live
+
+
+def _garbled(live: Live, name: str) -> None:
+    """DescribeCluster of ``name`` answers InstanceGroups as an object: botocore's parser itself fails."""
+    original = live.emu.backend.dispatch
+
+    def dispatch(operation: str, params: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        result = original(operation, params, **kw)
+        if operation == "DescribeCluster" and params.get("ClusterName") == name:
+            result = {**result, "InstanceGroups": {g["InstanceGroupName"]: g for g in result["InstanceGroups"]}}
+        return result
+
+    live.emu.backend.dispatch = dispatch  # type: ignore[method-assign]
+
+
+def test_an_answer_botocore_cannot_parse_is_that_clusters_error_and_the_tick_goes_on(pair: Live) -> None:
+    live = pair
+    _garbled(live, "c0")
+    done = run_cli(live.args("tick"), live.env, live.tmp)
+    assert live.tally.sent["c1"] == 1, f"the cluster after the bad one was never looked at: {done.stderr}"
+    assert done.returncode == 1  # a cluster failed: cron sees it
+    assert "c0" in done.stdout and "error" in done.stdout, done.stdout
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr, done.stderr
+
+
+def test_a_damaged_record_is_that_clusters_error_and_run_goes_on(pair: Live) -> None:
+    live = pair
+    code, out = live.cli("stop", "c0", "--wait")  # c0 gets a record, then it is damaged by hand
+    assert code == 0, out
+    with SqliteStore(live.state) as store:
+        keys = [k for k in store.list_keys() if k.endswith("/c0")]
+    import sqlite3
+
+    with sqlite3.connect(live.state) as conn:
+        conn.execute("UPDATE records SET body = '{\"key\": 1' WHERE key = ?", (keys[0],))
+    done = run_cli(live.args("run", "--ticks", "2", "--interval", "0"), live.env, live.tmp)
+    assert done.returncode == 0, done.stderr
+    assert live.tally.sent["c1"] == 1, f"run stopped at the damaged record: {done.stderr}"
+    assert "unreadable" in done.stdout + done.stderr and keys[0] in done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_target_whose_discovery_is_denied_is_reported_and_the_others_go_on(pair: Live) -> None:
+    live = pair
+    live.config.write_text(
+        "defaults: {poll_seconds: 0.05, concurrency: 1}\n"
+        "targets:\n"
+        "  - {region: us-east-1, schedule: never, tag_selector: true}\n"
+        "  - {region: us-east-1, profile: nobody, schedule: never, clusters: [c0]}\n"
+        "  - {region: us-east-1, schedule: never, clusters: [c1]}\n"
+    )
+    original = live.emu.backend.dispatch
+
+    def dispatch(operation: str, params: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        if operation == "ListClusters":
+            raise EmulatorError("AccessDeniedException", "not authorized to perform sagemaker:ListClusters", 400)
+        return original(operation, params, **kw)
+
+    live.emu.backend.dispatch = dispatch  # type: ignore[method-assign]
+    done = run_cli(live.args("tick"), live.env, live.tmp)
+    assert live.tally.sent["c1"] == 1, done.stdout + done.stderr
+    assert "targets[0]" in done.stderr and "AccessDenied" in done.stderr, done.stderr
+    assert "c0" in done.stdout and "nobody" in done.stdout, done.stdout  # a profile that does not exist
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr

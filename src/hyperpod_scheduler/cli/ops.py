@@ -50,6 +50,14 @@ def _ref(ctx: Context, name: str, region: str | None, profile: str | None) -> Cl
     return ref_for(name, region, profile)
 
 
+def _one_line(exc: Exception) -> str:
+    if isinstance(exc, ClientError):
+        err = exc.response.get("Error", {})
+        return f"{err.get('Code', 'Error')}: {err.get('Message', '')}"
+    text = str(exc) if isinstance(exc, HyperpodSchedulerError | BotoCoreError) else f"{type(exc).__name__}: {exc}"
+    return " ".join(text.split())
+
+
 def _exit_for(results: list[Result]) -> None:
     if any(r.kind in ("error", "failed", "refused") for r in results):
         raise typer.Exit(1)
@@ -98,8 +106,8 @@ def register(app: typer.Typer) -> None:
         """One reconcile pass over every governed cluster (for cron)."""
         ctx = make_context(config, state, as_json, at)
         governed = ctx.fleet().governed()
-        for name, why in ctx.fleet().problems:
-            error_line(f"cluster '{name}' skipped: {why}")
+        for problem in ctx.fleet().problems:
+            error_line(str(problem))
         results = tick(
             ctx.engine(),
             governed,
@@ -111,6 +119,8 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json([r.__dict__ for r in results])
         _exit_for(results)
+        if ctx.fleet().problems:
+            raise typer.Exit(1)  # a target or cluster was left out: cron should see it
 
     @app.command()
     def run(
@@ -124,14 +134,21 @@ def register(app: typer.Typer) -> None:
         ctx = make_context(config, state, False)
         engine, count = ctx.engine(), 0
         while True:
-            tick(
-                engine,
-                ctx.fleet().governed(),
-                ctx.now(),
-                dry_run=dry_run,
-                ready_by=ctx.config.defaults.ready_by,
-                concurrency=ctx.config.defaults.concurrency,
-            )
+            try:
+                fleet = ctx.fleet()
+                governed = fleet.governed()
+                for problem in fleet.problems:
+                    error_line(str(problem))
+                tick(
+                    engine,
+                    governed,
+                    ctx.now(),
+                    dry_run=dry_run,
+                    ready_by=ctx.config.defaults.ready_by,
+                    concurrency=ctx.config.defaults.concurrency,
+                )
+            except Exception as exc:  # the loop outlives any one pass: the next tick tries again
+                error_line(f"tick failed: {_one_line(exc)}; the next tick tries again")
             count += 1
             if ticks and count >= ticks:
                 return

@@ -137,32 +137,36 @@ class Engine:
     def reconcile(
         self, ref: ClusterRef, sched: planner.ScheduleState, *, enforced: bool = False, dry_run: bool = False
     ) -> Result:
-        record = self.store.get(ref.key)
-        due = planner.due(record, sched, enforced=enforced, now=self.now())
-        if due is None:
-            return Result(ref.name, "quiet", "nothing due")
-        if dry_run:
-            pending = record.pending if record is not None else None
-            if due.kind == "follow" and pending is not None and pending.phase != "intent":
-                return self._dry(ref, f"would follow the {pending.action} in flight")
-            return self._reconcile(ref, sched, due, dry_run, enforced)
-        return self._with_lease(ref, lambda: self._reconcile(ref, sched, due, dry_run, enforced))
+        """One cluster, one tick. Never raises for that cluster's own trouble (a damaged record, an
+        answer no parser can read, a bug met on its data): it becomes this cluster's ``error`` result."""
+        try:
+            record = self.store.get(ref.key)
+            due = planner.due(record, sched, enforced=enforced, now=self.now())
+            if due is None:
+                return Result(ref.name, "quiet", "nothing due")
+            if dry_run:
+                pending = record.pending if record is not None else None
+                if due.kind == "follow" and pending is not None and pending.phase != "intent":
+                    return self._dry(ref, f"would follow the {pending.action} in flight")
+                return self._reconcile(ref, sched, due, dry_run, enforced)
+            return self._with_lease(ref, lambda: self._reconcile(ref, sched, due, dry_run, enforced))
+        except Exception as exc:  # contained: one cluster never stops the tick for the others
+            return self._failed(ref, exc)
 
     def _reconcile(
         self, ref: ClusterRef, sched: planner.ScheduleState, due: planner.Due, dry_run: bool, enforced: bool
     ) -> Result:
-        try:
-            if due.kind == "follow":
-                record = self.store.get(ref.key)
-                if record is not None and record.pending is not None and record.pending.phase == "intent":
-                    return self._revisit_intent(ref, record, sched, enforced, dry_run)
-                return self._follow(ref, wait=False)
-            return self._act_on(ref, sched, due, dry_run)
-        except (ClientError, BotoCoreError, HyperpodSchedulerError) as exc:
-            # One cluster's bad answer or refused request never stops the tick for the others.
-            message = _describe_error(exc)
-            self._emit(ref, "error", message)
-            return Result(ref.name, "error", message)
+        if due.kind == "follow":
+            record = self.store.get(ref.key)
+            if record is not None and record.pending is not None and record.pending.phase == "intent":
+                return self._revisit_intent(ref, record, sched, enforced, dry_run)
+            return self._follow(ref, wait=False)
+        return self._act_on(ref, sched, due, dry_run)
+
+    def _failed(self, ref: ClusterRef, exc: Exception) -> Result:
+        message = _describe_error(exc)
+        self._emit(ref, "error", message)
+        return Result(ref.name, "error", message)
 
     def _act_on(
         self, ref: ClusterRef, sched: planner.ScheduleState, due: planner.Due, dry_run: bool, **kw: Any
@@ -801,10 +805,15 @@ def _fmt_duration(seconds: float) -> str:
 
 
 def _describe_error(exc: Exception) -> str:
+    """One line for any failure met on one cluster, including ones nobody foresaw."""
     if isinstance(exc, ClientError):
         err = exc.response.get("Error", {})
-        return f"{err.get('Code', 'Error')}: {err.get('Message', '')}"
-    return str(exc)
+        text = f"{err.get('Code', 'Error')}: {err.get('Message', '')}"
+    elif isinstance(exc, BotoCoreError | HyperpodSchedulerError):
+        text = str(exc)
+    else:  # a parser or a guard tripping over this cluster's data: say what, keep going
+        text = f"unexpected {type(exc).__name__}: {exc}"
+    return " ".join(text.split())
 
 
 __all__ = ["ClusterRef", "Engine", "Result", "SpecError"]
