@@ -20,7 +20,17 @@ from hyperpod_scheduler.engine.crashpoints import ENV
 from hyperpod_scheduler.store.sqlite import SqliteStore
 from tests.engine.conftest import three_tier_request
 from tests.reliability.crash_setup import RECOVER_AFTER, Live, live_cluster
-from tests.reliability.harness import SIZES, STOPPED, at_sizes, counts, record, recorded_sizes, run_cli, wait_for
+from tests.reliability.harness import (
+    SIZES,
+    STOPPED,
+    at_sizes,
+    counts,
+    record,
+    recorded_sizes,
+    run_cli,
+    spawn_cli,
+    wait_for,
+)
 
 
 @pytest.fixture
@@ -282,3 +292,41 @@ def test_a_target_whose_discovery_is_denied_is_reported_and_the_others_go_on(pai
     assert "c0" in done.stdout and "nobody" in done.stdout, done.stdout  # a profile that does not exist
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
+
+
+# ---- 5. run follows its config ------------------------------------------------------------------------
+
+
+def test_run_follows_edits_of_its_config_and_keeps_the_last_good_one(stop_live: Live) -> None:
+    import signal
+
+    live = stop_live
+    head = "defaults: {poll_seconds: 0.05}\n"
+    live.config.write_text(head + "targets: [{region: us-east-1, schedule: always, clusters: [c1]}]\n")
+    child = spawn_cli(live.args("run", "--interval", "0.1"), live.env, live.tmp)
+    try:
+        wait_for(lambda: record(live.state) is not None, "the first pass looked at c1", tries=600, pause=0.05)
+        assert live.tally.sent["c1"] == 0  # running, as "always" wants
+        # Edited while run is running (by hand, or saved from the dashboard's grid).
+        live.config.write_text(
+            head + "targets: [{region: us-east-1, schedule: never, enforced: true, clusters: [c1]}]\n"
+        )
+        wait_for(lambda: at_sizes(live.emu, "c1", STOPPED), "run applied the edited schedule", tries=600, pause=0.05)
+        live.config.write_text(head + "targets: [{region: us-east-1, schedule: never, clusterz: [c1]}]\n")
+        bare = live.tmp / "bare.yaml"
+        bare.write_text("targets: []\n")
+        by_hand = run_cli(["start", "c1", "--config", str(bare), "--state", str(live.state)], live.env, live.tmp)
+        assert by_hand.returncode == 0, by_hand.stdout + by_hand.stderr  # someone starts it by hand
+        # The broken edit is not in force: the last good config (enforced "never") stops it again.
+        wait_for(
+            lambda: live.tally.sent["c1"] == 3 and at_sizes(live.emu, "c1", STOPPED),
+            "enforced again",
+            tries=600,
+            pause=0.05,
+        )
+    finally:
+        child.send_signal(signal.SIGTERM)
+        _out, err = child.communicate(timeout=60)
+    assert child.returncode == 0, err  # a signal ends run cleanly
+    assert "clusterz" in err and "keeping the last good config" in err, err
+    assert "Traceback" not in err

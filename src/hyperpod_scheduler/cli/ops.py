@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import itertools
-import time
+import signal
+import threading
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -14,7 +19,8 @@ from rich.table import Table
 
 from hyperpod_scheduler.cli.context import Context, make_context, parse_instant
 from hyperpod_scheduler.cli.output import console, error_line, print_json
-from hyperpod_scheduler.config.model import SCHEDULE_TAG
+from hyperpod_scheduler.config.load import config_path, load_config
+from hyperpod_scheduler.config.model import DEFAULT_CONFIG_FILE, SCHEDULE_TAG, Config
 from hyperpod_scheduler.cost.savings import keep_cost_per_night
 from hyperpod_scheduler.engine import fidelity
 from hyperpod_scheduler.engine.fleet import (
@@ -48,6 +54,68 @@ def _ref(ctx: Context, name: str, region: str | None, profile: str | None) -> Cl
     if governed is not None:
         return governed.ref
     return ref_for(name, region, profile)
+
+
+class ConfigWatch:
+    """Notices edits of the config file between ticks (content, not timestamps: an edit within one
+    second, or a copy that keeps the mtime, still counts)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.seen = self._read()
+
+    def _read(self) -> bytes | None:
+        try:
+            return self.path.read_bytes()
+        except OSError:
+            return None
+
+    def changed(self, current: Config) -> Config | None:
+        """The new config if the file changed and parses; None otherwise (a broken edit is reported
+        once, and the config in force stays)."""
+        now = self._read()
+        if now == self.seen:
+            return None
+        self.seen = now
+        if now is None:
+            error_line(f"config {self.path}: cannot be read any more; keeping the last good config")
+            return None
+        try:
+            config = load_config(self.path)
+        except HyperpodSchedulerError as exc:
+            error_line(f"{exc}; keeping the last good config")
+            return None
+        if (config.state, config.notifications) != (current.state, current.notifications):
+            error_line(f"config {self.path}: `state` and `notifications` changes take effect when run restarts")
+        console.print(f"run: config {self.path} changed; following it from this tick", highlight=False)
+        return config
+
+
+def _with_config(ctx: Context, config: Config) -> Context:
+    """The same store, clock and event sinks under a new config (its fleet and prices built afresh)."""
+    config = config.model_copy(update={"state": ctx.config.state, "notifications": ctx.config.notifications})
+    return dataclasses.replace(ctx, config=config, _fleet=None, _prices=None)
+
+
+@contextlib.contextmanager
+def _stop_on_signals() -> Iterator[threading.Event]:
+    """SIGTERM and SIGINT end the loop after the pass in progress; a second one stops at once."""
+    stopping = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stopping  # signals are only delivered to the main thread
+        return
+
+    def on_signal(signum: int, _frame: object) -> None:
+        if stopping.is_set():
+            raise KeyboardInterrupt
+        stopping.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield stopping
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _one_line(exc: Exception) -> str:
@@ -130,29 +198,39 @@ def register(app: typer.Typer) -> None:
         config: str | None = ConfigOpt,
         state: str | None = StateOpt,
     ) -> None:
-        """The long-running loop: tick every --interval seconds."""
+        """The long-running loop: tick every --interval seconds, following edits of the config file.
+
+        A broken edit is reported and the last good config stays in force; SIGTERM or Ctrl-C ends the
+        loop after the current pass."""
         ctx = make_context(config, state, False)
+        watch = ConfigWatch(config_path(config) or Path(DEFAULT_CONFIG_FILE))
         engine, count = ctx.engine(), 0
-        while True:
-            try:
-                fleet = ctx.fleet()
-                governed = fleet.governed()
-                for problem in fleet.problems:
-                    error_line(str(problem))
-                tick(
-                    engine,
-                    governed,
-                    ctx.now(),
-                    dry_run=dry_run,
-                    ready_by=ctx.config.defaults.ready_by,
-                    concurrency=ctx.config.defaults.concurrency,
-                )
-            except Exception as exc:  # the loop outlives any one pass: the next tick tries again
-                error_line(f"tick failed: {_one_line(exc)}; the next tick tries again")
-            count += 1
-            if ticks and count >= ticks:
-                return
-            time.sleep(interval)
+        with _stop_on_signals() as stopping:
+            while not stopping.is_set():
+                reloaded = watch.changed(ctx.config)
+                if reloaded is not None:
+                    ctx = _with_config(ctx, reloaded)
+                    engine = ctx.engine()
+                try:
+                    fleet = ctx.fleet()
+                    governed = fleet.governed()
+                    for problem in fleet.problems:
+                        error_line(str(problem))
+                    tick(
+                        engine,
+                        governed,
+                        ctx.now(),
+                        dry_run=dry_run,
+                        ready_by=ctx.config.defaults.ready_by,
+                        concurrency=ctx.config.defaults.concurrency,
+                    )
+                except Exception as exc:  # the loop outlives any one pass: the next tick tries again
+                    error_line(f"tick failed: {_one_line(exc)}; the next tick tries again")
+                count += 1
+                if ticks and count >= ticks:
+                    return
+                stopping.wait(interval)
+        console.print("run: stopped by a signal after the pass in progress", highlight=False)
 
     @app.command()
     def status(
