@@ -378,6 +378,7 @@ class Engine:
                         applied_state=stays if base.applied_state is None else base.applied_state,
                         applied_transition_at=at,
                         refused=Refusal(at=now, action=action, reason=reason),
+                        pending=None,  # an unsent intent being planned again is dropped with it
                         updated_at=now,
                     ),
                     expected_version=record.version if record else None,
