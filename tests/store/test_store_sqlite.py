@@ -23,7 +23,7 @@ from hyperpod_scheduler.store import (
     open_store,
     update,
 )
-from hyperpod_scheduler.store.records import ClusterRecord, GroupSize, HistoryEntry, Snapshot
+from hyperpod_scheduler.store.records import ClusterRecord, GroupSize, HistoryEntry, Reach, Snapshot
 
 T0 = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
 KEY = "111122223333/us-west-2/train"
@@ -87,7 +87,7 @@ def test_the_schema_version_is_recorded(tmp_path: Path) -> None:
     path = tmp_path / "state.sqlite"
     SqliteStore(path).close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT value FROM meta WHERE name='schema_version'").fetchone() == ("1",)
+        assert conn.execute("SELECT value FROM meta WHERE name='schema_version'").fetchone() == ("2",)
 
 
 def test_a_file_from_a_newer_release_is_refused_clearly(tmp_path: Path) -> None:
@@ -262,3 +262,25 @@ def test_a_creation_interrupted_before_the_link_leaves_no_store_behind(
     assert not path.exists(), "an interrupted creation must not leave an empty file that later reads as a store"
     with SqliteStore(path) as store:
         assert store.list_keys() == []
+
+
+def test_a_file_of_schema_1_is_migrated_in_place_keeping_its_records(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite"
+    _stored_then(path)
+    _damage(path, "DROP TABLE accounts")
+    _damage(
+        path, "UPDATE meta SET value = '1' WHERE name = 'schema_version'"
+    )  # as a release before account keys left it
+    with SqliteStore(path) as store:
+        assert store.get(KEY) is not None and store.get(KEY).applied_state == "stopped"  # type: ignore[union-attr]
+        store.bind_account(Reach("", "us-west-2", "train"), "111122223333")
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE name='schema_version'").fetchone() == ("2",)
+
+
+def test_account_bindings_survive_reopening(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite"
+    with SqliteStore(path) as store:
+        store.bind_account(Reach("prod", "us-east-1", "train"), "111111111111")
+    with SqliteStore(path) as store:
+        assert store.account_for(Reach("prod", "us-east-1", "train")) == "111111111111"

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, Literal, Self
 
@@ -52,9 +54,43 @@ def _checked_key(key: str) -> str:
 RecordKey = Annotated[str, AfterValidator(_checked_key)]
 
 
+# The account part of keys written before records were keyed by account (read by the migration only).
+LEGACY_ACCOUNT = "default"
+_ACCOUNT = re.compile(r"^[0-9]{12}$")
+
+
 def cluster_key(name: str, region: str, account: str | None = None) -> str:
-    """The conventional record key: cluster names are unique per account and region."""
-    return f"{account or 'default'}/{region}/{name}"
+    """The record key: what identifies a cluster in AWS (names are unique per account and region).
+    Without an account it is the key records had before (``default/REGION/NAME``)."""
+    return f"{account or LEGACY_ACCOUNT}/{region}/{name}"
+
+
+def account_problem(account: object) -> str | None:
+    if not isinstance(account, str) or not _ACCOUNT.match(account):
+        return "is not a 12-digit AWS account id"
+    return None
+
+
+@dataclass(frozen=True)
+class Reach:
+    """How a cluster is reached: the AWS profile ("" for the default credential chain), region and
+    name. Which account that reaches is learned once, from the cluster's ARN, and remembered."""
+
+    profile: str
+    region: str
+    name: str
+
+    def problem(self) -> str | None:
+        for part, value in (("profile", self.profile), ("region", self.region), ("name", self.name)):
+            if not isinstance(value, str) or (part != "profile" and not value):
+                return f"{part} must be a non-empty string"
+            if any(ord(c) < 32 or ord(c) == 127 for c in value) or len(value.encode()) > 256:
+                return f"{part} {value!r} is not a usable name"
+        return None
+
+    def __str__(self) -> str:
+        who = f"profile '{self.profile}'" if self.profile else "the default credentials"
+        return f"cluster '{self.name}' in {self.region} through {who}"
 
 
 def request_digest(request: Mapping[str, Any]) -> str:

@@ -30,8 +30,10 @@ from typing import Any
 
 from hyperpod_scheduler.store.base import check_expected, check_limit, lease_expiry
 from hyperpod_scheduler.store.codec import (
+    check_account,
     check_aware,
     check_key,
+    check_reach,
     decode_history,
     decode_record,
     encode_history,
@@ -39,12 +41,16 @@ from hyperpod_scheduler.store.codec import (
     to_micros,
 )
 from hyperpod_scheduler.store.errors import ConflictError, StoreError
-from hyperpod_scheduler.store.records import ClusterRecord, HistoryEntry
+from hyperpod_scheduler.store.records import ClusterRecord, HistoryEntry, Reach
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the accounts table (records keyed by account)
 BUSY_TIMEOUT_S = 15.0
 
-TABLES = ("meta", "records", "history", "leases")
+TABLES = ("meta", "records", "history", "leases", "accounts")
+_ACCOUNTS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS accounts (profile TEXT NOT NULL, region TEXT NOT NULL, name TEXT NOT NULL,"
+    " account TEXT NOT NULL, PRIMARY KEY (region, name, profile))"
+)
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS records (key TEXT PRIMARY KEY, version INTEGER NOT NULL, body TEXT NOT NULL)",
@@ -53,6 +59,7 @@ _SCHEMA = (
     "CREATE INDEX IF NOT EXISTS history_by_key ON history (key, at_us, id)",
     "CREATE INDEX IF NOT EXISTS history_by_time ON history (at_us, id)",
     "CREATE TABLE IF NOT EXISTS leases ( key TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at_us INTEGER NOT NULL)",
+    _ACCOUNTS_TABLE,
 )
 
 
@@ -185,6 +192,37 @@ class SqliteStore:
             cur = conn.execute("DELETE FROM leases WHERE key = ? AND owner = ?", (key, owner))
             return cur.rowcount == 1
 
+    # -- accounts --------------------------------------------------------------------------------
+
+    def account_for(self, reach: Reach) -> str | None:
+        check_reach(reach)
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT account FROM accounts WHERE region = ? AND name = ? AND profile = ?",
+                (reach.region, reach.name, reach.profile),
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def bind_account(self, reach: Reach, account: str, *, replace: bool = False) -> str:
+        check_reach(reach)
+        check_account(account)
+        verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
+        with self._write() as conn:
+            conn.execute(
+                f"{verb} INTO accounts (profile, region, name, account) VALUES (?, ?, ?, ?)",
+                (reach.profile, reach.region, reach.name, account),
+            )
+            row = conn.execute(
+                "SELECT account FROM accounts WHERE region = ? AND name = ? AND profile = ?",
+                (reach.region, reach.name, reach.profile),
+            ).fetchone()
+        return str(row[0])
+
+    def accounts_named(self, region: str, name: str) -> dict[str, str]:
+        with self._read() as conn:
+            rows = conn.execute("SELECT profile, account FROM accounts WHERE region = ? AND name = ?", (region, name))
+            return {str(p): str(a) for p, a in rows}
+
     # -- lifecycle -------------------------------------------------------------------------------
 
     def close(self) -> None:
@@ -266,7 +304,12 @@ def _check_schema(conn: sqlite3.Connection, path: Path) -> None:
             f"state store {path}: schema version {found!r} is newer than this release "
             f"understands ({SCHEMA_VERSION}); upgrade hyperpod-scheduler"
         )
-    # Migrations of older files go here, inside this same transaction, keyed on ``found``.
+    if int(found) < 2 and "records" in tables:
+        # 1 -> 2: records become keyed by account; the migration of each record happens as its
+        # cluster is next looked at (engine/identity.py). Here only the table that remembers accounts.
+        conn.execute(_ACCOUNTS_TABLE)
+        conn.execute("UPDATE meta SET value = '2' WHERE name = 'schema_version'")
+        tables.add("accounts")
     missing = [t for t in TABLES if t not in tables]
     if missing:
         raise StoreError(
