@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from hyperpod_scheduler.emulator import Emulator
+from hyperpod_scheduler.emulator.protocol import DEFAULT_ACCOUNT
 from hyperpod_scheduler.engine.events import Collector
 from hyperpod_scheduler.engine.fleet import Governed, ref_for, schedule_state, tick
 from hyperpod_scheduler.engine.runner import Engine
@@ -13,7 +14,7 @@ from hyperpod_scheduler.store.memory import MemoryStore
 from hyperpod_scheduler.store.records import PendingAction, request_digest
 from tests.engine.conftest import CountingClient, settle, three_tier_request
 
-REF = ref_for("c1", "us-east-1")
+REF = ref_for("c1", "us-east-1", account=DEFAULT_ACCOUNT)  # the emulator's clusters belong to it
 
 
 def _groups(d: dict) -> dict[str, dict]:  # type: ignore[type-arg]

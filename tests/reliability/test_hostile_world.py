@@ -23,11 +23,14 @@ from tests.reliability.crash_setup import RECOVER_AFTER, Live, live_cluster
 from tests.reliability.harness import (
     SIZES,
     STOPPED,
+    account_emulator,
     at_sizes,
+    cli_env,
     counts,
     record,
     recorded_sizes,
     run_cli,
+    small_request,
     spawn_cli,
     wait_for,
 )
@@ -330,3 +333,60 @@ def test_run_follows_edits_of_its_config_and_keeps_the_last_good_one(stop_live: 
     assert child.returncode == 0, err  # a signal ends run cleanly
     assert "clusterz" in err and "keeping the last good config" in err, err
     assert "Traceback" not in err
+
+
+# ---- 1. two accounts, one name -----------------------------------------------------------------------
+
+PROD, DEV = "111111111111", "222222222222"
+
+
+@pytest.fixture
+def two_accounts(tmp_path: Path) -> Iterator[tuple[dict[str, str], dict[str, Any]]]:
+    """Profiles prod and dev reach two accounts, each with a cluster ``train`` in us-east-1 (8 and 2 workers)."""
+    with (
+        account_emulator(PROD, speed=3000, seed=1) as prod,
+        account_emulator(DEV, speed=3000, seed=2) as dev,
+    ):
+        emus = {"prod": prod, "dev": dev}
+        for profile, workers in (("prod", 8), ("dev", 2)):
+            emus[profile].backend.dispatch("CreateCluster", small_request("train", cpu=workers))
+        for profile, workers in (("prod", 8), ("dev", 2)):
+            wait_for(lambda e=emus[profile], w=workers: at_sizes(e, "train", {"controller": 1, "cpu": w}), "up")
+        (tmp_path / "aws-config").write_text(
+            "".join(f"[profile {p}]\nregion = us-east-1\nendpoint_url = {e.endpoint}\n" for p, e in emus.items())
+        )
+        (tmp_path / "aws-credentials").write_text(
+            "".join(f"[{p}]\naws_access_key_id = {p}\naws_secret_access_key = x\n" for p in emus)
+        )
+        env = cli_env(prod, tmp_path)
+        for name in ("AWS_ENDPOINT_URL_SAGEMAKER", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
+            env.pop(name)
+        env["AWS_CONFIG_FILE"] = str(tmp_path / "aws-config")
+        env["AWS_SHARED_CREDENTIALS_FILE"] = str(tmp_path / "aws-credentials")
+        yield env, emus
+
+
+def test_two_accounts_with_one_cluster_name_keep_their_own_sizes(
+    two_accounts: tuple[dict[str, str], dict[str, Any]], tmp_path: Path
+) -> None:
+    env, emus = two_accounts
+    state = str(tmp_path / "state.sqlite")
+    (tmp_path / "none.yaml").write_text("defaults: {poll_seconds: 0.05}\n")
+
+    def cli(*args: str) -> None:
+        done = run_cli([*args, "--state", state, "--config", str(tmp_path / "none.yaml")], env, tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    cli("stop", "train", "--profile", "prod", "--wait")
+    cli("stop", "train", "--profile", "dev", "--wait")
+    cli("start", "train", "--profile", "prod", "--wait")
+    # Before: both shared the record default/us-east-1/train, and prod came back with dev's 2 workers.
+    assert at_sizes(emus["prod"], "train", {"controller": 1, "cpu": 8})
+    assert at_sizes(emus["dev"], "train", {"controller": 0, "cpu": 0})
+    with SqliteStore(state) as store:
+        keys = store.list_keys()
+    assert keys == [f"{PROD}/us-east-1/train", f"{DEV}/us-east-1/train"]
+    cli("start", "train", "--profile", "dev", "--wait")
+    assert at_sizes(emus["dev"], "train", {"controller": 1, "cpu": 2})
+    done = run_cli(["claim", "train", "--profile", "dev", "--state", state], env, tmp_path)
+    assert done.returncode == 0 and DEV in done.stdout, done.stdout + done.stderr

@@ -122,7 +122,7 @@ class Context:
 
     def fleet(self) -> Fleet:
         if self._fleet is None:
-            self._fleet = Fleet(self.config, self.client_for)
+            self._fleet = Fleet(self.config, self.client_for, self.store.account_for)
         return self._fleet
 
 

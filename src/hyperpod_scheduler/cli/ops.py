@@ -33,6 +33,7 @@ from hyperpod_scheduler.engine.fleet import (
     ref_for,
     tick,
 )
+from hyperpod_scheduler.engine.identity import reach_of
 from hyperpod_scheduler.engine.planner import Action, effective_hold
 from hyperpod_scheduler.engine.runner import ClusterRef, Result
 from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
@@ -50,10 +51,12 @@ ProfileOpt = typer.Option(None, "--profile", help="AWS profile.")
 
 
 def _ref(ctx: Context, name: str, region: str | None, profile: str | None) -> ClusterRef:
-    governed = ctx.fleet().find(name, region) if ctx.config.targets else None
+    governed = ctx.fleet().find(name, region, profile) if ctx.config.targets else None
     if governed is not None:
         return governed.ref
-    return ref_for(name, region, profile)
+    ref = ref_for(name, region, profile)
+    account = ctx.store.account_for(reach_of(ref))  # so a face reads the record where the engine keeps it
+    return ref.with_account(account) if account is not None else ref
 
 
 class ConfigWatch:
@@ -244,6 +247,9 @@ def register(app: typer.Typer) -> None:
         known = {r["key"] for r in rows}
         for key in ctx.store.list_keys():
             if key not in known and not key.startswith("agent/"):  # the agent channel's own records
+                old = ctx.store.get(key)
+                if old is not None and old.moved_to is not None:
+                    continue  # from before account keys, shown under its account's key
                 rows.append(_status_row(ctx, None, key))
         if as_json:
             print_json(rows)
@@ -381,6 +387,20 @@ def register(app: typer.Typer) -> None:
             return
         released = ctx.engine().release(_ref(ctx, cluster, region, None))
         console.print(f"{cluster}: " + ("released" if released else "no hold to release"))
+
+    @app.command()
+    def claim(
+        cluster: str = typer.Argument(..., help="Cluster name."),
+        region: str | None = RegionOpt,
+        profile: str | None = ProfileOpt,
+        config: str | None = ConfigOpt,
+        state: str | None = StateOpt,
+    ) -> None:
+        """Say whose cluster this is: remember the account this profile reaches now for it (replacing an
+        earlier one), and give it the record kept from before account keys, if one is waiting."""
+        ctx = make_context(config, state, False)
+        ref = _ref(ctx, cluster, region, profile)
+        console.print(ctx.engine().claim(ref), highlight=False)
 
 
 def _manual(

@@ -198,10 +198,11 @@ def run_demo(
             emu.advance(step.total_seconds())
             for n in names:
                 used[n] += sum(_counts(emu, n).values()) * step.total_seconds() / 3600
+        refs = {g.ref.name: g.ref for g in governed}
         for n, s in summaries.items():
             s.instance_hours = used[n]
             s.always_on_hours = full[n] * days * 24
-            record = store.get(ClusterRef(f"default/{REGION}/{n}", n).key)
+            record = engine.record_of(refs[n]) if n in refs else None
             if record and record.snapshot:
                 s.recorded = {g: size.count for g, size in record.snapshot.sizes.items()}
             if record:
@@ -217,8 +218,9 @@ def run_demo(
                 s.restores += 1
             elif e.kind in ("failed", "error"):
                 s.failures += 1
-        keys = {n: f"default/{REGION}/{n}" for n in names}
-        file_systems = {keys[n]: [FileSystem(**fs, found_by="demo") for fs in FILE_SYSTEMS.get(n, [])] for n in names}
+        # Where the engine keeps each record: keyed by the account its ARN names.
+        keys = {n: (engine.accounts.known(refs[n]) or refs[n]).key for n in names if n in refs}
+        file_systems = {keys[n]: [FileSystem(**fs, found_by="demo") for fs in FILE_SYSTEMS.get(n, [])] for n in keys}
         report = build_report(
             store.history_all(None, clock()),
             {k: store.get(k) for k in keys.values()},

@@ -6,6 +6,7 @@ to be found; that discovery is the only read a quiet tick makes.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -18,12 +19,13 @@ from hyperpod_scheduler.agent.settings import CheckpointSettings
 from hyperpod_scheduler.aws.clients import default_region
 from hyperpod_scheduler.config.model import SCHEDULE_TAG, Config, Policy, ReadyBy, Target, merge_policies
 from hyperpod_scheduler.engine.events import Event
+from hyperpod_scheduler.engine.identity import arn_account, reach_of
 from hyperpod_scheduler.engine.planner import Action, ScheduleState
 from hyperpod_scheduler.engine.readiness import Lead, lead_time
 from hyperpod_scheduler.engine.runner import ClusterRef, Engine, Result
 from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
 from hyperpod_scheduler.schedule import Schedule, load_schedules, resolve
-from hyperpod_scheduler.store.records import cluster_key
+from hyperpod_scheduler.store.records import Reach, cluster_key
 
 if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient
@@ -73,15 +75,29 @@ def schedule_state(schedule: Schedule, now: datetime, lead: timedelta | None = N
 
 def ref_for(name: str, region: str | None, profile: str | None = None, account: str | None = None) -> ClusterRef:
     region = region or default_region(profile)
-    return ClusterRef(key=cluster_key(name, region, account), name=name, region=region, profile=profile)
+    return ClusterRef(
+        key=cluster_key(name, region, account), name=name, region=region, profile=profile, account=account
+    )
+
+
+AccountLookup = Callable[[Reach], "str | None"]
 
 
 class Fleet:
     """The config resolved against schedules; tag-selected clusters are found through ``client_for``."""
 
-    def __init__(self, config: Config, client_for: Callable[[ClusterRef], SageMakerClient]) -> None:
+    def __init__(
+        self,
+        config: Config,
+        client_for: Callable[[ClusterRef], SageMakerClient],
+        accounts: AccountLookup | None = None,
+    ) -> None:
+        """``accounts``: the store's memory of which account each profile reaches (``account_for``), so
+        governed clusters carry their record's key; without it the engine still learns it on first look,
+        but a face reading records by ``ref.key`` would look where they were before account keys."""
         self.config = config
         self.client_for = client_for
+        self.accounts = accounts
         self.schedules = load_schedules(config.schedules)
         self.problems: list[Skipped] = []  # what governed() left out, each with its reason
 
@@ -95,25 +111,37 @@ class Fleet:
         """Every governed cluster. A target that cannot be read (denied discovery, an unknown profile)
         is left out with its reason in ``problems``; the other targets are still governed."""
         self.problems = []
-        out: dict[str, Governed] = {}
+        out: dict[Reach, Governed] = {}  # one cluster per way of reaching it; two profiles may share a name
         for i, target in enumerate(self.config.targets):
             try:
                 self._target(i, target, out)
             except (HyperpodSchedulerError, ClientError, BotoCoreError) as exc:
                 self.problems.append(Skipped(_where(i, target), _one_line(exc), cause=exc))
-        return list(out.values())
+        profiles: dict[tuple[str, str], set[str]] = {}
+        for reach in out:
+            profiles.setdefault((reach.region, reach.name), set()).add(reach.profile)
+        found = []
+        for reach, g in out.items():
+            ref = dataclasses.replace(
+                g.ref, namesakes=tuple(sorted(profiles[(reach.region, reach.name)] - {reach.profile}))
+            )
+            if ref.account is None and self.accounts is not None:
+                account = self.accounts(reach)
+                ref = ref.with_account(account) if account is not None else ref
+            found.append(dataclasses.replace(g, ref=ref))
+        return found
 
-    def _target(self, i: int, target: Target, out: dict[str, Governed]) -> None:
+    def _target(self, i: int, target: Target, out: dict[Reach, Governed]) -> None:
         for entry in target.clusters:
             where = f"targets[{i}] cluster '{entry.name}'"
             label, schedule = self._schedule(entry.schedule or target.schedule, where)
             ref = ref_for(entry.name, target.region, target.profile)
             enforced = _first(entry.enforced, target.enforced, self.config.defaults.enforced)
             policy = merge_policies(entry.policy, target.policy, self.config.defaults.policy)
-            out[ref.key] = Governed(ref, label, schedule, enforced, policy)
+            out[reach_of(ref)] = Governed(ref, label, schedule, enforced, policy)
         if target.tag_selector:
             for ref, label in self._discover(i, target):
-                if ref.key in out:
+                if reach_of(ref) in out:
                     continue  # an explicit entry wins over the tag
                 try:
                     _, schedule = self._schedule(label, f"cluster '{ref.name}' tag {SCHEDULE_TAG}")
@@ -123,7 +151,7 @@ class Fleet:
                     continue
                 enforced = _first(target.enforced, self.config.defaults.enforced)
                 policy = merge_policies(target.policy, self.config.defaults.policy)
-                out[ref.key] = Governed(ref, label, schedule, enforced, policy)
+                out[reach_of(ref)] = Governed(ref, label, schedule, enforced, policy)
 
     def _discover(self, i: int, target: Target) -> Iterable[tuple[ClusterRef, str]]:
         probe = ref_for("-", target.region, target.profile)
@@ -138,7 +166,12 @@ class Fleet:
                     continue
                 label = next((t["Value"] for t in tags if t.get("Key") == SCHEDULE_TAG), None)
                 if label:
-                    yield ref_for(name, target.region, target.profile), label
+                    # The listing names each cluster's ARN, so its account is known without another call.
+                    try:
+                        account: str | None = arn_account(str(summary.get("ClusterArn", "")))
+                    except HyperpodSchedulerError:
+                        account = None
+                    yield ref_for(name, target.region, target.profile, account), label
 
     def policy_for(self, ref: ClusterRef) -> Policy:
         """The cluster's policy; a cluster outside the config gets the defaults (scarce capacity protected)."""
@@ -164,11 +197,23 @@ class Fleet:
                 return target.checkpoints or self.config.defaults.checkpoints
         return self.config.defaults.checkpoints
 
-    def find(self, name: str, region: str | None = None) -> Governed | None:
-        for g in self.governed():
-            if g.ref.name == name and (region is None or g.ref.region == region):
-                return g
-        return None
+    def find(self, name: str, region: str | None = None, profile: str | None = None) -> Governed | None:
+        """The governed cluster of this name (in ``region``, through ``profile`` when given). Two
+        profiles naming it (two accounts' clusters, perhaps) and none given is a usage error."""
+        found = [
+            g
+            for g in self.governed()
+            if g.ref.name == name
+            and (region is None or g.ref.region == region)
+            and (profile is None or (g.ref.profile or None) == profile)
+        ]
+        if len({(g.ref.region, g.ref.profile) for g in found}) > 1:
+            where = ", ".join(sorted(f"{g.ref.region} profile {g.ref.profile or '(default)'}" for g in found))
+            raise UsageError(
+                f"cluster '{name}' is named more than once in the config ({where}): "
+                "say which with --region or --profile"
+            )
+        return found[0] if found else None
 
 
 def tick(

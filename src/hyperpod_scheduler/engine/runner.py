@@ -25,6 +25,7 @@ from hyperpod_scheduler.cluster.view import ClusterView, parse_cluster
 from hyperpod_scheduler.config.model import Policy, Retry
 from hyperpod_scheduler.engine import crashpoints, fidelity, planner
 from hyperpod_scheduler.engine.events import Event, Sink, discard
+from hyperpod_scheduler.engine.identity import Accounts
 from hyperpod_scheduler.engine.update_request import build_update
 from hyperpod_scheduler.errors import HyperpodSchedulerError, SpecError
 from hyperpod_scheduler.guards.base import StopContext, StopGuard, Verdict
@@ -38,6 +39,7 @@ from hyperpod_scheduler.store.records import (
     PendingAction,
     Refusal,
     RetryState,
+    cluster_key,
     request_digest,
 )
 
@@ -49,12 +51,21 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ClusterRef:
-    """A cluster the engine may act on: its store key, name and where to reach it."""
+    """A cluster the engine may act on: its store key, name and where to reach it.
+
+    ``account`` None: not known yet; ``key`` is then where the record was before account keys, and the
+    engine learns the account from the cluster's ARN before it reads or writes anything for it.
+    ``namesakes``: other profiles the config names a cluster of this name under, in this region."""
 
     key: str
     name: str
     region: str | None = None
     profile: str | None = None
+    account: str | None = None
+    namesakes: tuple[str, ...] = ()
+
+    def with_account(self, account: str) -> ClusterRef:
+        return replace(self, account=account, key=cluster_key(self.name, self.region or "", account))
 
 
 @dataclass(frozen=True)
@@ -95,6 +106,7 @@ class Engine:
         self.lease_ttl_s = lease_ttl_s
         # The cluster's merged policy: what an update may accept losing, and whether it pins the AMI.
         self.policy_for = policy_for or (lambda ref: Policy())
+        self.accounts = Accounts(store, now, self._entry, lambda ref, m: self._emit(ref, "note", m))
 
     # ---- reporting -------------------------------------------------------------------------------
     def _emit(self, ref: ClusterRef, kind: Any, message: str, **detail: Any) -> None:
@@ -123,8 +135,49 @@ class Engine:
         return client
 
     def describe(self, ref: ClusterRef) -> ClusterView:
+        """The cluster as AWS reports it; an answer from another account than the record's is refused."""
         answer = self._client(ref).describe_cluster(ClusterName=ref.name)
-        return parse_cluster(answer)  # parse_cluster checks the shape itself
+        view = parse_cluster(answer)  # parse_cluster checks the shape itself
+        self.accounts.check(ref, view)
+        return view
+
+    def identify(self, ref: ClusterRef, *, dry_run: bool = False) -> tuple[ClusterRef, ClusterView | None]:
+        """``ref`` with its account, learning it from the cluster's ARN on the first look (one
+        DescribeCluster per profile, region and name, ever) and giving it the record from before account
+        keys if that is its; with the view when a look was needed."""
+        known = self.accounts.known(ref)
+        if known is not None:
+            if self.store.get(known.key) is not None or not self._old_record_waits(known):
+                return known, None
+            view = self.describe(known)
+            self.accounts.adopt(known, view, dry_run=dry_run)
+            return known, view
+        view = self.describe(ref)
+        known = self.accounts.learn(ref, view, dry_run=dry_run)
+        self.accounts.adopt(known, view, dry_run=dry_run)
+        return known, view
+
+    def record_of(self, ref: ClusterRef) -> ClusterRecord | None:
+        """The record of ``ref`` where the engine keeps it (by account, known without an API call), or
+        None: not looked at yet through this profile, or nothing recorded."""
+        known = self.accounts.known(ref)
+        return self.store.get(known.key) if known is not None else None
+
+    def claim(self, ref: ClusterRef) -> str:
+        """The user says whose cluster this is: bind ``ref``'s profile to the account it reaches now
+        (replacing an earlier binding) and give it the record from before account keys, if one waits."""
+        view = self.describe(replace(ref, account=None))
+        known = self.accounts.learn(replace(ref, account=None), view, dry_run=False, replace=True)
+        before = self.store.get(known.key)
+        adopted = self.accounts.adopt(known, view, dry_run=False, force=True)
+        moved = adopted is not None and before is None
+        return f"{reach_text(known)} is account {known.account}" + (
+            f"; the record kept from before account keys is now {known.key}" if moved else ""
+        )
+
+    def _old_record_waits(self, ref: ClusterRef) -> bool:
+        old = self.store.get(cluster_key(ref.name, ref.region or ""))
+        return old is not None and old.moved_to in (None, ref.key)
 
     def _fate_now(self, ref: ClusterRef, targets: Mapping[str, int]) -> planner.Fate | None:
         """One look after an unclear answer: did our update go out? None if the look itself failed."""
@@ -140,6 +193,16 @@ class Engine:
         """One cluster, one tick. Never raises for that cluster's own trouble (a damaged record, an
         answer no parser can read, a bug met on its data): it becomes this cluster's ``error`` result."""
         try:
+            if self.accounts.known(ref) is None:
+                # Never looked at through this profile: decide from the record it had before account
+                # keys (if any) whether anything is due at all, so a quiet tick stays without API calls.
+                old = self.store.get(ref.key)
+                if (
+                    planner.due(old if old and not old.moved_to else None, sched, enforced=enforced, now=self.now())
+                    is None
+                ):
+                    return Result(ref.name, "quiet", "nothing due")
+            ref, _ = self.identify(ref, dry_run=dry_run)
             record = self.store.get(ref.key)
             due = planner.due(record, sched, enforced=enforced, now=self.now())
             if due is None:
@@ -240,6 +303,7 @@ class Engine:
         poll_seconds: float = 30.0,
     ) -> Result:
         """Stop or start one cluster now (holding its lease), whatever the schedule says."""
+        ref, _ = self.identify(ref, dry_run=dry_run)
 
         def work() -> Result:
             return self._act(
@@ -258,6 +322,7 @@ class Engine:
 
     def follow(self, ref: ClusterRef, *, wait: bool, poll_seconds: float = 30.0) -> Result:
         """Follow an update in flight until it settles (``wait``) or for one look."""
+        ref, _ = self.identify(ref)
         return self._with_lease(ref, lambda: self._follow(ref, wait=wait, poll_seconds=poll_seconds))
 
     def _with_lease(self, ref: ClusterRef, work: Callable[[], Result]) -> Result:
@@ -741,6 +806,7 @@ class Engine:
     def set_hold(self, ref: ClusterRef, state: planner.State, until: datetime | None, reason: str = "") -> None:
         from hyperpod_scheduler.store.records import Hold
 
+        ref, _ = self.identify(ref)
         now = self.now()
 
         def change(rec: ClusterRecord | None) -> ClusterRecord:
@@ -751,6 +817,7 @@ class Engine:
         self._update(ref, change, line)
 
     def release(self, ref: ClusterRef) -> bool:
+        ref, _ = self.identify(ref)
         now = self.now()
         record = self.store.get(ref.key)
         if record is None or record.hold is None:
@@ -780,6 +847,11 @@ class Engine:
 
 
 _REFUSALS = ("ConflictException", "ValidationException", "ResourceNotFound")
+
+
+def reach_text(ref: ClusterRef) -> str:
+    who = f"profile '{ref.profile}'" if ref.profile else "the default credentials"
+    return f"cluster '{ref.name}' in {ref.region} through {who}"
 
 
 def _verdict_detail(v: Verdict) -> dict[str, Any]:

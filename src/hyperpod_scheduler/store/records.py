@@ -224,6 +224,11 @@ class ClusterRecord(Stored):
     ami_changes: list[AmiChange] = Field(default_factory=list)  # found when the last start settled
     updated_at: AwareDatetime
     record_format: int = RECORD_FORMAT
+    # Set on a record from before account keys once it was given to its account's key (kept, not
+    # deleted: the move is two writes, and this mark is what makes it safe to finish after a crash).
+    moved_to: RecordKey | None = None
+    # Accounts whose cluster such a record was found not to fit: they cannot be whose it is.
+    misfits: list[str] = Field(default_factory=list)
 
     @field_validator("start_durations_s")
     @classmethod
