@@ -145,17 +145,22 @@ class Engine:
         """``ref`` with its account, learning it from the cluster's ARN on the first look (one
         DescribeCluster per profile, region and name, ever) and giving it the record from before account
         keys if that is its; with the view when a look was needed."""
+        known, view, _record = self._identified(ref, dry_run)
+        return known, view
+
+    def _identified(
+        self, ref: ClusterRef, dry_run: bool
+    ) -> tuple[ClusterRef, ClusterView | None, ClusterRecord | None]:
         known = self.accounts.known(ref)
         if known is not None:
-            if self.store.get(known.key) is not None or not self._old_record_waits(known):
-                return known, None
+            record = self.store.get(known.key)
+            if record is not None or not self._old_record_waits(known):
+                return known, None, record
             view = self.describe(known)
-            self.accounts.adopt(known, view, dry_run=dry_run)
-            return known, view
+            return known, view, self.accounts.adopt(known, view, dry_run=dry_run)
         view = self.describe(ref)
         known = self.accounts.learn(ref, view, dry_run=dry_run)
-        self.accounts.adopt(known, view, dry_run=dry_run)
-        return known, view
+        return known, view, self.accounts.adopt(known, view, dry_run=dry_run)
 
     def record_of(self, ref: ClusterRef) -> ClusterRecord | None:
         """The record of ``ref`` where the engine keeps it (by account, known without an API call), or
@@ -202,8 +207,8 @@ class Engine:
                     is None
                 ):
                     return Result(ref.name, "quiet", "nothing due")
-            ref, _ = self.identify(ref, dry_run=dry_run)
-            record = self.store.get(ref.key)
+            # A first look's answer serves this pass too; in a dry run the record may be the one it would adopt.
+            ref, view, record = self._identified(ref, dry_run)
             due = planner.due(record, sched, enforced=enforced, now=self.now())
             if due is None:
                 return Result(ref.name, "quiet", "nothing due")
@@ -211,20 +216,26 @@ class Engine:
                 pending = record.pending if record is not None else None
                 if due.kind == "follow" and pending is not None and pending.phase != "intent":
                     return self._dry(ref, f"would follow the {pending.action} in flight")
-                return self._reconcile(ref, sched, due, dry_run, enforced)
-            return self._with_lease(ref, lambda: self._reconcile(ref, sched, due, dry_run, enforced))
+                return self._reconcile(ref, sched, due, dry_run, enforced, view)
+            return self._with_lease(ref, lambda: self._reconcile(ref, sched, due, dry_run, enforced, view))
         except Exception as exc:  # contained: one cluster never stops the tick for the others
             return self._failed(ref, exc)
 
     def _reconcile(
-        self, ref: ClusterRef, sched: planner.ScheduleState, due: planner.Due, dry_run: bool, enforced: bool
+        self,
+        ref: ClusterRef,
+        sched: planner.ScheduleState,
+        due: planner.Due,
+        dry_run: bool,
+        enforced: bool,
+        view: ClusterView | None = None,
     ) -> Result:
         if due.kind == "follow":
             record = self.store.get(ref.key)
             if record is not None and record.pending is not None and record.pending.phase == "intent":
-                return self._revisit_intent(ref, record, sched, enforced, dry_run)
+                return self._revisit_intent(ref, record, sched, enforced, dry_run, view)
             return self._follow(ref, wait=False)
-        return self._act_on(ref, sched, due, dry_run)
+        return self._act_on(ref, sched, due, dry_run, view=view)
 
     def _failed(self, ref: ClusterRef, exc: Exception) -> Result:
         message = _describe_error(exc)
@@ -249,13 +260,19 @@ class Engine:
         )
 
     def _revisit_intent(
-        self, ref: ClusterRef, record: ClusterRecord, sched: planner.ScheduleState, enforced: bool, dry_run: bool
+        self,
+        ref: ClusterRef,
+        record: ClusterRecord,
+        sched: planner.ScheduleState,
+        enforced: bool,
+        dry_run: bool,
+        view: ClusterView | None = None,
     ) -> Result:
         """An intent stored but never marked sent (a crash, a lost answer): did it go out, and if not,
         is it still what the schedule and the user want now?"""
         pending = record.pending
         assert pending is not None
-        view = self.describe(ref)
+        view = view or self.describe(ref)
         fate = planner.intent_fate(view, pending.targets)
         if fate == "out":
             if dry_run:
