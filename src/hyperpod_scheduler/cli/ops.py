@@ -7,7 +7,8 @@ import dataclasses
 import itertools
 import signal
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -63,8 +64,11 @@ class ConfigWatch:
     """Notices edits of the config file between ticks (content, not timestamps: an edit within one
     second, or a copy that keeps the mtime, still counts)."""
 
-    def __init__(self, path: Path) -> None:
+    SETTLE_S = 0.2  # an editor's non-atomic save: the content must read the same twice this far apart
+
+    def __init__(self, path: Path, pause: Callable[[float], None] = time.sleep) -> None:
         self.path = path
+        self.pause = pause
         self.seen = self._read()
 
     def _read(self) -> bytes | None:
@@ -75,10 +79,13 @@ class ConfigWatch:
 
     def changed(self, current: Config) -> Config | None:
         """The new config if the file changed and parses; None otherwise (a broken edit is reported
-        once, and the config in force stays)."""
+        once, and the config in force stays; a file caught mid-save is looked at again next tick)."""
         now = self._read()
         if now == self.seen:
             return None
+        self.pause(self.SETTLE_S)
+        if self._read() != now:
+            return None  # still being written
         self.seen = now
         if now is None:
             error_line(f"config {self.path}: cannot be read any more; keeping the last good config")
