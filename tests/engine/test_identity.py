@@ -213,3 +213,18 @@ def test_a_move_interrupted_between_its_two_writes_is_finished_by_the_next_look(
     assert world.store.get(f"{A}/us-east-1/train") is None
     assert world.engine().act(ref("prod"), "start", transition_id="manual-start@2", wait=True).kind == "settled"
     assert world.workers(A) == 8
+
+
+def test_a_record_found_not_to_fit_costs_no_look_on_later_ticks(world: World) -> None:
+    _stop_by_hand(world, A)
+    world.old_record(8)
+    engine = world.engine()
+    held = ScheduleState("running", world.emus[B].clock.now() - timedelta(hours=1), allowed=frozenset({"stop"}))
+    engine.reconcile(ref("dev"), ScheduleState("stopped", world.emus[B].clock.now()))  # looks, misfit, stops
+    world.settle()
+    engine.reconcile(ref("dev"), ScheduleState("stopped", world.emus[B].clock.now()))  # settles
+    world.calls.clear()
+    for _ in range(3):
+        assert world.engine().reconcile(ref("dev"), held).kind == "quiet"
+    assert sum(world.calls.values()) == 0
+    assert world.store.get(OLD_KEY).misfits == [B]  # type: ignore[union-attr]

@@ -181,8 +181,11 @@ class Engine:
         )
 
     def _old_record_waits(self, ref: ClusterRef) -> bool:
+        """A record from before account keys that could still be ``ref``'s (then one look decides)."""
         old = self.store.get(cluster_key(ref.name, ref.region or ""))
-        return old is not None and old.moved_to in (None, ref.key)
+        if old is None or ref.account in old.misfits:
+            return False  # found not to be this cluster's: no look on every tick
+        return old.moved_to in (None, ref.key)
 
     def _fate_now(self, ref: ClusterRef, targets: Mapping[str, int]) -> planner.Fate | None:
         """One look after an unclear answer: did our update go out? None if the look itself failed."""
