@@ -1,7 +1,8 @@
 """A fleet under test: moto for DynamoDB, STS, SQS, S3 and SNS; one emulator per account for SageMaker.
 
-The emulator namespaces clusters by region (from the SigV4 credential scope) but serves one fixed
-account, so each account gets its own emulator. The SageMaker client factory finds the emulator
+The emulator namespaces clusters by region (from the SigV4 credential scope) but serves one account
+per process, so each account gets its own emulator, serving that account (the worker checks each
+cluster's ARN against its target's account). The SageMaker client factory finds the emulator
 through the credentials the worker hands it: moto's STS answers GetCallerIdentity for an assumed
 role with the role's account, so a worker that assumed the wrong role reaches the wrong emulator.
 """
@@ -22,9 +23,10 @@ import pytest
 from hyperpod_scheduler.config.model import SCHEDULE_TAG
 from hyperpod_scheduler.deploy import config_store
 from hyperpod_scheduler.deploy.handlers import Runtime
-from hyperpod_scheduler.emulator import Emulator, running_emulator
+from hyperpod_scheduler.emulator import Emulator
 from hyperpod_scheduler.store.dynamodb import DynamoDBStore, create_table
 from tests.engine.conftest import three_tier_request
+from tests.reliability.harness import account_emulator
 from tests.store.dynamodb_mock import REGION, mocked_aws
 
 START = datetime(2026, 11, 30, 6, 0, tzinfo=UTC)  # a Monday, before office hours
@@ -142,7 +144,9 @@ def world(aws: None) -> Iterator[FleetWorld]:
     queue_url = boto3.client("sqs", region_name=REGION).create_queue(QueueName="hps-work")["QueueUrl"]
     with ExitStack() as stack:
         emulators = {
-            a: stack.enter_context(running_emulator(virtual_start=START, seed=i)) for i, a in enumerate(ACCOUNTS)
+            # Each account's clusters carry that account in their ARNs, as on AWS: the worker checks it.
+            a: stack.enter_context(account_emulator(a, virtual_start=START, seed=i))
+            for i, a in enumerate(ACCOUNTS)
         }
         w = FleetWorld(emulators)
         w.queue_url = queue_url

@@ -136,7 +136,7 @@ def test_checkpoints_that_fit_a_worker_run_and_reach_it_are_accepted() -> None:
     with pytest.raises(UsageError, match=r"hub\.worker_timeout_seconds 300 less 60s"):
         parse_fleet_yaml(
             _with(", " + fits.replace("CHANNEL", "'s3://c/p'"), top="hub: {worker_timeout_seconds: 300}\n").replace(
-                "{schedule: office}", "{schedule: office, lease_ttl_seconds: 300}"
+                "{schedule: office}", "{schedule: office, lease_ttl_seconds: 600}"
             )
         )
 
@@ -145,3 +145,21 @@ def test_notifications_travel_with_each_job() -> None:
     text = _with(top="notifications: {sns_topic_arn: 'arn:aws:sns:us-east-1:999999999999:hps-alarms'}\n")
     (job,) = jobs_for(parse_fleet_yaml(text), T)
     assert job.config.notifications.sns_topic_arn == "arn:aws:sns:us-east-1:999999999999:hps-alarms"
+
+
+def test_one_cluster_name_in_two_accounts_is_two_clusters_but_twice_in_one_target_is_refused() -> None:
+    two_accounts = """
+schedules: {office: "Mon-Fri 08:00-18:00 UTC"}
+defaults: {schedule: office}
+targets:
+  - {account: "111111111111", region: us-east-1, clusters: [train]}
+  - {account: "222222222222", region: us-east-1, clusters: [train]}
+"""
+    assert [t.account for t in parse_fleet_yaml(two_accounts).targets] == ["111111111111", "222222222222"]
+    twice = two_accounts.replace(
+        'clusters: [train]}\n  - {account: "222222222222"', 'clusters: [train, train]}\n  - {account: "333333333333"'
+    )
+    with pytest.raises(UsageError) as err:
+        parse_fleet_yaml(twice)
+    assert "targets[0].clusters[1]: cluster 'train' is already named in targets[0].clusters[0]" in str(err.value)
+    assert "\n" not in str(err.value)

@@ -32,7 +32,7 @@ from hyperpod_scheduler.cli.main import app as cli_app
 from hyperpod_scheduler.cluster.samples import slurm_request
 from hyperpod_scheduler.deploy import config_store
 from hyperpod_scheduler.deploy.handlers import orchestrator, worker
-from hyperpod_scheduler.emulator import Emulator, running_emulator
+from hyperpod_scheduler.emulator import Emulator
 from hyperpod_scheduler.slurm.memory import MemorySlurm
 from hyperpod_scheduler.slurm.model import SlurmJob, SlurmNode
 from hyperpod_scheduler.store import open_store
@@ -40,6 +40,7 @@ from hyperpod_scheduler.store.base import StateStore
 from hyperpod_scheduler.store.dynamodb import DynamoDBStore, create_table
 from tests.deploy.conftest import TABLE, FleetWorld, drain
 from tests.engine.conftest import ROLE, START, three_tier_request
+from tests.reliability.harness import account_emulator
 from tests.store.dynamodb_mock import REGION, mocked_aws
 
 ACCOUNT = "111111111111"
@@ -213,13 +214,14 @@ def _collect(store: StateStore, keys: dict[str, str], emu: Emulator, out: Outcom
 
 def run_world(face: Face, kind: ChannelKind, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Outcome:
     out = Outcome()
-    with mocked_aws(), running_emulator(virtual_start=START, seed=3, capacity=CAPACITY) as emu:
+    with mocked_aws(), account_emulator(ACCOUNT, virtual_start=START, seed=3, capacity=CAPACITY) as emu:
         for request in CLUSTERS.values():
             _admin(emu).create_cluster(**request)
         _settle_all(emu)
         _record_updates(emu, out.updates)
         create_table(boto3.client("dynamodb", region_name=REGION), TABLE)
-        key = f"{'default' if face == 'cli' else ACCOUNT}/{REGION}/audited"
+        # Records are keyed by the account the cluster's ARN names (the CLI learns it on its first look).
+        key = f"{ACCOUNT}/{REGION}/audited"
         with _agent(_agent_channel(face, kind, emu), key):
             if face == "cli":
                 _run_cli(emu, config(kind), tmp_path, monkeypatch, out)
@@ -241,7 +243,7 @@ def _run_cli(emu: Emulator, cfg: dict[str, Any], tmp_path: Path, monkeypatch: py
         emu.advance(STEP_S)
     monkeypatch.delenv("AWS_ENDPOINT_URL_SAGEMAKER")
     with open_store(str(state)) as store:
-        _collect(store, {n: f"default/{REGION}/{n}" for n in CLUSTERS}, emu, out)
+        _collect(store, {n: f"{ACCOUNT}/{REGION}/{n}" for n in CLUSTERS}, emu, out)
 
 
 def _run_fleet(emu: Emulator, cfg: dict[str, Any], out: Outcome) -> None:

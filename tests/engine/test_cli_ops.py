@@ -180,5 +180,5 @@ def test_a_cluster_named_without_a_region_is_acted_on_in_the_chains_region(
     code, out = invoke("stop", "c9", "--wait", "--config", str(empty), "--state", str(state))
     assert code == 0, out
     code, out = invoke("status", "--json", "--config", str(empty), "--state", str(state))
-    assert [row["key"] for row in json.loads(out)] == ["default/eu-west-1/c9"]
+    assert [row["key"] for row in json.loads(out)] == ["123456789012/eu-west-1/c9"]  # the account its ARN names
     assert all(g["CurrentCount"] == 0 for g in dublin.describe_cluster(ClusterName="c9")["InstanceGroups"])

@@ -8,6 +8,7 @@ import pytest
 
 from hyperpod_scheduler.config.model import ReadyBy
 from hyperpod_scheduler.emulator import running_emulator
+from hyperpod_scheduler.emulator.protocol import DEFAULT_ACCOUNT
 from hyperpod_scheduler.engine.events import Collector
 from hyperpod_scheduler.engine.fleet import Governed, lead_for, plan, ref_for, schedule_state, tick
 from hyperpod_scheduler.engine.readiness import lead_time, percentile
@@ -60,7 +61,7 @@ def test_ready_by_cluster_is_ready_at_eight_and_plan_says_when_and_why() -> None
         store = MemoryStore()
         events = Collector()
         engine = Engine(store, lambda r: client.client, emu.clock.now, events=events)
-        ref = ref_for("c1", "us-east-1")
+        ref = ref_for("c1", "us-east-1", account=DEFAULT_ACCOUNT)
         governed = [Governed(ref, "office", _schedules()["office"], False)]
         ready_at: dict[str, datetime] = {}
         while emu.clock.now() < START + timedelta(days=5):

@@ -8,6 +8,7 @@ from typing import Any
 from hyperpod_scheduler.cluster.samples import slurm_request
 from hyperpod_scheduler.config.model import Policy, Retry
 from hyperpod_scheduler.emulator import running_emulator
+from hyperpod_scheduler.emulator.protocol import DEFAULT_ACCOUNT
 from hyperpod_scheduler.engine.events import Collector
 from hyperpod_scheduler.engine.fleet import Governed, ref_for, tick
 from hyperpod_scheduler.engine.runner import Engine
@@ -18,7 +19,7 @@ from hyperpod_scheduler.store.records import ClusterRecord
 from tests.engine.conftest import ROLE, START, CountingClient, settle
 
 CAPACITY_MSG = "We currently do not have sufficient capacity for the requested instance type(s). Please try again."
-REF = ref_for("g5", "us-east-1")
+REF = ref_for("g5", "us-east-1", account=DEFAULT_ACCOUNT)
 
 
 def _morning(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from hyperpod_scheduler.emulator import Emulator
+from hyperpod_scheduler.emulator.protocol import DEFAULT_ACCOUNT
 from hyperpod_scheduler.engine.events import Collector
 from hyperpod_scheduler.engine.fleet import Governed, ref_for, schedule_state, tick
 from hyperpod_scheduler.engine.runner import Engine
@@ -13,7 +14,7 @@ from hyperpod_scheduler.store.memory import MemoryStore
 from hyperpod_scheduler.store.records import PendingAction, request_digest
 from tests.engine.conftest import CountingClient, settle, three_tier_request
 
-REF = ref_for("c1", "us-east-1")
+REF = ref_for("c1", "us-east-1", account=DEFAULT_ACCOUNT)  # the emulator's clusters belong to it
 
 
 def _groups(d: dict) -> dict[str, dict]:  # type: ignore[type-arg]
@@ -119,7 +120,8 @@ def test_busy_cluster_is_left_alone(
 def test_interrupted_intent_is_resumed_once(
     emu: Emulator, counting: CountingClient, engine: tuple[Engine, Collector, MemoryStore]
 ) -> None:
-    """A crash after the intent was stored but before UpdateCluster: the next run sends it, once."""
+    """A crash after the intent was stored but before UpdateCluster: the next tick, finding the stop still
+    wanted, plans it again and sends it, once; a bare follow never re-sends what it did not see go out."""
     eng, _, store = engine
     counting.client.create_cluster(**three_tier_request())
     settle(emu, counting.client, "c1")
@@ -152,7 +154,10 @@ def test_interrupted_intent_is_resumed_once(
         ),
         expected_version=None,
     )
-    eng.follow(REF, wait=False)
+    assert eng.follow(REF, wait=False).kind == "skip"  # it never went out: only a tick decides
+    assert counting.calls["UpdateCluster"] == 0
+    wanted = planner.ScheduleState(desired="stopped", last_transition_at=now - timedelta(minutes=1))
+    assert eng.reconcile(REF, wanted).kind == "sent"
     assert counting.calls["UpdateCluster"] == 1
     settle(emu, counting.client, "c1")
     eng.follow(REF, wait=False)

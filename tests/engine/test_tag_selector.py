@@ -39,4 +39,6 @@ def test_a_tag_naming_an_unknown_schedule_skips_only_that_cluster(emu: Emulator,
     )
     fleet = Fleet(config, lambda ref: counting.client)
     assert [g.ref.name for g in fleet.governed()] == ["good"]
-    assert len(fleet.problems) == 1 and fleet.problems[0][0] == "bad" and "no-such-schedule" in fleet.problems[0][1]
+    assert (
+        len(fleet.problems) == 1 and fleet.problems[0].cluster == "bad" and "no-such-schedule" in fleet.problems[0].why
+    )

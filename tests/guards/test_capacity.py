@@ -8,6 +8,7 @@ import pytest
 
 from hyperpod_scheduler.config.model import Policy, merge_policies
 from hyperpod_scheduler.emulator import Emulator
+from hyperpod_scheduler.emulator.protocol import DEFAULT_ACCOUNT
 from hyperpod_scheduler.engine.events import Collector
 from hyperpod_scheduler.engine.fleet import ref_for
 from hyperpod_scheduler.engine.runner import Engine
@@ -161,7 +162,7 @@ def test_stop_keeps_protected_groups_and_start_restores_all(
         sleep=emu.advance,
         guards_for=lambda r: [CapacityGuard(policy, include)],
     )
-    ref = ref_for("p5c", "us-east-1")
+    ref = ref_for("p5c", "us-east-1", account=DEFAULT_ACCOUNT)
     assert engine.act(ref, "stop", transition_id="s", wait=True, poll_seconds=60).kind == "settled"
     d = settle(emu, client, "p5c")
     assert {g["InstanceGroupName"]: g["CurrentCount"] for g in d["InstanceGroups"]} == after_stop

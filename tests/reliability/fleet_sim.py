@@ -21,7 +21,7 @@ from hyperpod_scheduler.engine.fleet import Governed, ref_for, tick
 from hyperpod_scheduler.engine.runner import Engine, Result
 from hyperpod_scheduler.schedule import resolve
 from hyperpod_scheduler.store.memory import MemoryStore
-from tests.reliability.harness import UpdateTally, counts
+from tests.reliability.harness import ACCOUNT, UpdateTally, counts
 
 MONDAY_6AM = datetime(2026, 11, 30, 6, 0, tzinfo=UTC)
 # The production client's retry count, in standard mode: adaptive mode adds client-side rate limiting
@@ -102,12 +102,12 @@ class FleetRun:
 
     def at(self, name: str, sizes: Mapping[str, int]) -> bool:
         status, groups = counts(self.emu, name)
-        rec = self.store.get(ref_for(name, "us-east-1").key)
+        rec = self.store.get(ref_for(name, "us-east-1", account=ACCOUNT).key)
         settled = rec is not None and rec.pending is None
         return settled and status == "InService" and groups == {n: (c, c) for n, c in sizes.items()}
 
     def recorded(self, name: str) -> dict[str, int]:
-        rec = self.store.get(ref_for(name, "us-east-1").key)
+        rec = self.store.get(ref_for(name, "us-east-1", account=ACCOUNT).key)
         return {n: s.count for n, s in rec.snapshot.sizes.items()} if rec and rec.snapshot else {}
 
     def failed(self, name: str) -> int:

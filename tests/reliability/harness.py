@@ -8,17 +8,20 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from hyperpod_scheduler.cluster.samples import slurm_request
-from hyperpod_scheduler.emulator import Emulator
+from hyperpod_scheduler.emulator import Emulator, running_emulator
 from hyperpod_scheduler.emulator.errors import EmulatorError
+from hyperpod_scheduler.emulator.protocol import DEFAULT_ACCOUNT
 from hyperpod_scheduler.engine.fleet import ref_for
 from hyperpod_scheduler.store.records import ClusterRecord
 from hyperpod_scheduler.store.sqlite import SqliteStore
 
+ACCOUNT = DEFAULT_ACCOUNT  # the account a single emulator's clusters belong to (their ARNs name it)
 SIZES = {"controller": 1, "dev": 2, "train": 3}  # the three-tier cluster of tests/engine/conftest.py
 STOPPED = {name: 0 for name in SIZES}
 CLI = [sys.executable, "-m", "hyperpod_scheduler.cli.main"]
@@ -84,13 +87,14 @@ def wait_for(check: Callable[[], bool], what: str, tries: int = 400, pause: floa
 
 def record(state: Path, name: str = "c1") -> ClusterRecord | None:
     with SqliteStore(state) as store:
-        return store.get(ref_for(name, "us-east-1").key)
+        return store.get(ref_for(name, "us-east-1", account=ACCOUNT).key)
 
 
 def settled_lines(state: Path, action: str, name: str = "c1") -> int:
     """How many history lines say ``action`` settled (the savings report counts nights from them)."""
     with SqliteStore(state) as store:
-        return sum(1 for e in store.history(ref_for(name, "us-east-1").key) if (e.action, e.outcome) == (action, "ok"))
+        entries = store.history(ref_for(name, "us-east-1", account=ACCOUNT).key)
+        return sum(1 for e in entries if (e.action, e.outcome) == (action, "ok"))
 
 
 def recorded_sizes(state: Path, name: str = "c1") -> dict[str, int]:
@@ -131,3 +135,23 @@ def spawn_cli(args: list[str], env: Mapping[str, str], cwd: Path) -> subprocess.
 def small_request(name: str, cpu: int = 2) -> dict[str, Any]:
     """A two-group Slurm cluster: a controller and ``cpu`` compute nodes."""
     return slurm_request(name, {"cpu": ("ml.c5.xlarge", cpu)}, role="arn:aws:iam::123456789012:role/reliability")
+
+
+@contextmanager
+def account_emulator(account: str, **kwargs: Any) -> Iterator[Emulator]:
+    """An emulator whose clusters belong to ``account``: their ARNs name it, as AWS's do.
+
+    The emulator serves one account per process; multi-account tests run one per account. Its wire
+    layer answers for ``AwsJsonApi.account``, and direct calls on its backend default to it too."""
+    with running_emulator(**kwargs) as emu:
+        api = emu._api  # the served account is a setting of the wire layer, set before any request
+        assert isinstance(api.account, str)
+        api.account = account
+        original = emu.backend.dispatch
+
+        def dispatch(operation: str, params: dict[str, Any], **kw: Any) -> dict[str, Any]:
+            kw.setdefault("account", account)
+            return original(operation, params, **kw)
+
+        emu.backend.dispatch = dispatch  # type: ignore[method-assign]
+        yield emu

@@ -27,7 +27,7 @@ from tests.engine.conftest import three_tier_request
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 T0 = datetime(2026, 11, 30, 20, 0, tzinfo=UTC)
-REF = ref_for("c1", "us-east-1")
+REF = ref_for("c1", "us-east-1", account="123456789012")  # the account FakeClient's ARNs name
 
 
 def _one_line(exc: HyperpodSchedulerError) -> None:

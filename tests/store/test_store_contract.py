@@ -10,7 +10,7 @@ import pytest
 
 from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
 from hyperpod_scheduler.store import ConflictError, StateStore, StoreError, update
-from hyperpod_scheduler.store.records import ClusterRecord, GroupSize, HistoryEntry, Snapshot
+from hyperpod_scheduler.store.records import ClusterRecord, GroupSize, HistoryEntry, Reach, Snapshot
 
 T0 = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
 KEY = "111122223333/us-west-2/train"
@@ -404,3 +404,40 @@ def test_stored_records_are_not_aliased(store: StateStore, make_full_record: Cal
     full.start_durations_s.append(1.0)  # mutating the caller's copy must not reach the store
     loaded = store.get(full.key)
     assert loaded is not None and len(loaded.start_durations_s) == 3
+
+
+# ---- which account a profile reaches ---------------------------------------------------------------
+
+
+def test_an_unlooked_at_cluster_has_no_account(store: StateStore) -> None:
+    assert store.account_for(Reach("prod", "us-east-1", "train")) is None
+    assert store.accounts_named("us-east-1", "train") == {}
+
+
+def test_the_first_account_binding_wins_unless_replaced_on_purpose(store: StateStore) -> None:
+    prod = Reach("prod", "us-east-1", "train")
+    assert store.bind_account(prod, "111111111111") == "111111111111"
+    assert store.bind_account(prod, "222222222222") == "111111111111"  # a second runner sees the first's
+    assert store.account_for(prod) == "111111111111"
+    assert store.bind_account(prod, "222222222222", replace=True) == "222222222222"
+    assert store.account_for(prod) == "222222222222"
+
+
+def test_bindings_are_per_profile_region_and_name(store: StateStore) -> None:
+    store.bind_account(Reach("prod", "us-east-1", "train"), "111111111111")
+    store.bind_account(Reach("", "us-east-1", "train"), "111111111111")  # the default credential chain
+    store.bind_account(Reach("dev", "us-east-1", "train"), "222222222222")
+    store.bind_account(Reach("dev", "eu-west-1", "train"), "222222222222")
+    store.bind_account(Reach("dev", "us-east-1", "other"), "222222222222")
+    assert store.accounts_named("us-east-1", "train") == {
+        "prod": "111111111111",
+        "": "111111111111",
+        "dev": "222222222222",
+    }
+    assert store.account_for(Reach("", "us-east-1", "train")) == "111111111111"
+
+
+@pytest.mark.parametrize("account", ["default", "12345", "1234567890123", ""])
+def test_an_account_that_is_not_an_account_id_is_refused(store: StateStore, account: str) -> None:
+    with pytest.raises(UsageError, match="12-digit"):
+        store.bind_account(Reach("p", "us-east-1", "c"), account)

@@ -23,7 +23,7 @@ from hyperpod_scheduler.store import (
     open_store,
     update,
 )
-from hyperpod_scheduler.store.records import ClusterRecord, GroupSize, HistoryEntry, Snapshot
+from hyperpod_scheduler.store.records import ClusterRecord, GroupSize, HistoryEntry, Reach, Snapshot
 
 T0 = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
 KEY = "111122223333/us-west-2/train"
@@ -87,7 +87,7 @@ def test_the_schema_version_is_recorded(tmp_path: Path) -> None:
     path = tmp_path / "state.sqlite"
     SqliteStore(path).close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT value FROM meta WHERE name='schema_version'").fetchone() == ("1",)
+        assert conn.execute("SELECT value FROM meta WHERE name='schema_version'").fetchone() == ("2",)
 
 
 def test_a_file_from_a_newer_release_is_refused_clearly(tmp_path: Path) -> None:
@@ -199,3 +199,88 @@ def test_open_store_falls_back_to_the_environment_then_the_default(
 def test_open_store_rejects_what_it_cannot_open(location: str, message: str) -> None:
     with pytest.raises(UsageError, match=message):
         open_store(location)
+
+
+# ---- a store is never silently empty -------------------------------------------------------------
+
+
+def _stored_then(path: Path) -> None:
+    with SqliteStore(path) as store:
+        store.put(ClusterRecord.new(KEY, T0).evolve(applied_state="stopped"), None)
+
+
+def test_a_file_truncated_to_zero_bytes_is_an_error_naming_it_never_a_fresh_store(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite"
+    _stored_then(path)
+    path.write_bytes(b"")  # a full disk, a bad copy, a `> state.sqlite`
+    with pytest.raises(StoreError) as err:
+        SqliteStore(path)
+    assert str(path) in str(err.value) and "empty" in str(err.value) and "\n" not in str(err.value)
+    assert path.stat().st_size == 0, "the damaged file must be left as it was found, not turned into a store"
+
+
+def test_a_database_without_the_schema_is_an_error_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE something_else (x INTEGER)")
+    with pytest.raises(StoreError, match=f"{path}.*not a hyperpod-scheduler state store"):
+        SqliteStore(path)
+    with sqlite3.connect(path) as conn:  # nothing was added to someone else's database
+        assert [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")] == ["something_else"]
+
+
+def test_a_store_missing_one_of_its_tables_is_an_error_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite"
+    _stored_then(path)
+    _damage(path, "DROP TABLE records")
+    with pytest.raises(StoreError, match=f"{path}.*table 'records' is missing"):
+        SqliteStore(path)
+
+
+def test_a_new_store_is_created_only_where_no_file_existed(tmp_path: Path) -> None:
+    path = tmp_path / "new" / "state.sqlite"
+    with SqliteStore(path) as store:
+        assert store.list_keys() == []
+    # No half-made file is ever visible under the store's name: creation happens aside, then is linked.
+    assert sorted(p.name for p in path.parent.iterdir() if not p.name.startswith("state.sqlite")) == []
+    with SqliteStore(path) as store:  # reopening finds the schema it made
+        assert store.list_keys() == []
+
+
+def test_a_creation_interrupted_before_the_link_leaves_no_store_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "state.sqlite"
+
+    def killed(*_args: object) -> None:
+        raise KeyboardInterrupt  # the process dies between building the schema and publishing it
+
+    monkeypatch.setattr(os, "link", killed)
+    with pytest.raises(KeyboardInterrupt):
+        SqliteStore(path)
+    monkeypatch.undo()
+    assert not path.exists(), "an interrupted creation must not leave an empty file that later reads as a store"
+    with SqliteStore(path) as store:
+        assert store.list_keys() == []
+
+
+def test_a_file_of_schema_1_is_migrated_in_place_keeping_its_records(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite"
+    _stored_then(path)
+    _damage(path, "DROP TABLE accounts")
+    _damage(
+        path, "UPDATE meta SET value = '1' WHERE name = 'schema_version'"
+    )  # as a release before account keys left it
+    with SqliteStore(path) as store:
+        assert store.get(KEY) is not None and store.get(KEY).applied_state == "stopped"  # type: ignore[union-attr]
+        store.bind_account(Reach("", "us-west-2", "train"), "111122223333")
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE name='schema_version'").fetchone() == ("2",)
+
+
+def test_account_bindings_survive_reopening(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite"
+    with SqliteStore(path) as store:
+        store.bind_account(Reach("prod", "us-east-1", "train"), "111111111111")
+    with SqliteStore(path) as store:
+        assert store.account_for(Reach("prod", "us-east-1", "train")) == "111111111111"

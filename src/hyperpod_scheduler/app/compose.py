@@ -10,6 +10,7 @@ honoured by every face or by none; ``tests/architecture`` fails if any other mod
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -137,8 +138,17 @@ class Context:
 
     def fleet(self) -> Fleet:
         if self._fleet is None:
-            self._fleet = Fleet(self.config, self.client_for)
+            self._fleet = Fleet(self.config, self.client_for, self.store.account_for)
         return self._fleet
+
+    def reconfigured(self, config: Config) -> Context:
+        """This context under an edited config (``run`` following its file): the same store, clients,
+        clock and event sinks; the fleet and prices built afresh. Where state lives and who is notified
+        stay as they were at start (the store is open, the channels are wired)."""
+        config = config.model_copy(update={"state": self.config.state, "notifications": self.config.notifications})
+        other = copy.copy(self)
+        other.config, other._fleet, other._prices = config, None, None
+        return other
 
     # ---- the engine ------------------------------------------------------------------------------
     def engine(self, actor: str | None = None, include_protected: bool = False) -> Engine:

@@ -92,6 +92,9 @@ def fleet_status(ctx: Context, *, ungoverned: bool = True) -> list[StatusRow]:
         known = {r.key for r in rows}
         for key in ctx.store.list_keys():
             if key not in known and not key.startswith(AGENT_KEY_PREFIX):
+                old = ctx.store.get(key)
+                if old is not None and old.moved_to is not None:
+                    continue  # from before account keys, shown under its account's key
                 rows.append(status_row(ctx, None, key))
     return rows
 

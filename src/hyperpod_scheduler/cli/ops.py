@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 import time
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -14,10 +19,12 @@ from rich.table import Table
 from hyperpod_scheduler.app.status import KeptGroup, StatusRow, fleet_status, night_hours, state_text
 from hyperpod_scheduler.cli.context import Context, make_context, parse_instant
 from hyperpod_scheduler.cli.output import console, error_line, print_json
-from hyperpod_scheduler.config.model import SCHEDULE_TAG
+from hyperpod_scheduler.config.load import config_path, load_config
+from hyperpod_scheduler.config.model import DEFAULT_CONFIG_FILE, SCHEDULE_TAG, Config
 from hyperpod_scheduler.cost.savings import keep_cost_per_night
 from hyperpod_scheduler.engine import fidelity
 from hyperpod_scheduler.engine.fleet import HORIZON, Governed, as_mapping, plan, ref_for
+from hyperpod_scheduler.engine.identity import reach_of
 from hyperpod_scheduler.engine.planner import Action
 from hyperpod_scheduler.engine.runner import ClusterRef, Result
 from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
@@ -34,10 +41,82 @@ ProfileOpt = typer.Option(None, "--profile", help="AWS profile.")
 
 
 def _ref(ctx: Context, name: str, region: str | None, profile: str | None) -> ClusterRef:
-    governed = ctx.fleet().find(name, region) if ctx.config.targets else None
+    governed = ctx.fleet().find(name, region, profile) if ctx.config.targets else None
     if governed is not None:
         return governed.ref
-    return ref_for(name, region, profile)
+    ref = ref_for(name, region, profile)
+    account = ctx.store.account_for(reach_of(ref))  # so a face reads the record where the engine keeps it
+    return ref.with_account(account) if account is not None else ref
+
+
+class ConfigWatch:
+    """Notices edits of the config file between ticks (content, not timestamps: an edit within one
+    second, or a copy that keeps the mtime, still counts)."""
+
+    SETTLE_S = 0.2  # an editor's non-atomic save: the content must read the same twice this far apart
+
+    def __init__(self, path: Path, pause: Callable[[float], None] = time.sleep) -> None:
+        self.path = path
+        self.pause = pause
+        self.seen = self._read()
+
+    def _read(self) -> bytes | None:
+        try:
+            return self.path.read_bytes()
+        except OSError:
+            return None
+
+    def changed(self, current: Config) -> Config | None:
+        """The new config if the file changed and parses; None otherwise (a broken edit is reported
+        once, and the config in force stays; a file caught mid-save is looked at again next tick)."""
+        now = self._read()
+        if now == self.seen:
+            return None
+        self.pause(self.SETTLE_S)
+        if self._read() != now:
+            return None  # still being written
+        self.seen = now
+        if now is None:
+            error_line(f"config {self.path}: cannot be read any more; keeping the last good config")
+            return None
+        try:
+            config = load_config(self.path)
+        except HyperpodSchedulerError as exc:
+            error_line(f"{exc}; keeping the last good config")
+            return None
+        if (config.state, config.notifications) != (current.state, current.notifications):
+            error_line(f"config {self.path}: `state` and `notifications` changes take effect when run restarts")
+        console.print(f"run: config {self.path} changed; following it from this tick", highlight=False)
+        return config
+
+
+@contextlib.contextmanager
+def _stop_on_signals() -> Iterator[threading.Event]:
+    """SIGTERM and SIGINT end the loop after the pass in progress; a second one stops at once."""
+    stopping = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stopping  # signals are only delivered to the main thread
+        return
+
+    def on_signal(signum: int, _frame: object) -> None:
+        if stopping.is_set():
+            raise KeyboardInterrupt
+        stopping.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield stopping
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _one_line(exc: Exception) -> str:
+    if isinstance(exc, ClientError):
+        err = exc.response.get("Error", {})
+        return f"{err.get('Code', 'Error')}: {err.get('Message', '')}"
+    text = str(exc) if isinstance(exc, HyperpodSchedulerError | BotoCoreError) else f"{type(exc).__name__}: {exc}"
+    return " ".join(text.split())
 
 
 def _exit_for(results: list[Result]) -> None:
@@ -88,12 +167,14 @@ def register(app: typer.Typer) -> None:
         """One reconcile pass over every governed cluster (for cron)."""
         ctx = make_context(config, state, as_json, at)
         governed = ctx.fleet().governed()
-        for name, why in ctx.fleet().problems:
-            error_line(f"cluster '{name}' skipped: {why}")
+        for problem in ctx.fleet().problems:
+            error_line(str(problem))
         results = ctx.tick(governed, dry_run=dry_run)
         if as_json:
             print_json([r.__dict__ for r in results])
         _exit_for(results)
+        if ctx.fleet().problems:
+            raise typer.Exit(1)  # a target or cluster was left out: cron should see it
 
     @app.command()
     def run(
@@ -103,15 +184,32 @@ def register(app: typer.Typer) -> None:
         config: str | None = ConfigOpt,
         state: str | None = StateOpt,
     ) -> None:
-        """The long-running loop: tick every --interval seconds."""
+        """The long-running loop: tick every --interval seconds, following edits of the config file.
+
+        A broken edit is reported and the last good config stays in force; SIGTERM or Ctrl-C ends the
+        loop after the current pass."""
         ctx = make_context(config, state, False)
+        watch = ConfigWatch(config_path(config) or Path(DEFAULT_CONFIG_FILE))
         engine, count = ctx.engine(), 0
-        while True:
-            ctx.tick(ctx.fleet().governed(), dry_run=dry_run, engine=engine)
-            count += 1
-            if ticks and count >= ticks:
-                return
-            time.sleep(interval)
+        with _stop_on_signals() as stopping:
+            while not stopping.is_set():
+                reloaded = watch.changed(ctx.config)
+                if reloaded is not None:
+                    ctx = ctx.reconfigured(reloaded)
+                    engine = ctx.engine()
+                try:
+                    fleet = ctx.fleet()
+                    governed = fleet.governed()
+                    for problem in fleet.problems:
+                        error_line(str(problem))
+                    ctx.tick(governed, dry_run=dry_run, engine=engine)
+                except Exception as exc:  # the loop outlives any one pass: the next tick tries again
+                    error_line(f"tick failed: {_one_line(exc)}; the next tick tries again")
+                count += 1
+                if ticks and count >= ticks:
+                    return
+                stopping.wait(interval)
+        console.print("run: stopped by a signal after the pass in progress", highlight=False)
 
     @app.command()
     def status(
@@ -257,6 +355,20 @@ def register(app: typer.Typer) -> None:
             return
         released = ctx.engine().release(_ref(ctx, cluster, region, None))
         console.print(f"{cluster}: " + ("released" if released else "no hold to release"))
+
+    @app.command()
+    def claim(
+        cluster: str = typer.Argument(..., help="Cluster name."),
+        region: str | None = RegionOpt,
+        profile: str | None = ProfileOpt,
+        config: str | None = ConfigOpt,
+        state: str | None = StateOpt,
+    ) -> None:
+        """Say whose cluster this is: remember the account this profile reaches now for it (replacing an
+        earlier one), and give it the record kept from before account keys, if one is waiting."""
+        ctx = make_context(config, state, False)
+        ref = _ref(ctx, cluster, region, profile)
+        console.print(ctx.engine().claim(ref), highlight=False)
 
 
 def _manual(

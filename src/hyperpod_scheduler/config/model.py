@@ -1,10 +1,23 @@
-"""The config file, typed. Unknown keys are errors (a typo must never silently disable a schedule)."""
+"""The config file, typed. Unknown keys are errors (a typo must never silently disable a schedule),
+and so are settings that cannot work together (a lease no longer than the poll interval, a first retry
+after its own deadline, one cluster named twice): each is refused with one line naming both values.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Iterator
+from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from hyperpod_scheduler.agent.settings import CheckpointSettings
 from hyperpod_scheduler.cost.settings import CostSettings
@@ -15,6 +28,11 @@ DEFAULT_CONFIG_FILE = "hyperpod-scheduler.yaml"
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _unworkable(message: str) -> PydanticCustomError:
+    # A custom error type keeps pydantic's "Value error, " prefix out of the one-line message.
+    return PydanticCustomError("unworkable", message)
 
 
 GroupPolicyValue = Literal["zero", "keep"] | dict[Literal["floor"], int]
@@ -48,6 +66,18 @@ class Retry(_Strict):
     deadline_minutes: float = Field(default=120, gt=0)
     backoff_minutes: list[float] = Field(default_factory=lambda: [5.0, 10.0, 20.0, 30.0])
 
+    @model_validator(mode="after")
+    def _workable(self) -> Self:
+        for i, step in enumerate(self.backoff_minutes):
+            if not step > 0:
+                raise _unworkable(f"backoff_minutes[{i}] ({step:g}) must be a wait of more than 0 minutes")
+        if self.backoff_minutes and self.backoff_minutes[0] > self.deadline_minutes:
+            raise _unworkable(
+                f"the first backoff ({self.backoff_minutes[0]:g} min) comes after deadline_minutes "
+                f"({self.deadline_minutes:g}): no retry could ever be sent"
+            )
+        return self
+
 
 class ReadyBy(_Strict):
     """How early a `ready_by` schedule starts: a high percentile of this cluster's start durations plus a margin."""
@@ -56,6 +86,20 @@ class ReadyBy(_Strict):
     margin_minutes: float = Field(default=10, ge=0)
     default_minutes: float = Field(default=45, gt=0)  # with no history yet
     max_minutes: float = Field(default=180, gt=0)
+
+    @model_validator(mode="after")
+    def _workable(self) -> Self:
+        if self.default_minutes > self.max_minutes:
+            raise _unworkable(
+                f"default_minutes ({self.default_minutes:g}) is more than max_minutes ({self.max_minutes:g}): "
+                "the default lead would always be cut to the cap"
+            )
+        if self.margin_minutes >= self.max_minutes:
+            raise _unworkable(
+                f"margin_minutes ({self.margin_minutes:g}) is not less than max_minutes ({self.max_minutes:g}): "
+                "every learned lead would be the cap"
+            )
+        return self
 
 
 class Notifications(_Strict):
@@ -110,6 +154,42 @@ class Defaults(_Strict):
     ready_by: ReadyBy = Field(default_factory=ReadyBy)
     checkpoints: CheckpointSettings | None = None  # the checkpoint audit before each stop (nearest block wins)
 
+    @model_validator(mode="after")
+    def _workable(self) -> Self:
+        # A runner renews its lease after each poll: a lease that lapses within one poll makes every
+        # --wait give up after its first look, believing another runner took over.
+        if self.lease_ttl_seconds <= self.poll_seconds:
+            raise _unworkable(
+                f"lease_ttl_seconds ({self.lease_ttl_seconds:g}) must be longer than poll_seconds "
+                f"({self.poll_seconds:g}): the lease would lapse between two looks at a settling cluster"
+            )
+        if self.settle_timeout_minutes * 60 <= self.poll_seconds:
+            raise _unworkable(
+                f"settle_timeout_minutes ({self.settle_timeout_minutes:g}) is not longer than one poll "
+                f"(poll_seconds ({self.poll_seconds:g})): every update would time out at its first look"
+            )
+        return self
+
+
+# Slack on top of the longest agent wait, for the describe and send around it.
+LEASE_SLACK_S = 60.0
+
+
+def audit_wait_s(settings: CheckpointSettings) -> tuple[float, str]:
+    """The longest a runner can wait on the Slurm agent while holding a cluster's lease, and why.
+
+    The agent has ``agent_timeout`` to pick an intent up and its work budget (grace before a stop,
+    ready timeout after a start, plus two timeouts) to answer; the runner waits one timeout more."""
+    stop = settings.grace_minutes * 60 + 3 * settings.agent_timeout_seconds
+    start = settings.ready_timeout_minutes * 60 + 3 * settings.agent_timeout_seconds
+    if stop >= start:
+        return stop, f"grace_minutes ({settings.grace_minutes:g}) + 3 x agent_timeout_seconds"
+    return start, f"ready_timeout_minutes ({settings.ready_timeout_minutes:g}) + 3 x agent_timeout_seconds"
+
+
+# Validation context: each target is its own account (the fleet deployment's config).
+TARGETS_APART = "targets_apart"
+
 
 class Config(_Strict):
     state: str | None = None  # path or URL of the state store; default per user
@@ -118,6 +198,59 @@ class Config(_Strict):
     targets: list[Target] = Field(default_factory=list)
     notifications: Notifications = Field(default_factory=Notifications)
     cost: CostSettings = Field(default_factory=CostSettings)
+
+    def checkpoint_blocks(self) -> Iterator[tuple[str, CheckpointSettings]]:
+        if self.defaults.checkpoints is not None:
+            yield "defaults.checkpoints", self.defaults.checkpoints
+        for i, target in enumerate(self.targets):
+            if target.checkpoints is not None:
+                yield f"targets[{i}].checkpoints", target.checkpoints
+            for j, entry in enumerate(target.clusters):
+                if entry.checkpoints is not None:
+                    yield f"targets[{i}].clusters[{j}].checkpoints", entry.checkpoints
+
+    @model_validator(mode="after")
+    def _one_entry_per_cluster(self, info: ValidationInfo) -> Self:
+        # One cluster named twice (same region and profile) would be governed by whichever entry came
+        # last. The same name under two profiles is allowed: those can be two accounts' clusters. A
+        # fleet config's targets are each their own account (context ``targets_apart``): the same name
+        # may then appear once per target.
+        apart = bool(info.context and info.context.get(TARGETS_APART))
+        seen: dict[tuple[int, str | None, str | None, str], str] = {}
+        for i, target in enumerate(self.targets):
+            for j, entry in enumerate(target.clusters):
+                where = f"targets[{i}].clusters[{j}]"
+                first = seen.setdefault((i if apart else 0, target.region, target.profile, entry.name), where)
+                if first != where:
+                    raise _unworkable(
+                        f"{where}: cluster '{entry.name}' is already named in {first} "
+                        "(same region and profile); name each cluster once"
+                    )
+        return self
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _lease_covers_the_audit(cls, data: Any, handler: ModelWrapValidatorHandler[Config]) -> Config:
+        config = handler(data)
+        blocks = list(config.checkpoint_blocks())
+        if not blocks:
+            return config
+        wait, why, where = max((*audit_wait_s(s), w) for w, s in blocks)
+        need = wait + LEASE_SLACK_S
+        lease = config.defaults.lease_ttl_seconds
+        if "lease_ttl_seconds" in config.defaults.model_fields_set:
+            if lease < need:
+                raise _unworkable(
+                    f"defaults.lease_ttl_seconds ({lease:g}) is shorter than the checkpoint audit of {where} can "
+                    f"hold a cluster ({why} = {wait:g} s, plus {LEASE_SLACK_S:g} s): another runner would take "
+                    f"the cluster over mid-audit; set it to {need:g} or more"
+                )
+            return config
+        if lease >= need:
+            return config
+        # Unset: the default is made long enough for the audit this config asks for.
+        defaults = config.defaults.model_copy(update={"lease_ttl_seconds": need})
+        return config.model_copy(update={"defaults": defaults})
 
 
 def merge_policies(*layers: Policy | None) -> Policy:

@@ -37,7 +37,6 @@ from hyperpod_scheduler.demo.scenario import (
 )
 from hyperpod_scheduler.emulator import Emulator, running_emulator
 from hyperpod_scheduler.engine.events import Collector, Event, Sink
-from hyperpod_scheduler.engine.runner import ClusterRef
 from hyperpod_scheduler.errors import HyperpodSchedulerError
 from hyperpod_scheduler.guards.checkpoints import LocalLink
 from hyperpod_scheduler.slurm.memory import MemorySlurm
@@ -242,10 +241,11 @@ def run_demo(
             emu.advance(step.total_seconds())
             for n in names:
                 used[n] += sum(_counts(emu, n).values()) * step.total_seconds() / 3600
+        refs = {g.ref.name: g.ref for g in governed}
         for n, s in summaries.items():
             s.instance_hours = used[n]
             s.always_on_hours = full[n] * days * 24
-            record = store.get(ClusterRef(f"default/{REGION}/{n}", n).key)
+            record = engine.record_of(refs[n]) if n in refs else None
             if record and record.snapshot:
                 s.recorded = {g: size.count for g, size in record.snapshot.sizes.items()}
             if record:

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from hyperpod_scheduler.agent.settings import CheckpointSettings
 from hyperpod_scheduler.config.check import check_config, checkpoint_blocks
 from hyperpod_scheduler.config.load import describe_validation_error
-from hyperpod_scheduler.config.model import Config, Defaults, Notifications, Target
+from hyperpod_scheduler.config.model import TARGETS_APART, Config, Defaults, Notifications, Target
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.guards.checkpoints import work_budget
 
@@ -75,7 +75,9 @@ class FleetConfig(BaseModel):
 
     def _config(self, targets: list[FleetTarget]) -> Config:
         plain = [Target.model_validate(t.model_dump(exclude={"account", "role_arn"})) for t in targets]
-        return Config(defaults=self.defaults, schedules=self.schedules, targets=plain, notifications=self.notifications)
+        fields = {"defaults": self.defaults, "schedules": self.schedules, "targets": plain}
+        # Each target is its own account: one cluster name may be listed once in each.
+        return Config.model_validate({**fields, "notifications": self.notifications}, context={TARGETS_APART: True})
 
 
 def parse_fleet_config(data: Any, source: str = "fleet config") -> FleetConfig:
@@ -99,7 +101,11 @@ def parse_fleet_config(data: Any, source: str = "fleet config") -> FleetConfig:
                 "(merge the two entries: one worker runs per account and region)"
             )
         seen.add(place)
-    check_config(fleet.as_config(), source)
+    try:
+        plain = fleet.as_config()
+    except ValidationError as exc:  # a rule of the plain config (a cluster named twice in one target)
+        raise UsageError(describe_validation_error(exc, source)) from None
+    check_config(plain, source)
     check_fleet(fleet, source)
     return fleet
 

@@ -18,6 +18,9 @@ POINTS = (
     "before-settle",  # settled, outcome not stored
     "after-settle",  # outcome stored
 )
+# Boundaries off the straight path of one transition (reached only in the situations they name).
+OFF_PATH = ("after-withdraw",)  # an unsent intent withdrawn, nothing planned in its place yet
+ALL = POINTS + OFF_PATH
 
 
 def reached(point: str) -> None:

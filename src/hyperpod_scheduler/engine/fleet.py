@@ -6,24 +6,42 @@ to be found; that discovery is the only read a quiet tick makes.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from hyperpod_scheduler.agent.settings import CheckpointSettings
 from hyperpod_scheduler.aws.clients import default_region
 from hyperpod_scheduler.config.model import SCHEDULE_TAG, Config, Policy, ReadyBy, Target, merge_policies
+from hyperpod_scheduler.engine.events import Event
+from hyperpod_scheduler.engine.identity import arn_account, reach_of
 from hyperpod_scheduler.engine.planner import Action, ScheduleState
 from hyperpod_scheduler.engine.readiness import Lead, lead_time
 from hyperpod_scheduler.engine.runner import ClusterRef, Engine, Result
-from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
 from hyperpod_scheduler.schedule import Schedule, load_schedules, resolve
-from hyperpod_scheduler.store.records import cluster_key
+from hyperpod_scheduler.store.records import Reach, cluster_key
 
 if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A cluster or a whole target left out of this pass, and why (one line)."""
+
+    where: str  # "cluster 'bad'" or "targets[0] (us-east-1)"
+    why: str
+    cluster: str | None = None
+    cause: Exception | None = field(default=None, compare=False, repr=False)  # for a face that re-raises
+
+    def __str__(self) -> str:
+        return f"{self.where} skipped: {self.why}"
 
 
 @dataclass(frozen=True)
@@ -57,17 +75,31 @@ def schedule_state(schedule: Schedule, now: datetime, lead: timedelta | None = N
 
 def ref_for(name: str, region: str | None, profile: str | None = None, account: str | None = None) -> ClusterRef:
     region = region or default_region(profile)
-    return ClusterRef(key=cluster_key(name, region, account), name=name, region=region, profile=profile)
+    return ClusterRef(
+        key=cluster_key(name, region, account), name=name, region=region, profile=profile, account=account
+    )
+
+
+AccountLookup = Callable[[Reach], "str | None"]
 
 
 class Fleet:
     """The config resolved against schedules; tag-selected clusters are found through ``client_for``."""
 
-    def __init__(self, config: Config, client_for: Callable[[ClusterRef], SageMakerClient]) -> None:
+    def __init__(
+        self,
+        config: Config,
+        client_for: Callable[[ClusterRef], SageMakerClient],
+        accounts: AccountLookup | None = None,
+    ) -> None:
+        """``accounts``: the store's memory of which account each profile reaches (``account_for``), so
+        governed clusters carry their record's key; without it the engine still learns it on first look,
+        but a face reading records by ``ref.key`` would look where they were before account keys."""
         self.config = config
         self.client_for = client_for
+        self.accounts = accounts
         self.schedules = load_schedules(config.schedules)
-        self.problems: list[tuple[str, str]] = []  # (cluster, why) for clusters skipped by governed()
+        self.problems: list[Skipped] = []  # what governed() left out, each with its reason
 
     def _schedule(self, label: str | None, where: str) -> tuple[str, Schedule]:
         label = label or self.config.defaults.schedule
@@ -76,40 +108,70 @@ class Fleet:
         return label, resolve(label, self.schedules)
 
     def governed(self) -> list[Governed]:
+        """Every governed cluster. A target that cannot be read (denied discovery, an unknown profile)
+        is left out with its reason in ``problems``; the other targets are still governed."""
         self.problems = []
-        out: dict[str, Governed] = {}
+        out: dict[Reach, Governed] = {}  # one cluster per way of reaching it; two profiles may share a name
         for i, target in enumerate(self.config.targets):
-            for entry in target.clusters:
-                where = f"targets[{i}] cluster '{entry.name}'"
-                label, schedule = self._schedule(entry.schedule or target.schedule, where)
-                ref = ref_for(entry.name, target.region, target.profile)
-                enforced = _first(entry.enforced, target.enforced, self.config.defaults.enforced)
-                policy = merge_policies(entry.policy, target.policy, self.config.defaults.policy)
-                out[ref.key] = Governed(ref, label, schedule, enforced, policy)
-            if target.tag_selector:
-                for ref, label in self._discover(target):
-                    if ref.key in out:
-                        continue  # an explicit entry wins over the tag
-                    try:
-                        _, schedule = self._schedule(label, f"cluster '{ref.name}' tag {SCHEDULE_TAG}")
-                    except UsageError as exc:
-                        # Anyone can tag a cluster: a bad tag skips that cluster, never the whole fleet.
-                        self.problems.append((ref.name, str(exc)))
-                        continue
-                    enforced = _first(target.enforced, self.config.defaults.enforced)
-                    policy = merge_policies(target.policy, self.config.defaults.policy)
-                    out[ref.key] = Governed(ref, label, schedule, enforced, policy)
-        return list(out.values())
+            try:
+                self._target(i, target, out)
+            except (HyperpodSchedulerError, ClientError, BotoCoreError) as exc:
+                self.problems.append(Skipped(_where(i, target), _one_line(exc), cause=exc))
+        profiles: dict[tuple[str, str], set[str]] = {}
+        for reach in out:
+            profiles.setdefault((reach.region, reach.name), set()).add(reach.profile)
+        found = []
+        for reach, g in out.items():
+            ref = dataclasses.replace(
+                g.ref, namesakes=tuple(sorted(profiles[(reach.region, reach.name)] - {reach.profile}))
+            )
+            if ref.account is None and self.accounts is not None:
+                account = self.accounts(reach)
+                ref = ref.with_account(account) if account is not None else ref
+            found.append(dataclasses.replace(g, ref=ref))
+        return found
 
-    def _discover(self, target: Target) -> Iterable[tuple[ClusterRef, str]]:
+    def _target(self, i: int, target: Target, out: dict[Reach, Governed]) -> None:
+        for entry in target.clusters:
+            where = f"targets[{i}] cluster '{entry.name}'"
+            label, schedule = self._schedule(entry.schedule or target.schedule, where)
+            ref = ref_for(entry.name, target.region, target.profile)
+            enforced = _first(entry.enforced, target.enforced, self.config.defaults.enforced)
+            policy = merge_policies(entry.policy, target.policy, self.config.defaults.policy)
+            out[reach_of(ref)] = Governed(ref, label, schedule, enforced, policy)
+        if target.tag_selector:
+            for ref, label in self._discover(i, target):
+                if reach_of(ref) in out:
+                    continue  # an explicit entry wins over the tag
+                try:
+                    _, schedule = self._schedule(label, f"cluster '{ref.name}' tag {SCHEDULE_TAG}")
+                except UsageError as exc:
+                    # Anyone can tag a cluster: a bad tag skips that cluster, never the whole fleet.
+                    self.problems.append(Skipped(f"cluster '{ref.name}'", str(exc), ref.name))
+                    continue
+                enforced = _first(target.enforced, self.config.defaults.enforced)
+                policy = merge_policies(target.policy, self.config.defaults.policy)
+                out[reach_of(ref)] = Governed(ref, label, schedule, enforced, policy)
+
+    def _discover(self, i: int, target: Target) -> Iterable[tuple[ClusterRef, str]]:
         probe = ref_for("-", target.region, target.profile)
         client = self.client_for(probe)
         for page in client.get_paginator("list_clusters").paginate():
             for summary in page.get("ClusterSummaries", []):
-                tags = client.list_tags(ResourceArn=summary["ClusterArn"]).get("Tags", [])
+                name = summary.get("ClusterName", "?")
+                try:
+                    tags = client.list_tags(ResourceArn=summary["ClusterArn"]).get("Tags", [])
+                except (ClientError, BotoCoreError, KeyError) as exc:
+                    self.problems.append(Skipped(f"cluster '{name}'", f"cannot read its tags: {_one_line(exc)}", name))
+                    continue
                 label = next((t["Value"] for t in tags if t.get("Key") == SCHEDULE_TAG), None)
                 if label:
-                    yield ref_for(summary["ClusterName"], target.region, target.profile), label
+                    # The listing names each cluster's ARN, so its account is known without another call.
+                    try:
+                        account: str | None = arn_account(str(summary.get("ClusterArn", "")))
+                    except HyperpodSchedulerError:
+                        account = None
+                    yield ref_for(name, target.region, target.profile, account), label
 
     def policy_for(self, ref: ClusterRef) -> Policy:
         """The cluster's policy; a cluster outside the config gets the defaults (scarce capacity protected)."""
@@ -135,11 +197,23 @@ class Fleet:
                 return target.checkpoints or self.config.defaults.checkpoints
         return self.config.defaults.checkpoints
 
-    def find(self, name: str, region: str | None = None) -> Governed | None:
-        for g in self.governed():
-            if g.ref.name == name and (region is None or g.ref.region == region):
-                return g
-        return None
+    def find(self, name: str, region: str | None = None, profile: str | None = None) -> Governed | None:
+        """The governed cluster of this name (in ``region``, through ``profile`` when given). Two
+        profiles naming it (two accounts' clusters, perhaps) and none given is a usage error."""
+        found = [
+            g
+            for g in self.governed()
+            if g.ref.name == name
+            and (region is None or g.ref.region == region)
+            and (profile is None or (g.ref.profile or None) == profile)
+        ]
+        if len({(g.ref.region, g.ref.profile) for g in found}) > 1:
+            where = ", ".join(sorted(f"{g.ref.region} profile {g.ref.profile or '(default)'}" for g in found))
+            raise UsageError(
+                f"cluster '{name}' is named more than once in the config ({where}): "
+                "say which with --region or --profile"
+            )
+        return found[0] if found else None
 
 
 def tick(
@@ -157,9 +231,14 @@ def tick(
     cluster still has its own lease and compare-and-set, so the outcome is the same as in series)."""
 
     def one(g: Governed) -> Result:
-        lead = lead_for(engine, g, ready_by).lead if g.schedule.ready_by else None
-        state = schedule_state(g.schedule, now, lead)
-        return engine.reconcile(g.ref, state, enforced=g.enforced, dry_run=dry_run)
+        try:
+            lead = lead_for(engine, g, ready_by).lead if g.schedule.ready_by else None
+            state = schedule_state(g.schedule, now, lead)
+            return engine.reconcile(g.ref, state, enforced=g.enforced, dry_run=dry_run)
+        except Exception as exc:  # e.g. a damaged record met while working out a ready-by lead
+            message = _one_line(exc)
+            engine.events(Event(now, g.ref.name, "error", message))
+            return Result(g.ref.name, "error", message)
 
     if concurrency <= 1:
         return [one(g) for g in governed]
@@ -206,6 +285,22 @@ def plan(
 def next_transition(schedule: Schedule, now: datetime) -> tuple[datetime, str] | None:
     found = schedule.next_transitions(now, 1)
     return (found[0].at, found[0].state) if found else None
+
+
+def _where(i: int, target: Target) -> str:
+    place = ", ".join(p for p in (target.region, f"profile {target.profile}" if target.profile else None) if p)
+    return f"targets[{i}]" + (f" ({place})" if place else "")
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, ClientError):
+        err = exc.response.get("Error", {})
+        text = f"{err.get('Code', 'Error')}: {err.get('Message', '')}"
+    elif isinstance(exc, HyperpodSchedulerError | BotoCoreError):
+        text = str(exc)
+    else:
+        text = f"unexpected {type(exc).__name__}: {exc}"
+    return " ".join(text.split())
 
 
 def _first(*values: Any) -> bool:

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from hyperpod_scheduler.cluster.view import ClusterView
-from hyperpod_scheduler.store.records import ClusterRecord, GroupOutcome, GroupSize, Outcome, Snapshot
+from hyperpod_scheduler.store.records import ClusterRecord, GroupOutcome, GroupSize, Origin, Outcome, Snapshot
 
 State = Literal["running", "stopped"]
 Action = Literal["stop", "start"]
@@ -40,6 +40,7 @@ class Due:
     transition_id: str
     reason: str
     transition_at: datetime | None = None
+    origin: Origin = "schedule"
 
 
 def effective_hold(record: ClusterRecord | None, now: datetime) -> State | None:
@@ -58,12 +59,15 @@ def due(record: ClusterRecord | None, sched: ScheduleState, *, enforced: bool, n
     retry = record.retry if record is not None else None
     if retry is not None and (held or sched.desired) == "running" and retry.next_at <= now:
         return Due(
-            "start", f"{retry.transition_id}#retry{retry.attempt}", f"retry {retry.attempt} after {retry.reason}"
+            "start",
+            f"{retry.transition_id}#retry{retry.attempt}",
+            f"retry {retry.attempt} after {retry.reason}",
+            origin="retry",
         )
     if held is not None:
         if record is not None and record.applied_state == held:
             return None
-        return Due(action_for(held), f"hold-{action_for(held)}@{now.isoformat()}", f"held {held}")
+        return Due(action_for(held), f"hold-{action_for(held)}@{now.isoformat()}", f"held {held}", origin="hold")
     action = action_for(sched.desired)
     if action not in sched.allowed:
         return None
@@ -200,6 +204,41 @@ def apply_floors(plan: Send, view: ClusterView, floors: Mapping[str, int]) -> Se
 
 
 # ---- following an update ---------------------------------------------------------------------------
+
+Fate = Literal["out", "busy", "unsent"]
+
+
+def superseded(record: ClusterRecord, sched: ScheduleState, now: datetime) -> str | None:
+    """Why an unsent intent no longer serves what is wanted now (then it is withdrawn), or None.
+
+    The newest word wins: an active hold over everything; a hold's intent ends with its hold; a schedule
+    transition after the intent's moment over the intent (whatever asked for it); and a schedule's or a
+    retry's intent must still be what the schedule wants (its expression may have changed)."""
+    pending = record.pending
+    assert pending is not None
+    held = effective_hold(record, now)
+    if held is not None:
+        return None if action_for(held) == pending.action else f"the cluster is held {held}"
+    origin = pending.served_by()
+    if origin == "hold":
+        return "the hold it served has ended"
+    served_at = pending.transition_at or pending.created_at
+    last = sched.last_transition_at
+    if last is not None and last > served_at:
+        return f"the schedule turned {sched.desired} at {last.isoformat()}, after it"
+    if origin in ("schedule", "retry") and action_for(sched.desired) != pending.action:
+        return f"the schedule now wants the cluster {sched.desired}"
+    return None
+
+
+def intent_fate(view: ClusterView, targets: Mapping[str, int]) -> Fate:
+    """Did an update with these target counts go out? Decided from the cluster's own targets only
+    (UpdateCluster sets them the moment it is accepted): ``out`` when they are ours; ``busy`` when they
+    are not but the cluster is changing (someone else's update: wait and decide after it); else
+    ``unsent``."""
+    if all((g := view.group(name)) is not None and g.target == count for name, count in targets.items()):
+        return "out"
+    return "busy" if view.busy else "unsent"
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,12 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_scheduler.aws import answers
+from hyperpod_scheduler.aws.clients import no_blind_retries
 from hyperpod_scheduler.cluster.view import ClusterView, parse_cluster
 from hyperpod_scheduler.config.model import Policy, Retry
 from hyperpod_scheduler.engine import crashpoints, fidelity, planner
 from hyperpod_scheduler.engine.events import Event, Sink, discard
+from hyperpod_scheduler.engine.identity import Accounts
 from hyperpod_scheduler.engine.update_request import build_update
 from hyperpod_scheduler.errors import HyperpodSchedulerError, SpecError
 from hyperpod_scheduler.guards.base import StopContext, StopGuard, Verdict
@@ -35,9 +37,11 @@ from hyperpod_scheduler.store.records import (
     ClusterRecord,
     GroupOutcome,
     HistoryEntry,
+    Origin,
     PendingAction,
     Refusal,
     RetryState,
+    cluster_key,
     request_digest,
 )
 
@@ -49,12 +53,21 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ClusterRef:
-    """A cluster the engine may act on: its store key, name and where to reach it."""
+    """A cluster the engine may act on: its store key, name and where to reach it.
+
+    ``account`` None: not known yet; ``key`` is then where the record was before account keys, and the
+    engine learns the account from the cluster's ARN before it reads or writes anything for it.
+    ``namesakes``: other profiles the config names a cluster of this name under, in this region."""
 
     key: str
     name: str
     region: str | None = None
     profile: str | None = None
+    account: str | None = None
+    namesakes: tuple[str, ...] = ()
+
+    def with_account(self, account: str) -> ClusterRef:
+        return replace(self, account=account, key=cluster_key(self.name, self.region or "", account))
 
 
 @dataclass(frozen=True)
@@ -95,6 +108,7 @@ class Engine:
         self.lease_ttl_s = lease_ttl_s
         # The cluster's merged policy: what an update may accept losing, and whether it pins the AMI.
         self.policy_for = policy_for or (lambda ref: Policy())
+        self.accounts = Accounts(store, now, self._entry, lambda ref, m: self._emit(ref, "note", m))
 
     # ---- reporting -------------------------------------------------------------------------------
     def _emit(self, ref: ClusterRef, kind: Any, message: str, **detail: Any) -> None:
@@ -115,48 +129,187 @@ class Engine:
         )
 
     # ---- AWS edge --------------------------------------------------------------------------------
+    def _client(self, ref: ClusterRef) -> SageMakerClient:
+        # Whoever built the client, its answers are checked before botocore parses them, members the
+        # installed model does not know are kept in sight (``aws.answers``), and UpdateCluster is never
+        # retried blind: its outcome is decided here.
+        client: SageMakerClient = no_blind_retries(answers.watch(self.client_for(ref)))
+        return client
+
     def describe(self, ref: ClusterRef) -> ClusterView:
-        # Watched every time: whoever built the client, its answers are checked before botocore parses
-        # them, and members the installed model does not know are kept in sight (``aws.answers``).
-        answer = answers.watch(self.client_for(ref)).describe_cluster(ClusterName=ref.name)
-        return parse_cluster(answer)  # parse_cluster checks the shape itself
+        """The cluster as AWS reports it; an answer from another account than the record's is refused."""
+        answer = self._client(ref).describe_cluster(ClusterName=ref.name)
+        view = parse_cluster(answer)  # parse_cluster checks the shape itself
+        self.accounts.check(ref, view)
+        return view
+
+    def identify(self, ref: ClusterRef, *, dry_run: bool = False) -> tuple[ClusterRef, ClusterView | None]:
+        """``ref`` with its account, learning it from the cluster's ARN on the first look (one
+        DescribeCluster per profile, region and name, ever) and giving it the record from before account
+        keys if that is its; with the view when a look was needed."""
+        known, view, _record = self._identified(ref, dry_run)
+        return known, view
+
+    def _identified(
+        self, ref: ClusterRef, dry_run: bool
+    ) -> tuple[ClusterRef, ClusterView | None, ClusterRecord | None]:
+        known = self.accounts.known(ref)
+        if known is not None:
+            record = self.store.get(known.key)
+            if record is not None or not self._old_record_waits(known):
+                return known, None, record
+            view = self.describe(known)
+            return known, view, self.accounts.adopt(known, view, dry_run=dry_run)
+        view = self.describe(ref)
+        known = self.accounts.learn(ref, view, dry_run=dry_run)
+        return known, view, self.accounts.adopt(known, view, dry_run=dry_run)
+
+    def record_of(self, ref: ClusterRef) -> ClusterRecord | None:
+        """The record of ``ref`` where the engine keeps it (by account, known without an API call), or
+        None: not looked at yet through this profile, or nothing recorded."""
+        known = self.accounts.known(ref)
+        return self.store.get(known.key) if known is not None else None
+
+    def claim(self, ref: ClusterRef) -> str:
+        """The user says whose cluster this is: bind ``ref``'s profile to the account it reaches now
+        (replacing an earlier binding) and give it the record from before account keys, if one waits."""
+        view = self.describe(replace(ref, account=None))
+        known = self.accounts.learn(replace(ref, account=None), view, dry_run=False, replace=True)
+        before = self.store.get(known.key)
+        adopted = self.accounts.adopt(known, view, dry_run=False, force=True)
+        moved = adopted is not None and before is None
+        return f"{reach_text(known)} is account {known.account}" + (
+            f"; the record kept from before account keys is now {known.key}" if moved else ""
+        )
+
+    def _old_record_waits(self, ref: ClusterRef) -> bool:
+        """A record from before account keys that could still be ``ref``'s (then one look decides)."""
+        old = self.store.get(cluster_key(ref.name, ref.region or ""))
+        if old is None or ref.account in old.misfits:
+            return False  # found not to be this cluster's: no look on every tick
+        return old.moved_to in (None, ref.key)
+
+    def _fate_now(self, ref: ClusterRef, targets: Mapping[str, int]) -> planner.Fate | None:
+        """One look after an unclear answer: did our update go out? None if the look itself failed."""
+        try:
+            return planner.intent_fate(self.describe(ref), targets)
+        except (ClientError, BotoCoreError, HyperpodSchedulerError):
+            return None
 
     # ---- one cluster, one tick -------------------------------------------------------------------
     def reconcile(
         self, ref: ClusterRef, sched: planner.ScheduleState, *, enforced: bool = False, dry_run: bool = False
     ) -> Result:
-        record = self.store.get(ref.key)
-        due = planner.due(record, sched, enforced=enforced, now=self.now())
-        if due is None:
-            return Result(ref.name, "quiet", "nothing due")
-        if dry_run:
-            if due.kind == "follow":
-                message = f"would follow the {due.reason.split()[-1]} in flight"
-                self._emit(ref, "dry-run", message)
-                return Result(ref.name, "dry-run", message)
-            return self._reconcile(ref, sched, due, dry_run)
-        return self._with_lease(ref, lambda: self._reconcile(ref, sched, due, dry_run))
-
-    def _reconcile(self, ref: ClusterRef, sched: planner.ScheduleState, due: planner.Due, dry_run: bool) -> Result:
+        """One cluster, one tick. Never raises for that cluster's own trouble (a damaged record, an
+        answer no parser can read, a bug met on its data): it becomes this cluster's ``error`` result."""
         try:
-            if due.kind == "follow":
-                return self._follow(ref, wait=False)
-            action: planner.Action = "stop" if due.kind == "stop" else "start"
-            if due.kind == "check":
-                action = planner.action_for(sched.desired)
-            return self._act(
-                ref,
-                action,
-                transition_id=due.transition_id,
-                transition_at=due.transition_at,
-                reason=due.reason,
-                dry_run=dry_run,
-            )
-        except (ClientError, BotoCoreError, HyperpodSchedulerError) as exc:
-            # One cluster's bad answer or refused request never stops the tick for the others.
-            message = _describe_error(exc)
-            self._emit(ref, "error", message)
-            return Result(ref.name, "error", message)
+            if self.accounts.known(ref) is None:
+                # Never looked at through this profile: decide from the record it had before account
+                # keys (if any) whether anything is due at all, so a quiet tick stays without API calls.
+                old = self.store.get(ref.key)
+                if (
+                    planner.due(old if old and not old.moved_to else None, sched, enforced=enforced, now=self.now())
+                    is None
+                ):
+                    return Result(ref.name, "quiet", "nothing due")
+            # A first look's answer serves this pass too; in a dry run the record may be the one it would adopt.
+            ref, view, record = self._identified(ref, dry_run)
+            due = planner.due(record, sched, enforced=enforced, now=self.now())
+            if due is None:
+                return Result(ref.name, "quiet", "nothing due")
+            if dry_run:
+                pending = record.pending if record is not None else None
+                if due.kind == "follow" and pending is not None and pending.phase != "intent":
+                    return self._dry(ref, f"would follow the {pending.action} in flight")
+                return self._reconcile(ref, sched, due, dry_run, enforced, view)
+            return self._with_lease(ref, lambda: self._reconcile(ref, sched, due, dry_run, enforced, view))
+        except Exception as exc:  # contained: one cluster never stops the tick for the others
+            return self._failed(ref, exc)
+
+    def _reconcile(
+        self,
+        ref: ClusterRef,
+        sched: planner.ScheduleState,
+        due: planner.Due,
+        dry_run: bool,
+        enforced: bool,
+        view: ClusterView | None = None,
+    ) -> Result:
+        if due.kind == "follow":
+            record = self.store.get(ref.key)
+            if record is not None and record.pending is not None and record.pending.phase == "intent":
+                return self._revisit_intent(ref, record, sched, enforced, dry_run, view)
+            return self._follow(ref, wait=False)
+        return self._act_on(ref, sched, due, dry_run, view=view)
+
+    def _failed(self, ref: ClusterRef, exc: Exception) -> Result:
+        message = _describe_error(exc)
+        self._emit(ref, "error", message)
+        return Result(ref.name, "error", message)
+
+    def _act_on(
+        self, ref: ClusterRef, sched: planner.ScheduleState, due: planner.Due, dry_run: bool, **kw: Any
+    ) -> Result:
+        action: planner.Action = "stop" if due.kind == "stop" else "start"
+        if due.kind == "check":
+            action = planner.action_for(sched.desired)
+        return self._act(
+            ref,
+            action,
+            transition_id=due.transition_id,
+            transition_at=due.transition_at,
+            origin=due.origin,
+            reason=due.reason,
+            dry_run=dry_run,
+            **kw,
+        )
+
+    def _revisit_intent(
+        self,
+        ref: ClusterRef,
+        record: ClusterRecord,
+        sched: planner.ScheduleState,
+        enforced: bool,
+        dry_run: bool,
+        view: ClusterView | None = None,
+    ) -> Result:
+        """An intent stored but never marked sent (a crash, a lost answer): did it go out, and if not,
+        is it still what the schedule and the user want now?"""
+        pending = record.pending
+        assert pending is not None
+        view = view or self.describe(ref)
+        fate = planner.intent_fate(view, pending.targets)
+        if fate == "out":
+            if dry_run:
+                return self._dry(ref, f"would follow the {pending.action} that had gone out")
+            self._mark_sent(ref, record, f"{pending.action} had gone out before an interruption; following it")
+            return self._follow(ref, wait=False)
+        if fate == "busy":
+            return self._someone_else(ref, pending.action, view)
+        why = planner.superseded(record, sched, self.now())
+        if why is not None:
+            if dry_run:
+                return self._dry(ref, f"would withdraw the {pending.action} that never went out: {why}")
+            self._withdraw(ref, record, why)
+            after = self.store.get(ref.key)
+            due = planner.due(after, sched, enforced=enforced, now=self.now())
+            if due is None:
+                return Result(ref.name, "noop", f"withdrew the {pending.action} that never went out: {why}")
+            return self._act_on(ref, sched, due, dry_run)
+        self._emit(
+            ref, "note", f"{pending.action} was interrupted before it went out; planning it again from the cluster now"
+        )
+        return self._act(
+            ref,
+            pending.action,
+            transition_id=pending.transition_id,
+            transition_at=pending.transition_at,
+            origin=pending.served_by(),
+            reason="resumed",
+            dry_run=dry_run,
+            replan=True,
+            view=view,
+        )
 
     # ---- stop / start ----------------------------------------------------------------------------
     def act(
@@ -172,6 +325,7 @@ class Engine:
         poll_seconds: float = 30.0,
     ) -> Result:
         """Stop or start one cluster now (holding its lease), whatever the schedule says."""
+        ref, _ = self.identify(ref, dry_run=dry_run)
 
         def work() -> Result:
             return self._act(
@@ -179,6 +333,7 @@ class Engine:
                 action,
                 transition_id=transition_id,
                 transition_at=transition_at,
+                origin="manual",
                 reason=reason,
                 dry_run=dry_run,
                 wait=wait,
@@ -189,6 +344,7 @@ class Engine:
 
     def follow(self, ref: ClusterRef, *, wait: bool, poll_seconds: float = 30.0) -> Result:
         """Follow an update in flight until it settles (``wait``) or for one look."""
+        ref, _ = self.identify(ref)
         return self._with_lease(ref, lambda: self._follow(ref, wait=wait, poll_seconds=poll_seconds))
 
     def _with_lease(self, ref: ClusterRef, work: Callable[[], Result]) -> Result:
@@ -210,19 +366,23 @@ class Engine:
         *,
         transition_id: str,
         transition_at: datetime | None = None,
+        origin: Origin = "manual",
         reason: str = "manual",
         dry_run: bool = False,
         wait: bool = False,
         poll_seconds: float = 30.0,
+        replan: bool = False,
+        view: ClusterView | None = None,
     ) -> Result:
+        """``replan``: the record's pending intent never went out and is replaced by this one."""
         record = self.store.get(ref.key)
-        if record is not None and record.pending is not None:
-            self._emit(ref, "note", f"an earlier {record.pending.action} is still settling; following it first")
-            result = self._follow(ref, wait=True, poll_seconds=poll_seconds) if wait else self._follow(ref, wait=False)
-            if result.kind == "in-progress":
-                return result
+        if record is not None and record.pending is not None and not replan:
+            earlier = self._earlier(ref, record, action, dry_run, wait, poll_seconds)
+            if earlier is not None:
+                return earlier
             record = self.store.get(ref.key)
-        view = self.describe(ref)
+            view = None
+        view = view or self.describe(ref)
         now = self.now()
         policy = self.policy_for(ref)
         refused = fidelity.refusal(view, policy)
@@ -265,6 +425,7 @@ class Engine:
             updated_at=now,
             targets=targets,
             transition_at=transition_at or now,
+            origin=origin,
         )
         changes: dict[str, Any] = {"pending": pending, "updated_at": now, "refused": None}
         if plan.snapshot is not None:
@@ -305,12 +466,72 @@ class Engine:
                         applied_state=stays if base.applied_state is None else base.applied_state,
                         applied_transition_at=at,
                         refused=Refusal(at=now, action=action, reason=reason),
+                        pending=None,  # an unsent intent being planned again is dropped with it
                         updated_at=now,
                     ),
                     expected_version=record.version if record else None,
                     history=[line],
                 )
         return Result(ref.name, "refused", reason)
+
+    def _earlier(
+        self, ref: ClusterRef, record: ClusterRecord, action: planner.Action, dry_run: bool, wait: bool, poll: float
+    ) -> Result | None:
+        """A manual command finds an earlier update: follow it if it went out, withdraw it if it did not
+        (the command is the newest word: a manual start never sends an earlier stop), or wait when
+        someone else's update runs. None: go on with the command."""
+        pending = record.pending
+        assert pending is not None
+        if pending.phase == "intent":
+            view = self.describe(ref)
+            fate = planner.intent_fate(view, pending.targets)
+            if fate == "busy":
+                return self._someone_else(ref, pending.action, view)
+            if fate == "unsent":
+                if dry_run:
+                    return self._dry(ref, f"would withdraw the {pending.action} that never went out, then {action}")
+                self._withdraw(ref, record, f"superseded by a manual {action}")
+                return None
+            if dry_run:
+                return self._dry(ref, f"would follow the {pending.action} that had gone out first")
+            record = self._mark_sent(ref, record, f"{pending.action} had gone out before an interruption")
+        elif dry_run:
+            return self._dry(ref, f"would follow the {pending.action} in flight first")
+        self._emit(ref, "note", f"an earlier {pending.action} is still settling; following it first")
+        result = self._follow(ref, wait=True, poll_seconds=poll) if wait else self._follow(ref, wait=False)
+        return result if result.kind in ("in-progress", "skip") else None
+
+    def _someone_else(self, ref: ClusterRef, action: str, view: ClusterView) -> Result:
+        message = (
+            f"the {action} stored before an interruption never went out and {view.busy_reason()} with other "
+            "targets (someone else's update): it waits, and is decided once that settles"
+        )
+        self._emit(ref, "skip", message)
+        return Result(ref.name, "in-progress", message)
+
+    def _dry(self, ref: ClusterRef, message: str) -> Result:
+        self._emit(ref, "dry-run", message)
+        return Result(ref.name, "dry-run", message)
+
+    def _mark_sent(self, ref: ClusterRef, record: ClusterRecord, note: str) -> ClusterRecord:
+        pending = record.pending
+        assert pending is not None
+        self._emit(ref, "note", note)
+        return self.store.put(
+            record.evolve(pending=pending.evolve(phase="sent", updated_at=self.now()), updated_at=self.now()),
+            expected_version=record.version,
+        )
+
+    def _withdraw(self, ref: ClusterRef, record: ClusterRecord, why: str) -> None:
+        """Drop an intent that never went out; its history line says what superseded it."""
+        pending = record.pending
+        assert pending is not None
+        line = self._entry(ref, pending.action, "withdrawn", reason=why, transition=pending.transition_id)
+        self.store.put(
+            record.evolve(pending=None, updated_at=self.now()), expected_version=record.version, history=[line]
+        )
+        crashpoints.reached("after-withdraw")
+        self._emit(ref, "note", f"withdrew the {pending.action} that never went out: {why}")
 
     def _noop(
         self,
@@ -414,19 +635,35 @@ class Engine:
         poll_seconds: float,
     ) -> Result:
         try:
-            self.client_for(ref).update_cluster(**request)
+            self._client(ref).update_cluster(**request)
         except ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code", "")
-            if code in ("ConflictException", "ValidationException", "ResourceNotFound"):
-                # Not accepted: nothing is in flight, so the intent is withdrawn (the snapshot stays),
-                # and anything a guard drained for this stop is given back.
-                message = f"UpdateCluster refused: {code}: {exc.response.get('Error', {}).get('Message', '')}"
-                self._clear_pending(ref, record, self._entry(ref, action, "refused", error=message))
-                if action == "stop":
-                    self._after_start(ref, view, view.targets())
-                self._emit(ref, "skip" if code == "ConflictException" else "error", message)
-                return Result(ref.name, "skip" if code == "ConflictException" else "error", message)
-            raise  # unknown outcome: the intent stays; the next run compares the cluster and decides
+            err = exc.response.get("Error", {})
+            code = err.get("Code", "")
+            answer = f"{code}: {err.get('Message', '')}"
+            # A refusal may also be what a retry met after the first attempt was applied: look first.
+            fate = None if code == "ResourceNotFound" else self._fate_now(ref, targets)
+            if fate != "out":
+                if code in _REFUSALS and (fate is not None or code == "ResourceNotFound"):
+                    # Not accepted: nothing is in flight, so the intent is withdrawn (the snapshot stays),
+                    # and anything a guard drained for this stop is given back.
+                    message = f"UpdateCluster refused: {answer}"
+                    self._clear_pending(ref, record, self._entry(ref, action, "refused", error=message))
+                    if action == "stop":
+                        self._after_start(ref, view, view.targets())
+                    kind = "skip" if code == "ConflictException" else "error"
+                    self._emit(ref, kind, message)
+                    return Result(ref.name, kind, message)
+                return self._unknown(ref, action, f"UpdateCluster answered {answer}")
+            self._emit(
+                ref,
+                "note",
+                f"UpdateCluster answered {answer}, but the cluster is at this {action}'s targets: "
+                "it went out (an earlier attempt was applied)",
+            )
+        except BotoCoreError as exc:
+            if self._fate_now(ref, targets) != "out":
+                return self._unknown(ref, action, f"UpdateCluster: {exc}")
+            self._emit(ref, "note", f"UpdateCluster: {exc}; the cluster is at this {action}'s targets: it went out")
         crashpoints.reached("after-send")
         pending = record.pending
         assert pending is not None
@@ -440,6 +677,13 @@ class Engine:
             return self._follow(ref, wait=True, poll_seconds=poll_seconds)
         return Result(ref.name, "sent", f"{action} sent")
 
+    def _unknown(self, ref: ClusterRef, action: planner.Action, why: str) -> Result:
+        """The call may or may not have gone out: the intent stays, and the next look decides from the
+        cluster's target counts whether to follow it or to plan again (never re-sent blind)."""
+        message = f"{why}; whether the {action} went out is decided at the next look from the cluster's target counts"
+        self._emit(ref, "error", message)
+        return Result(ref.name, "error", message)
+
     # ---- following -------------------------------------------------------------------------------
     def _follow(self, ref: ClusterRef, *, wait: bool, poll_seconds: float = 30.0) -> Result:
         while True:
@@ -451,9 +695,14 @@ class Engine:
             kept = record.snapshot.kept if record.snapshot is not None and pending.action == "stop" else {}
             view = self.describe(ref)
             if pending.phase == "intent":
-                outcome = self._resolve_intent(ref, record, view, targets)
-                if outcome is not None:
-                    return outcome
+                fate = planner.intent_fate(view, targets)
+                if fate == "unsent":
+                    message = f"the {pending.action} never went out; the next tick decides whether it is still wanted"
+                    self._emit(ref, "skip", message)
+                    return Result(ref.name, "skip", message)
+                if fate == "busy":
+                    return self._someone_else(ref, pending.action, view)
+                self._mark_sent(ref, record, f"{pending.action} had gone out before an interruption; following it")
                 continue
             verdict = planner.assess(
                 view, pending.action, targets, pending.created_at, self.now(), self.settle_timeout, kept
@@ -468,29 +717,17 @@ class Engine:
                 return Result(ref.name, "in-progress", verdict.detail)
             self.sleep(poll_seconds)
             crashpoints.reached("while-following")
-            if not self.store.renew_lease(ref.key, self.owner, self.lease_ttl_s, self.now()):
+            if not self._keep_lease(ref):
                 message = "lost this cluster's lease while waiting; another runner follows it now"
                 self._emit(ref, "skip", message)
                 return Result(ref.name, "skip", message)
 
-    def _resolve_intent(
-        self, ref: ClusterRef, record: ClusterRecord, view: ClusterView, targets: Mapping[str, int]
-    ) -> Result | None:
-        """An intent without ``sent``: did the call go out before the crash?"""
-        pending = record.pending
-        assert pending is not None
-        went_out = all((g := view.group(n)) is not None and g.target == c for n, c in targets.items())
-        if went_out or view.busy:
-            self._emit(ref, "note", f"{pending.action} had gone out before an interruption; following it")
-            self.store.put(
-                record.evolve(pending=pending.evolve(phase="sent", updated_at=self.now())),
-                expected_version=record.version,
-            )
-            return None
-        counts = {n: (c, _min_for(view, record, n, c, pending.action)) for n, c in targets.items()}
-        request = build_update(view, counts, self.policy_for(ref))
-        self._emit(ref, "note", f"{pending.action} was interrupted before it went out; sending it now")
-        return self._send(ref, record, view, request, pending.action, targets, "resumed", False, 0)
+    def _keep_lease(self, ref: ClusterRef) -> bool:
+        # A lease that lapsed unclaimed (a slow poll, a suspended laptop) is simply taken again.
+        now = self.now()
+        return self.store.renew_lease(ref.key, self.owner, self.lease_ttl_s, now) or self.store.acquire_lease(
+            ref.key, self.owner, self.lease_ttl_s, now
+        )
 
     def _settle(self, ref: ClusterRef, record: ClusterRecord, verdict: planner.Settled, view: ClusterView) -> Result:
         pending = record.pending
@@ -500,7 +737,11 @@ class Engine:
             self._after_start(ref, view, {o.group: o.current for o in verdict.outcomes})
         now = self.now()
         duration = (now - pending.created_at).total_seconds()
-        applied_at = pending.transition_at or now
+        applied_at: datetime | None = pending.transition_at or now
+        if pending.served_by() == "hold" and planner.effective_hold(record, now) is None:
+            # Released (or lapsed) while its update was in flight: the schedule decides from here on, as
+            # release promised, rather than this moment counting as the schedule's latest transition.
+            applied_at = None
         updated = record.evolve(
             pending=None,
             applied_state=verdict.state,
@@ -575,7 +816,7 @@ class Engine:
         # A conflict means another runner recorded the same conclusion (and its own history line).
         with contextlib.suppress(ConflictError):
             self.store.put(
-                base.evolve(applied_state=state, applied_transition_at=at, updated_at=now),
+                base.evolve(applied_state=state, applied_transition_at=at, pending=None, updated_at=now),
                 expected_version=record.version if record else None,
                 history=[line],
             )
@@ -590,6 +831,7 @@ class Engine:
     def set_hold(self, ref: ClusterRef, state: planner.State, until: datetime | None, reason: str = "") -> None:
         from hyperpod_scheduler.store.records import Hold
 
+        ref, _ = self.identify(ref)
         now = self.now()
 
         def change(rec: ClusterRecord | None) -> ClusterRecord:
@@ -600,6 +842,7 @@ class Engine:
         self._update(ref, change, line)
 
     def release(self, ref: ClusterRef) -> bool:
+        ref, _ = self.identify(ref)
         now = self.now()
         record = self.store.get(ref.key)
         if record is None or record.hold is None:
@@ -628,6 +871,14 @@ class Engine:
         raise HyperpodSchedulerError(f"cluster '{ref.name}': the state store kept changing; try again")
 
 
+_REFUSALS = ("ConflictException", "ValidationException", "ResourceNotFound")
+
+
+def reach_text(ref: ClusterRef) -> str:
+    who = f"profile '{ref.profile}'" if ref.profile else "the default credentials"
+    return f"cluster '{ref.name}' in {ref.region} through {who}"
+
+
 def _verdict_detail(v: Verdict) -> dict[str, Any]:
     return {"guard": v.guard, "decision": v.decision, "reason": v.reason, **{k: v.detail[k] for k in v.detail}}
 
@@ -648,15 +899,6 @@ def _rolled_back(verdict: planner.Settled) -> bool:
     return any(o.outcome == "failed" for o in verdict.outcomes)
 
 
-def _min_for(view: ClusterView, record: ClusterRecord, name: str, count: int, action: str) -> int | None:
-    g = view.group(name)
-    if g is None or g.min_count is None:
-        return None
-    if action == "start" and record.snapshot and name in record.snapshot.sizes:
-        return record.snapshot.sizes[name].min_count
-    return min(g.min_count, count)
-
-
 def _fmt_targets(view: ClusterView, targets: Mapping[str, int]) -> str:
     parts = []
     for g in view.groups:
@@ -672,10 +914,15 @@ def _fmt_duration(seconds: float) -> str:
 
 
 def _describe_error(exc: Exception) -> str:
+    """One line for any failure met on one cluster, including ones nobody foresaw."""
     if isinstance(exc, ClientError):
         err = exc.response.get("Error", {})
-        return f"{err.get('Code', 'Error')}: {err.get('Message', '')}"
-    return str(exc)
+        text = f"{err.get('Code', 'Error')}: {err.get('Message', '')}"
+    elif isinstance(exc, BotoCoreError | HyperpodSchedulerError):
+        text = str(exc)
+    else:  # a parser or a guard tripping over this cluster's data: say what, keep going
+        text = f"unexpected {type(exc).__name__}: {exc}"
+    return " ".join(text.split())
 
 
 __all__ = ["ClusterRef", "Engine", "Result", "SpecError"]

@@ -20,7 +20,7 @@ from typing import Protocol, Self, runtime_checkable
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.store.codec import check_aware, check_key
 from hyperpod_scheduler.store.errors import ConflictError
-from hyperpod_scheduler.store.records import ClusterRecord, HistoryEntry
+from hyperpod_scheduler.store.records import ClusterRecord, HistoryEntry, Reach
 
 DEFAULT_RETRIES = 10
 
@@ -74,6 +74,20 @@ class StateStore(Protocol):
 
     def release_lease(self, key: str, owner: str) -> bool:
         """Give the lease up; only its owner can. True if a lease was released."""
+        ...
+
+    def account_for(self, reach: Reach) -> str | None:
+        """The account ``reach`` was found to reach (from a cluster ARN), or None if never looked at."""
+        ...
+
+    def bind_account(self, reach: Reach, account: str, *, replace: bool = False) -> str:
+        """Remember which account ``reach`` reaches. The first binding wins (two runners learning it at
+        once agree, or one sees the other's): returns the account now bound. ``replace`` rebinds on
+        purpose (the user moved the profile to another account and said so)."""
+        ...
+
+    def accounts_named(self, region: str, name: str) -> dict[str, str]:
+        """Every binding of a cluster ``name`` in ``region``: profile -> account."""
         ...
 
     def close(self) -> None: ...

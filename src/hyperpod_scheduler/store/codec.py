@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.store.errors import CorruptRecordError
-from hyperpod_scheduler.store.records import ClusterRecord, HistoryEntry, key_problem
+from hyperpod_scheduler.store.records import ClusterRecord, HistoryEntry, Reach, account_problem, key_problem
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
@@ -55,6 +55,20 @@ def check_key(key: str) -> str:
     if problem:
         raise UsageError(f"state store key {key!r} {problem}")
     return key
+
+
+def check_reach(reach: Reach) -> Reach:
+    problem = reach.problem() if isinstance(reach, Reach) else "must be a Reach"
+    if problem:
+        raise UsageError(f"state store: account binding: {problem}")
+    return reach
+
+
+def check_account(account: str) -> str:
+    problem = account_problem(account)
+    if problem:
+        raise UsageError(f"state store: account {account!r} {problem}")
+    return account
 
 
 def check_aware(name: str, value: datetime) -> datetime:

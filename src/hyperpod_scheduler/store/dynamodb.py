@@ -8,6 +8,8 @@ Items (``pk`` / ``sk``, both strings):
   the table's TTL attribute, so old entries age out without a sweeper. ``seq`` orders entries
   appended at one instant; across processes it follows the wall clock.
 - lease   ``lease#<key>`` / ``lease``: ``owner`` and ``expires_us``, taken by a conditional UpdateItem.
+- account ``acct#<region>/<name>`` / ``profile#<profile>``: ``account``, the account that profile reaches
+  for that cluster name (learned from its ARN); one query lists every profile's binding of a name.
 - config  ``config`` / ``fleet``: the fleet config (written by ``config push``; see deploy/config_store).
 
 Reads are strongly consistent: a worker must see the intent another worker stored a moment ago.
@@ -15,6 +17,7 @@ Reads are strongly consistent: a worker must see the intent another worker store
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -27,8 +30,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.store.base import check_expected, check_limit, lease_expiry
 from hyperpod_scheduler.store.codec import (
+    check_account,
     check_aware,
     check_key,
+    check_reach,
     decode_history,
     decode_record,
     encode_history,
@@ -36,7 +41,7 @@ from hyperpod_scheduler.store.codec import (
     to_micros,
 )
 from hyperpod_scheduler.store.errors import ConflictError, StoreError
-from hyperpod_scheduler.store.records import ClusterRecord, HistoryEntry
+from hyperpod_scheduler.store.records import ClusterRecord, HistoryEntry, Reach
 
 DEFAULT_HISTORY_TTL = timedelta(days=90)
 TTL_ATTRIBUTE = "expires_at"
@@ -299,6 +304,41 @@ class DynamoDBStore:
             return False
         return True
 
+    # -- accounts --------------------------------------------------------------------------------
+
+    def account_for(self, reach: Reach) -> str | None:
+        check_reach(reach)
+        item = self._call("get_item", TableName=self.table, Key=_account_key(reach), ConsistentRead=True).get("Item")
+        return None if item is None else str(item["account"]["S"])
+
+    def bind_account(self, reach: Reach, account: str, *, replace: bool = False) -> str:
+        check_reach(reach)
+        check_account(account)
+        item = {**_account_key(reach), "account": {"S": account}}
+        condition = {} if replace else {"ConditionExpression": "attribute_not_exists(pk)"}
+        with contextlib.suppress(_ConditionFailed):  # bound already: the first binding wins
+            self._call("put_item", TableName=self.table, Item=item, **condition)
+        found = self.account_for(reach)
+        return found if found is not None else account
+
+    def accounts_named(self, region: str, name: str) -> dict[str, str]:
+        out: dict[str, str] = {}
+        start: dict[str, Any] | None = None
+        while True:
+            page = self._call(
+                "query",
+                TableName=self.table,
+                KeyConditionExpression="pk = :p",
+                ExpressionAttributeValues={":p": {"S": f"acct#{region}/{name}"}},
+                ConsistentRead=True,
+                **({"ExclusiveStartKey": start} if start else {}),
+            )
+            for item in page.get("Items", []):
+                out[item["sk"]["S"].removeprefix("profile#")] = item["account"]["S"]
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                return out
+
     # -- lifecycle -------------------------------------------------------------------------------
 
     def close(self) -> None:
@@ -363,6 +403,11 @@ class _ConditionFailed(Exception):
     def __init__(self, item: dict[str, Any] | None) -> None:
         super().__init__("condition failed")
         self.item = item
+
+
+def _account_key(reach: Reach) -> dict[str, Any]:
+    # DynamoDB refuses an empty string in a key: the prefix keeps the default profile's "" non-empty.
+    return _key(f"acct#{reach.region}/{reach.name}", f"profile#{reach.profile}")
 
 
 def _key(pk: str, sk: str) -> dict[str, Any]:

@@ -15,8 +15,10 @@ from types import TracebackType
 
 from hyperpod_scheduler.store.base import check_expected, check_limit, lease_expiry
 from hyperpod_scheduler.store.codec import (
+    check_account,
     check_aware,
     check_key,
+    check_reach,
     decode_history,
     decode_record,
     encode_history,
@@ -24,7 +26,7 @@ from hyperpod_scheduler.store.codec import (
     to_micros,
 )
 from hyperpod_scheduler.store.errors import ConflictError, StoreError
-from hyperpod_scheduler.store.records import ClusterRecord, HistoryEntry
+from hyperpod_scheduler.store.records import ClusterRecord, HistoryEntry, Reach
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,7 @@ class MemoryStore:
         self._records: dict[str, _Row] = {}
         self._history: list[_HistoryRow] = []
         self._leases: dict[str, _Lease] = {}
+        self._accounts: dict[Reach, str] = {}
         self._seq = itertools.count()
         self._closed = False
 
@@ -153,6 +156,26 @@ class MemoryStore:
                 return False
             del self._leases[key]
             return True
+
+    def account_for(self, reach: Reach) -> str | None:
+        check_reach(reach)
+        with self._lock:
+            self._check_open()
+            return self._accounts.get(reach)
+
+    def bind_account(self, reach: Reach, account: str, *, replace: bool = False) -> str:
+        check_reach(reach)
+        check_account(account)
+        with self._lock:
+            self._check_open()
+            if replace or reach not in self._accounts:
+                self._accounts[reach] = account
+            return self._accounts[reach]
+
+    def accounts_named(self, region: str, name: str) -> dict[str, str]:
+        with self._lock:
+            self._check_open()
+            return {r.profile: a for r, a in self._accounts.items() if (r.region, r.name) == (region, name)}
 
     def close(self) -> None:
         with self._lock:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, Literal, Self
 
@@ -23,6 +25,8 @@ MAX_KEY_BYTES = 1024
 
 Action = Literal["stop", "start"]
 Phase = Literal["intent", "sent", "settled"]
+# What an intent serves: a schedule transition, a manual command, a hold, or a start's retry.
+Origin = Literal["schedule", "manual", "hold", "retry"]
 Outcome = Literal["restored", "partial", "failed", "stopped", "kept"]
 State = Literal["running", "stopped"]
 Count = Annotated[int, Field(ge=0)]
@@ -50,9 +54,43 @@ def _checked_key(key: str) -> str:
 RecordKey = Annotated[str, AfterValidator(_checked_key)]
 
 
+# The account part of keys written before records were keyed by account (read by the migration only).
+LEGACY_ACCOUNT = "default"
+_ACCOUNT = re.compile(r"^[0-9]{12}$")
+
+
 def cluster_key(name: str, region: str, account: str | None = None) -> str:
-    """The conventional record key: cluster names are unique per account and region."""
-    return f"{account or 'default'}/{region}/{name}"
+    """The record key: what identifies a cluster in AWS (names are unique per account and region).
+    Without an account it is the key records had before (``default/REGION/NAME``)."""
+    return f"{account or LEGACY_ACCOUNT}/{region}/{name}"
+
+
+def account_problem(account: object) -> str | None:
+    if not isinstance(account, str) or not _ACCOUNT.match(account):
+        return "is not a 12-digit AWS account id"
+    return None
+
+
+@dataclass(frozen=True)
+class Reach:
+    """How a cluster is reached: the AWS profile ("" for the default credential chain), region and
+    name. Which account that reaches is learned once, from the cluster's ARN, and remembered."""
+
+    profile: str
+    region: str
+    name: str
+
+    def problem(self) -> str | None:
+        for part, value in (("profile", self.profile), ("region", self.region), ("name", self.name)):
+            if not isinstance(value, str) or (part != "profile" and not value):
+                return f"{part} must be a non-empty string"
+            if any(ord(c) < 32 or ord(c) == 127 for c in value) or len(value.encode()) > 256:
+                return f"{part} {value!r} is not a usable name"
+        return None
+
+    def __str__(self) -> str:
+        who = f"profile '{self.profile}'" if self.profile else "the default credentials"
+        return f"cluster '{self.name}' in {self.region} through {who}"
 
 
 def request_digest(request: Mapping[str, Any]) -> str:
@@ -105,6 +143,19 @@ class PendingAction(Stored):
     targets: dict[str, Count] = Field(default_factory=dict)
     # The schedule instant this action carries out (recorded as applied once it settles).
     transition_at: AwareDatetime | None = None
+    # What asked for it. None only in records written before this field: see ``served_by``.
+    origin: Origin | None = None
+
+    def served_by(self) -> Origin:
+        """The intent's origin; records from before ``origin`` existed are read from their transition id."""
+        if self.origin is not None:
+            return self.origin
+        tid = self.transition_id
+        if tid.startswith(("manual-", "dashboard-")):
+            return "manual"
+        if tid.startswith("hold-"):
+            return "hold"
+        return "retry" if "#retry" in tid else "schedule"
 
 
 class GroupOutcome(Stored):
@@ -173,6 +224,11 @@ class ClusterRecord(Stored):
     ami_changes: list[AmiChange] = Field(default_factory=list)  # found when the last start settled
     updated_at: AwareDatetime
     record_format: int = RECORD_FORMAT
+    # Set on a record from before account keys once it was given to its account's key (kept, not
+    # deleted: the move is two writes, and this mark is what makes it safe to finish after a crash).
+    moved_to: RecordKey | None = None
+    # Accounts whose cluster such a record was found not to fit: they cannot be whose it is.
+    misfits: list[str] = Field(default_factory=list)
 
     @field_validator("start_durations_s")
     @classmethod

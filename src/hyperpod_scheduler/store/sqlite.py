@@ -9,13 +9,18 @@
   process wait for it instead of failing; the compare-and-set is an ``UPDATE ... WHERE version=?``.
 - The file is created owner-only (0600; SQLite gives its -wal/-shm files the same mode) in a
   directory created 0700 if missing. It holds sizes and history, never credentials.
+- A store is never silently empty: a new file is built aside with its schema and only then linked
+  under its name, so a file that exists always carries the schema. One that is empty (truncated) or
+  lacks the schema is refused with its path; only a missing file is created.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -25,8 +30,10 @@ from typing import Any
 
 from hyperpod_scheduler.store.base import check_expected, check_limit, lease_expiry
 from hyperpod_scheduler.store.codec import (
+    check_account,
     check_aware,
     check_key,
+    check_reach,
     decode_history,
     decode_record,
     encode_history,
@@ -34,11 +41,16 @@ from hyperpod_scheduler.store.codec import (
     to_micros,
 )
 from hyperpod_scheduler.store.errors import ConflictError, StoreError
-from hyperpod_scheduler.store.records import ClusterRecord, HistoryEntry
+from hyperpod_scheduler.store.records import ClusterRecord, HistoryEntry, Reach
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the accounts table (records keyed by account)
 BUSY_TIMEOUT_S = 15.0
 
+TABLES = ("meta", "records", "history", "leases", "accounts")
+_ACCOUNTS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS accounts (profile TEXT NOT NULL, region TEXT NOT NULL, name TEXT NOT NULL,"
+    " account TEXT NOT NULL, PRIMARY KEY (region, name, profile))"
+)
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS records (key TEXT PRIMARY KEY, version INTEGER NOT NULL, body TEXT NOT NULL)",
@@ -47,6 +59,7 @@ _SCHEMA = (
     "CREATE INDEX IF NOT EXISTS history_by_key ON history (key, at_us, id)",
     "CREATE INDEX IF NOT EXISTS history_by_time ON history (at_us, id)",
     "CREATE TABLE IF NOT EXISTS leases ( key TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at_us INTEGER NOT NULL)",
+    _ACCOUNTS_TABLE,
 )
 
 
@@ -61,7 +74,7 @@ class SqliteStore:
         self.path = Path(path).expanduser() if path is not None else default_path()
         self._lock = threading.RLock()
         self._closed = False
-        _create_private_file(self.path)
+        _check_or_create(self.path)
         try:
             self._conn = sqlite3.connect(
                 self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
@@ -179,6 +192,37 @@ class SqliteStore:
             cur = conn.execute("DELETE FROM leases WHERE key = ? AND owner = ?", (key, owner))
             return cur.rowcount == 1
 
+    # -- accounts --------------------------------------------------------------------------------
+
+    def account_for(self, reach: Reach) -> str | None:
+        check_reach(reach)
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT account FROM accounts WHERE region = ? AND name = ? AND profile = ?",
+                (reach.region, reach.name, reach.profile),
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def bind_account(self, reach: Reach, account: str, *, replace: bool = False) -> str:
+        check_reach(reach)
+        check_account(account)
+        verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
+        with self._write() as conn:
+            conn.execute(
+                f"{verb} INTO accounts (profile, region, name, account) VALUES (?, ?, ?, ?)",
+                (reach.profile, reach.region, reach.name, account),
+            )
+            row = conn.execute(
+                "SELECT account FROM accounts WHERE region = ? AND name = ? AND profile = ?",
+                (reach.region, reach.name, reach.profile),
+            ).fetchone()
+        return str(row[0])
+
+    def accounts_named(self, region: str, name: str) -> dict[str, str]:
+        with self._read() as conn:
+            rows = conn.execute("SELECT profile, account FROM accounts WHERE region = ? AND name = ?", (region, name))
+            return {str(p): str(a) for p, a in rows}
+
     # -- lifecycle -------------------------------------------------------------------------------
 
     def close(self) -> None:
@@ -203,19 +247,7 @@ class SqliteStore:
                 raise StoreError(f"state store {self.path}: cannot use WAL journaling (got '{mode}')")
             self._conn.execute("PRAGMA synchronous = FULL")
         with self._write() as conn:
-            for statement in _SCHEMA:
-                conn.execute(statement)
-            conn.execute(
-                "INSERT OR IGNORE INTO meta (name, value) VALUES ('schema_version', ?)",
-                (str(SCHEMA_VERSION),),
-            )
-            found = conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()[0]
-            # Future migrations go here, inside this same transaction, keyed on ``found``.
-            if not str(found).isdigit() or int(found) > SCHEMA_VERSION:
-                raise StoreError(
-                    f"state store {self.path}: schema version {found!r} is newer than this release "
-                    f"understands ({SCHEMA_VERSION}); upgrade hyperpod-scheduler"
-                )
+            _check_schema(conn, self.path)
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
@@ -255,11 +287,100 @@ def _history_row(entry: HistoryEntry) -> tuple[str, int, str]:
     return (entry.key, to_micros(entry.at), encode_history(entry))
 
 
-def _create_private_file(path: Path) -> None:
-    """Create the directory (0700) and the empty database file (0600) before SQLite opens it."""
+def _check_schema(conn: sqlite3.Connection, path: Path) -> None:
+    """Refuse a database that is not (or no longer) a whole store; migrate an older one in place."""
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if "meta" not in tables:
+        raise StoreError(
+            f"state store {path}: not a hyperpod-scheduler state store (no meta table); "
+            "refusing to use it as a new, empty store (point --state at the right file, or at a new path)"
+        )
+    row = conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
+    found = None if row is None else row[0]
+    if found is None or not str(found).isdigit():
+        raise StoreError(f"state store {path}: its schema version is {found!r}; the file is damaged")
+    if int(found) > SCHEMA_VERSION:
+        raise StoreError(
+            f"state store {path}: schema version {found!r} is newer than this release "
+            f"understands ({SCHEMA_VERSION}); upgrade hyperpod-scheduler"
+        )
+    if int(found) < 2 and "records" in tables:
+        # 1 -> 2: records become keyed by account; the migration of each record happens as its
+        # cluster is next looked at (engine/identity.py). Here only the table that remembers accounts.
+        conn.execute(_ACCOUNTS_TABLE)
+        conn.execute("UPDATE meta SET value = '2' WHERE name = 'schema_version'")
+        tables.add("accounts")
+    missing = [t for t in TABLES if t not in tables]
+    if missing:
+        raise StoreError(
+            f"state store {path}: table '{missing[0]}' is missing; the file is damaged (restore it from a backup)"
+        )
+
+
+def _check_or_create(path: Path) -> None:
+    """A file that exists must be a store (checked once it is open); only a missing one is created."""
+    try:
+        size = path.stat().st_size
+    except (FileNotFoundError, NotADirectoryError):
+        _create(path)  # a parent that is a file fails there, as "cannot create"
+        return
+    except OSError as exc:
+        raise StoreError(f"state store {path}: cannot read: {exc.strerror or exc}") from None
+    if size == 0:
+        raise StoreError(
+            f"state store {path} is empty (0 bytes): it was truncated or never finished; every remembered "
+            "size would be lost, so it is not used as a new store (restore it from a backup, or delete it)"
+        )
+
+
+def _create(path: Path) -> None:
+    """Build the schema in a private file beside ``path``, then link it under its name.
+
+    The link is atomic and never replaces a file: a crash before it leaves only the aside file, never an
+    empty ``path``; two processes creating at once both end up opening whichever link won.
+    """
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        os.close(fd)
     except OSError as exc:
         raise StoreError(f"state store {path}: cannot create: {exc.strerror or exc}") from None
+    aside = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.new")
+    try:
+        try:
+            os.close(os.open(aside, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
+            conn = sqlite3.connect(aside, isolation_level=None)
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("BEGIN IMMEDIATE")
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+                conn.execute("INSERT INTO meta (name, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+                conn.execute("COMMIT")
+            finally:
+                conn.close()  # the last close checkpoints the WAL into the file and removes it
+            fd = os.open(aside, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"state store {path}: cannot create: {getattr(exc, 'strerror', None) or exc}") from None
+        try:
+            os.link(aside, path)
+        except FileExistsError:
+            pass  # another process created it first: use theirs
+        except OSError as exc:
+            raise StoreError(f"state store {path}: cannot create: {exc.strerror or exc}") from None
+        _fsync_dir(path.parent)
+    finally:
+        for leftover in (aside, aside.with_name(aside.name + "-wal"), aside.with_name(aside.name + "-shm")):
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()
+
+
+def _fsync_dir(directory: Path) -> None:
+    with contextlib.suppress(OSError):  # not every filesystem lets a directory be opened
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

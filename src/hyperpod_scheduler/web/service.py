@@ -144,7 +144,12 @@ class Dashboard:
         month = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
         doc = summary.as_document(self.report(ctx, month, now)) if now > month else {"clusters": []}
         saved = {c["key"]: c["window"]["saving"] for c in doc["clusters"]}
-        return [fleet_row(ctx, g, saved.get(g.ref.key, 0.0)) for g in ctx.fleet().governed()]
+        fleet = ctx.fleet()
+        governed = fleet.governed()
+        unread = [p.cause for p in fleet.problems if p.cause is not None]
+        if unread and not governed:
+            raise unread[0]  # nothing could be read at all: say why (502), rather than an empty fleet
+        return [fleet_row(ctx, g, saved.get(g.ref.key, 0.0)) for g in governed]
 
     def cluster(self, name: str) -> dict[str, Any]:
         ctx = self.context()
