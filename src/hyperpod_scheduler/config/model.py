@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from hyperpod_scheduler.agent.settings import CheckpointSettings
 from hyperpod_scheduler.cost.settings import CostSettings
+from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.inputs import args
 
 SCHEDULE_TAG = "hyperpod-scheduler:schedule"
 DEFAULT_CONFIG_FILE = "hyperpod-scheduler.yaml"
 
 
+# Upper bounds keep every duration a datetime can add (1e308 minutes used to end in OverflowError).
+WEEK_MINUTES = 7 * 24 * 60
+DAY_SECONDS = 24 * 3600
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 GroupPolicyValue = Literal["zero", "keep"] | dict[Literal["floor"], int]
@@ -45,17 +52,19 @@ class Policy(_Strict):
 class Retry(_Strict):
     """Start retries after an all-or-nothing capacity rollback."""
 
-    deadline_minutes: float = Field(default=120, gt=0)
-    backoff_minutes: list[float] = Field(default_factory=lambda: [5.0, 10.0, 20.0, 30.0])
+    deadline_minutes: float = Field(default=120, gt=0, le=WEEK_MINUTES)
+    backoff_minutes: list[Annotated[float, Field(ge=0, le=WEEK_MINUTES)]] = Field(
+        default_factory=lambda: [5.0, 10.0, 20.0, 30.0]
+    )
 
 
 class ReadyBy(_Strict):
     """How early a `ready_by` schedule starts: a high percentile of this cluster's start durations plus a margin."""
 
     percentile: float = Field(default=90, gt=0, le=100)
-    margin_minutes: float = Field(default=10, ge=0)
-    default_minutes: float = Field(default=45, gt=0)  # with no history yet
-    max_minutes: float = Field(default=180, gt=0)
+    margin_minutes: float = Field(default=10, ge=0, le=WEEK_MINUTES)
+    default_minutes: float = Field(default=45, gt=0, le=WEEK_MINUTES)  # with no history yet
+    max_minutes: float = Field(default=180, gt=0, le=WEEK_MINUTES)
 
 
 class Notifications(_Strict):
@@ -73,6 +82,15 @@ class ClusterEntry(_Strict):
     enforced: bool | None = None
     policy: Policy | None = None
     checkpoints: CheckpointSettings | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _api_name(cls, value: str) -> str:
+        # The API's own pattern: a name DescribeCluster would reject is never looked up or stored.
+        try:
+            return args.cluster_name(value, "name")
+        except UsageError as exc:
+            raise ValueError(str(exc).removeprefix("name: ")) from None
 
 
 class Target(_Strict):
@@ -100,11 +118,11 @@ class Target(_Strict):
 class Defaults(_Strict):
     schedule: str | None = None
     enforced: bool = False
-    settle_timeout_minutes: float = Field(default=180, gt=0)
-    poll_seconds: float = Field(default=30, gt=0)
+    settle_timeout_minutes: float = Field(default=180, gt=0, le=WEEK_MINUTES)
+    poll_seconds: float = Field(default=30, gt=0, le=DAY_SECONDS)
     concurrency: int = Field(default=8, ge=1, le=64)  # clusters handled at once in a tick
     # How long a runner's claim on a cluster lasts if it dies mid-action (it is renewed while waiting).
-    lease_ttl_seconds: float = Field(default=900, gt=0)
+    lease_ttl_seconds: float = Field(default=900, gt=0, le=DAY_SECONDS)
     policy: Policy = Field(default_factory=Policy)
     retry: Retry = Field(default_factory=Retry)
     ready_by: ReadyBy = Field(default_factory=ReadyBy)
@@ -113,6 +131,12 @@ class Defaults(_Strict):
 
 class Config(_Strict):
     state: str | None = None  # path or URL of the state store; default per user
+
+    @field_validator("state")
+    @classmethod
+    def _no_control_characters(cls, value: str | None) -> str | None:
+        return None if value is None else args.location(value, "state").strip() or None
+
     defaults: Defaults = Field(default_factory=Defaults)
     schedules: dict[str, Any] = Field(default_factory=dict)
     targets: list[Target] = Field(default_factory=list)

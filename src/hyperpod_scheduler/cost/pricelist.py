@@ -20,6 +20,7 @@ from typing import Any
 
 from hyperpod_scheduler.cost.prices import Price, PriceTable, fsx_key
 from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.inputs import bounded
 
 PRICING_REGION = "us-east-1"
 SAGEMAKER = "AmazonSageMaker"
@@ -58,7 +59,9 @@ def instance_prices(price_list: Iterable[str]) -> dict[str, float]:
     """HyperPod ml.* prices per hour from GetProducts ``PriceList`` strings of ``AmazonSageMaker``."""
     out: dict[str, float] = {}
     for text in price_list:
-        product = json.loads(text)
+        product = bounded.load_json(text, "Price List product")
+        if not isinstance(product, dict):
+            continue  # a row we cannot read prices nothing
         attrs = (product.get("product") or {}).get("attributes") or {}
         itype = attrs.get("instanceName") or attrs.get("instanceType") or ""
         if not str(itype).startswith("ml.") or HYPERPOD_USAGE not in str(attrs.get("usagetype", "")):
@@ -73,7 +76,9 @@ def fsx_prices(price_list: Iterable[str]) -> dict[str, float]:
     """FSx for Lustre storage prices per GB-month (key ``DEPLOYMENT[/throughput]``) from ``AmazonFSx`` rows."""
     out: dict[str, float] = {}
     for text in price_list:
-        product = json.loads(text)
+        product = bounded.load_json(text, "Price List product")
+        if not isinstance(product, dict):
+            continue  # a row we cannot read prices nothing
         attrs = (product.get("product") or {}).get("attributes") or {}
         if "lustre" not in str(attrs.get("fileSystemType", "")).lower():
             continue
