@@ -25,7 +25,7 @@ import botocore.session
 from botocore.config import Config
 from botocore.exceptions import ProfileNotFound
 
-from hyperpod_scheduler.aws import answers
+from hyperpod_scheduler.aws import answers, deadlines
 from hyperpod_scheduler.errors import UsageError
 
 if TYPE_CHECKING:
@@ -58,7 +58,8 @@ RETRY_CONFIG = Config(retries={"mode": "adaptive", "max_attempts": 8}, connect_t
 
 
 def session(profile: str | None = None, region: str | None = None) -> boto3.Session:
-    return boto3.Session(profile_name=profile, region_name=region)
+    # Every client of this session gets the call deadlines and the answer checks (aws.deadlines).
+    return boto3.Session(profile_name=profile, region_name=region, botocore_session=deadlines.BoundedBotocoreSession())
 
 
 def sagemaker_client(
