@@ -10,16 +10,20 @@ import typer
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_scheduler import __version__
+from hyperpod_scheduler.aws import deadlines
 from hyperpod_scheduler.cli import agent, cluster, dashboard, demo, emulator, ops, report, schedule
 from hyperpod_scheduler.cli import deploy as deploy_cli
 from hyperpod_scheduler.cli.output import error_line
-from hyperpod_scheduler.errors import HyperpodSchedulerError
+from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
 
 app = typer.Typer(
     help="Put SageMaker HyperPod clusters on a schedule and keep them healthy across it.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    epilog="Every AWS call has deadlines, set with these options on any command (or the matching "
+    "HYPERPOD_SCHEDULER_AWS_* variables): --aws-connect-timeout S (5), --aws-read-timeout S (30, the whole "
+    "answer of one attempt), --aws-deadline S (120, the whole call with its retries), --aws-max-answer-mb N (16).",
 )
 app.add_typer(cluster.app, name="cluster", help="Cluster specs: validate, render, create, describe.")
 app.add_typer(emulator.app, name="emulator", help="The local HyperPod control plane (emulator).")
@@ -73,10 +77,36 @@ def main() -> None:
     sys.exit(run())
 
 
+def deadline_options(argv: list[str]) -> tuple[list[str], deadlines.Deadlines | None]:
+    """Take the ``--aws-*`` limits out of ``argv`` wherever they stand (they apply to every command, like
+    the AWS CLI's global options); the rest goes to the command."""
+    names = {option: name for name, (option, _) in deadlines.OPTIONS.items()}
+    rest: list[str] = []
+    given: dict[str, float] = {}
+    items = iter(argv)
+    for arg in items:
+        if arg == "--":
+            rest.append(arg)
+            rest.extend(items)
+            break
+        option, eq, value = arg.partition("=")
+        if option not in names:
+            rest.append(arg)
+            continue
+        if not eq:
+            value = next(items, "")
+            if not value:
+                raise UsageError(f"{option}: needs a value")
+        given[names[option]] = deadlines.limit_value(names[option], value, option)
+    return rest, (deadlines.with_options(deadlines.from_env(), given) if given else None)
+
+
 def run(argv: list[str] | None = None) -> int:
     """The CLI on ``argv`` (default: the process's arguments); returns the exit code."""
     try:
-        code = app(args=argv, prog_name="hyperpod-scheduler", standalone_mode=False)
+        args, limits = deadline_options(list(sys.argv[1:] if argv is None else argv))
+        deadlines.use(limits)
+        code = app(args=args, prog_name="hyperpod-scheduler", standalone_mode=False)
         return code if isinstance(code, int) else 0
     except typer.Abort:
         error_line("aborted")
@@ -102,6 +132,8 @@ def run(argv: list[str] | None = None) -> int:
             raise
         error_line(f"internal error: {type(exc).__name__}: {exc} (set HYPERPOD_SCHEDULER_DEBUG=1 for the traceback)")
         return 70
+    finally:
+        deadlines.use(None)
 
 
 if __name__ == "__main__":
