@@ -4,6 +4,7 @@ or times out on our behalf."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -115,11 +116,8 @@ class Endpoint:
             threading.Thread(target=self._one, args=(conn,), daemon=True).start()
 
     def _one(self, conn: socket.socket) -> None:
-        with conn:
-            try:
-                self.behave(conn, self.stop)
-            except OSError:
-                pass
+        with conn, contextlib.suppress(OSError):
+            self.behave(conn, self.stop)
 
     def close(self) -> None:
         self.stop.set()
