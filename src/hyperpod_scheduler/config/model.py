@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from hyperpod_scheduler.agent.settings import CheckpointSettings
 from hyperpod_scheduler.cost.settings import CostSettings
@@ -71,7 +71,19 @@ class Notifications(_Strict):
     """Where blocked stops, capacity shortfalls and failed starts are reported (env vars also work)."""
 
     sns_topic_arn: str | None = None
-    webhook_url: str | None = None  # Slack-compatible incoming webhook; never logged
+    webhook_url: str | None = None  # Slack-compatible incoming webhook (https); never logged
+    webhook_allow_loopback: bool = False  # accept http:// to this machine: tests and local receivers only
+
+    @model_validator(mode="after")
+    def _webhook_is_safe(self) -> Notifications:
+        if self.webhook_url is not None:
+            from hyperpod_scheduler.notify.webhook import parse_url  # the notify edge owns the rule
+
+            try:
+                parse_url(self.webhook_url, allow_loopback=self.webhook_allow_loopback, where="webhook_url")
+            except UsageError as exc:
+                raise ValueError(str(exc)) from None
+        return self
 
 
 class ClusterEntry(_Strict):
