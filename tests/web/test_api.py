@@ -64,7 +64,7 @@ def test_cluster_timeline_has_one_row_per_instance_group(fleet: DemoFleet) -> No
 def test_unknown_cluster_is_404_with_one_line(fleet: DemoFleet) -> None:
     answer = _client(fleet).get("/api/clusters/nope")
     assert answer.status_code == 404
-    assert answer.json() == {"error": "cluster: 'nope' is not governed by the config"}
+    assert answer.json() == {"error": "cluster: (value not shown) is not governed by the config"}  # never echoed
 
 
 def test_actions_are_refused_without_the_token_and_on_a_read_only_dashboard(fleet: DemoFleet) -> None:
@@ -95,7 +95,7 @@ def test_hold_through_the_api_shows_in_status_and_history(fleet: DemoFleet) -> N
 def test_hold_in_the_past_is_a_one_line_400(fleet: DemoFleet) -> None:
     answer = _client(fleet).post("/api/clusters/g5-dev/hold", json={"until": "2020-01-01T00:00Z"}, headers=AUTH)
     assert answer.status_code == 400
-    assert answer.json()["error"].startswith("until: '2020-01-01T00:00Z' is not in the future")
+    assert answer.json()["error"].startswith("until: (value not shown) is not in the future")
 
 
 def test_start_now_sends_the_update_and_records_who(fleet: DemoFleet) -> None:

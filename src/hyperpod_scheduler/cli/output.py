@@ -1,7 +1,8 @@
 """Shared CLI output helpers: Rich for people, ``--json`` for programs, one-line errors on stderr.
 
-Both consoles escape control characters in every string they render (``inputs.text.clean``): names,
-messages and reasons come from files, arguments, AWS and Slurm, and none of them may drive the terminal.
+Both consoles escape control characters in every string they render (``inputs.text.clean``) and mask the
+credentials of any URL in it (``inputs.redact.scrub``): names, messages and reasons come from files,
+arguments, AWS and Slurm, and none of them may drive the terminal or show a password.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from rich.console import Console
 from rich.errors import MarkupError
 from rich.text import Text
 
+from hyperpod_scheduler.inputs.redact import scrub
 from hyperpod_scheduler.inputs.text import clean
 
 
@@ -24,10 +26,11 @@ class SafeConsole(Console):
     instead of failing the command."""
 
     def render_str(self, text: str, **kwargs: Any) -> Text:
+        safe = scrub(clean(text))  # and never a URL's password, whoever put it in the text
         try:
-            return super().render_str(clean(text), **kwargs)
+            return super().render_str(safe, **kwargs)
         except MarkupError:
-            return super().render_str(clean(text), **{**kwargs, "markup": False})
+            return super().render_str(safe, **{**kwargs, "markup": False})
 
 
 # Logs and CI output are not terminals: Rich would wrap them at 80 columns.
@@ -53,4 +56,4 @@ def print_json(data: Any) -> None:
 
 def error_line(message: str) -> None:
     """``error: ...`` on stderr, always one line: newlines and control characters are escaped."""
-    err_console.print(f"error: {clean(message, one_line=True)}", markup=False)
+    err_console.print(f"error: {scrub(clean(message, one_line=True))}", markup=False)

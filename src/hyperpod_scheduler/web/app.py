@@ -6,6 +6,7 @@ the dashboard was started with, sent as ``Authorization: Bearer`` (API) or typed
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
@@ -22,6 +23,7 @@ from pydantic import BaseModel, Field
 
 from hyperpod_scheduler import __version__
 from hyperpod_scheduler.errors import HyperpodSchedulerError
+from hyperpod_scheduler.inputs.redact import scrub
 from hyperpod_scheduler.inputs.text import clean
 from hyperpod_scheduler.web import grid as grids
 from hyperpod_scheduler.web.edge import Edge, HostAllowList
@@ -71,9 +73,13 @@ def _status(exc: Exception) -> int:
     return 404 if isinstance(exc, NotFound) else 400
 
 
+_QUOTED = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"")
+
+
 def _shown(exc: Exception) -> str:
-    # One line, control characters escaped, never a request's body reproduced at length.
-    text = clean(str(exc), one_line=True)
+    # One line, control characters escaped, and no value from the request echoed back: an error says
+    # which field and what is wrong, the person who sent it knows what they sent.
+    text = _QUOTED.sub("(value not shown)", scrub(clean(str(exc), one_line=True)))
     return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
 
 
