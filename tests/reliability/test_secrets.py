@@ -154,7 +154,7 @@ def test_dashboard_errors_never_echo_what_was_sent() -> None:
         client.get(f"/api/clusters/{PLANTED}"),
         client.get(f"/api/schedules?tz={PLANTED}"),
         client.get(f"/api/savings?until={PLANTED}"),
-        client.post(f"/api/clusters/c1/hold", headers=auth, json={"until": PLANTED, "state": PLANTED}),
+        client.post("/api/clusters/c1/hold", headers=auth, json={"until": PLANTED, "state": PLANTED}),
         client.post("/api/clusters/c1/stop", headers={"Authorization": f"Bearer wrong-{PLANTED}"}, json={}),
         client.put("/api/schedules/office", headers=auth, json={"grid": PLANTED}),
         client.post("/clusters/c1/actions/stop", data={"token": f"wrong-{PLANTED}", "reason": PLANTED}),
