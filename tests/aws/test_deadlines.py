@@ -61,7 +61,7 @@ def test_a_slow_endpoint_fails_at_the_deadline_with_a_line_that_says_so(behaviou
         elapsed = time.monotonic() - started
         assert slow.connections >= 2  # a late attempt is retried like a read timeout, within the deadline
     said = str(caught.value)
-    assert said.startswith("DescribeCluster: gave up after") and "the call's deadline is 6 s" in said
+    assert said.startswith("DescribeCluster: gave up after") and "(the call's deadline is 6 s" in said
     assert "--aws-deadline" in said and "\n" not in said
     assert elapsed < QUICK.total_s + 1.5  # not 8 attempts x 30 s, and never for good
     assert _workers_gone()  # abandoned attempts do not linger
@@ -124,7 +124,7 @@ def test_stop_against_a_dripping_endpoint_ends_with_one_line(tmp_path: object) -
         )  # fmt: skip
         elapsed = time.monotonic() - started
     line = ran.one_error_line()
-    assert ran.code == 1 and "DescribeCluster: gave up after" in line and "deadline is 3 s" in line
+    assert ran.code == 1 and "DescribeCluster: gave up after" in line and "(the call's deadline is 3 s" in line
     assert elapsed < 6
 
 

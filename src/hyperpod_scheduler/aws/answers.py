@@ -89,8 +89,12 @@ def check_answer(
     the shape does not define (at any depth), in answer order."""
     where = path or "the answer"
     if isinstance(shape, StructureShape):
+        if shape.is_document_type:
+            return []  # free-form JSON by definition
         if not isinstance(value, Mapping):
             raise MalformedAnswer(f"{operation} answer: {where} is {_shown(value)}, expected an object")
+        if shape.is_tagged_union and len([k for k, v in value.items() if v is not None and k != "__type"]) != 1:
+            raise MalformedAnswer(f"{operation} answer: {where} must have exactly one member set (a union)")
         group = _group_name(shape, value) or group
         unknown: list[UnknownMember] = []
         for name, item in value.items():

@@ -125,13 +125,17 @@ class AnswerTimeout(ReadTimeoutError):
 
 
 class DeadlineExceeded(AwsError):
-    """The whole call ran out of time; nothing more is tried."""
+    """The whole call ran out of time, or another attempt would not fit in what is left; nothing more
+    is tried."""
 
-    def __init__(self, operation: str, elapsed: float, attempts: int, total: float, last: str = "") -> None:
+    def __init__(
+        self, operation: str, elapsed: float, attempts: int, total: float, last: str = "", *, early: bool = False
+    ) -> None:
+        fit = ", and another attempt would not fit in what is left" if early else ""
         said = f"; last: {last}" if last else ""
         super().__init__(
-            f"{operation}: gave up after {elapsed:.0f} s and {attempts} attempt(s), the call's deadline is "
-            f"{total:g} s{said} (--aws-deadline or $HYPERPOD_SCHEDULER_AWS_DEADLINE)"
+            f"{operation}: gave up after {attempts} attempt(s) in {elapsed:.0f} s (the call's deadline is "
+            f"{total:g} s{fit}){said} (--aws-deadline or $HYPERPOD_SCHEDULER_AWS_DEADLINE)"
         )
 
 
@@ -319,7 +323,9 @@ def _retry_handler(deadlines: Deadlines) -> Any:
         if elapsed + room < deadlines.total_s:
             return None
         last = str(caught_exception) if caught_exception is not None else f"HTTP {response[0].status_code}"
-        raise DeadlineExceeded(getattr(operation, "name", "AWS call"), elapsed, attempts, deadlines.total_s, last)
+        raise DeadlineExceeded(
+            getattr(operation, "name", "AWS call"), elapsed, attempts, deadlines.total_s, last, early=True
+        )
 
     return needs_retry
 
