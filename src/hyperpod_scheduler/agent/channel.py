@@ -166,8 +166,8 @@ def open_channel(url: str, s3_client: Any = None) -> Channel:
         if not bucket:
             raise UsageError(f"--channel: '{url}' names no bucket")
         if s3_client is None:
-            import boto3
+            from hyperpod_scheduler.aws.clients import session  # bounded: deadlines and answer checks
 
-            s3_client = boto3.client("s3")
+            s3_client = session().client("s3")
         return S3Channel(bucket, prefix, s3_client)
     return StoreChannel(open_store(url))
