@@ -10,6 +10,7 @@ from hyperpod_scheduler.agent.settings import CheckpointSettings
 from hyperpod_scheduler.cost.settings import CostSettings
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.inputs import args
+from hyperpod_scheduler.inputs.urls import parse_url
 
 SCHEDULE_TAG = "hyperpod-scheduler:schedule"
 DEFAULT_CONFIG_FILE = "hyperpod-scheduler.yaml"
@@ -77,8 +78,6 @@ class Notifications(_Strict):
     @model_validator(mode="after")
     def _webhook_is_safe(self) -> Notifications:
         if self.webhook_url is not None:
-            from hyperpod_scheduler.notify.webhook import parse_url  # the notify edge owns the rule
-
             try:
                 parse_url(self.webhook_url, allow_loopback=self.webhook_allow_loopback, where="webhook_url")
             except UsageError as exc:
