@@ -26,6 +26,7 @@ from hyperpod_scheduler.cluster.load import load_report
 from hyperpod_scheduler.cluster.render import spec_from_request
 from hyperpod_scheduler.errors import Problem, UsageError
 from hyperpod_scheduler.inputs import args
+from hyperpod_scheduler.inputs.text import shortened
 
 app = typer.Typer(help="Cluster specs: validate, render, create, describe.", no_args_is_help=True)
 
@@ -186,7 +187,8 @@ def describe(
     status = response.get("ClusterStatus", "?")
     console.print(f"{response.get('ClusterName', name)}: {status}", markup=False, highlight=False, soft_wrap=True)
     if response.get("FailureMessage"):
-        console.print(f"failure: {response['FailureMessage']}", markup=False, highlight=False, soft_wrap=True)
+        failure = shortened(str(response["FailureMessage"]), 2000)
+        console.print(f"failure: {failure}", markup=False, highlight=False, soft_wrap=True)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     for title in ("group", "type", "current", "target", "min", "status", "tier", "slurm"):
         # Names are what people copy into the next command: never break them across lines.

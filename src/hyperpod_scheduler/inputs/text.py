@@ -40,3 +40,11 @@ def quoted(value: Any, limit: int = 60) -> str:
     except Exception:  # an object whose repr fails is still named
         text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def shortened(text: str, limit: int) -> str:
+    """``text`` cut to about ``limit`` characters, saying how much was cut (a 60 MB FailureMessage is
+    reported, not stored or printed whole)."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... [{len(text) - limit:,} more characters not kept]"

@@ -256,10 +256,26 @@ def _history_row(entry: HistoryEntry) -> tuple[str, int, str]:
 
 
 def _create_private_file(path: Path) -> None:
-    """Create the directory (0700) and the empty database file (0600) before SQLite opens it."""
+    """Create the missing folders (0700) and the empty database file (0600) before SQLite opens it,
+    whatever the umask; a file (and its -wal/-shm) that exists with a looser mode is made 0600."""
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _private_folders(path.parent)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         os.close(fd)
+        for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+            if file.exists() and file.stat().st_mode & 0o077:
+                os.chmod(file, 0o600)
     except OSError as exc:
-        raise StoreError(f"state store {path}: cannot create: {exc.strerror or exc}") from None
+        raise StoreError(f"state store {path}: cannot create or make private: {exc.strerror or exc}") from None
+
+
+def _private_folders(folder: Path) -> None:
+    # mkdir(parents=True) makes intermediate folders with the umask's mode (0777 under umask 000):
+    # each missing folder is made here and set to 0700 explicitly. Folders that exist are left as they are.
+    missing: list[Path] = []
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for new in reversed(missing):
+        new.mkdir(mode=0o700, exist_ok=True)
+        os.chmod(new, 0o700)
