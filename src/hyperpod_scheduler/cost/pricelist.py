@@ -135,7 +135,7 @@ def write_cache(path: Path, region: str, table: PriceTable, fetched_at: datetime
 def read_cache(path: Path, region: str, now: datetime, ttl: timedelta) -> PriceTable | None:
     """The cached table if it is for ``region`` and younger than ``ttl``; None if absent, stale or unreadable."""
     try:
-        doc = json.loads(path.read_text("utf-8"))
+        doc = bounded.read_json(path)  # a cache file is read like any file: bounded
         fetched = datetime.fromisoformat(doc["fetched_at"])
         if doc.get("format") != CACHE_FORMAT or doc.get("region") != region or not now - ttl <= fetched <= now:
             return None
@@ -145,7 +145,7 @@ def read_cache(path: Path, region: str, now: datetime, ttl: timedelta) -> PriceT
             {str(k): Price(float(v), source, as_of) for k, v in doc["fsx_gb_month"].items()},
             (f"{source}, fetched {as_of}",),
         )
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, UsageError):
         return None  # a damaged cache is only a missed shortcut: fetch again
 
 
