@@ -12,7 +12,7 @@ from hyperpod_scheduler.aws.answers import UNKNOWN_KEY, check_answer, unknown_in
 from hyperpod_scheduler.aws.model import operation_model
 from hyperpod_scheduler.cli.main import app
 from hyperpod_scheduler.emulator import Emulator
-from hyperpod_scheduler.errors import MalformedAnswer
+from hyperpod_scheduler.errors import HyperpodSchedulerError, MalformedAnswer
 from tests.aws.proxy import add_to_group as add_group_member
 from tests.aws.proxy import answer_proxy
 from tests.engine.conftest import three_tier_request
@@ -222,3 +222,42 @@ def test_a_malformed_answer_affects_only_its_cluster(emu: Emulator, tmp_path: An
         updated = [u["ClusterName"] for u in proxy.sent("UpdateCluster")]
     assert ran.code == 1 and updated == ["c2"]
     assert 'InstanceGroups is {"a": 1}, expected a list' in ran.out and "c1" in ran.out
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[" * 100_000 + b"]" * 100_000,
+        b'{"__type": "\xff"}',
+        b'{"__type": 5, "message": [1]}',
+        b"[1, 2]",
+        b'{"__type": {"a": 1}}',
+    ],
+)
+@pytest.mark.parametrize("status", [400, 500])
+def test_a_damaged_error_answer_is_still_a_client_error(status: int, body: bytes) -> None:
+    """botocore's error parser raised RecursionError, UnicodeDecodeError, TypeError or AttributeError on
+    these: outside every handler (exit 70, and a tick that stopped for every cluster)."""
+    from botocore.awsrequest import AWSResponse
+    from botocore.exceptions import ClientError
+
+    from hyperpod_scheduler.aws import deadlines
+    from hyperpod_scheduler.aws.clients import sagemaker_client
+    from hyperpod_scheduler.aws.deadlines import Deadlines, _Buffered
+
+    deadlines.use(Deadlines(total_s=2))
+    try:
+        client = sagemaker_client(
+            region="us-east-1", endpoint_url="http://x.invalid", aws_access_key_id="t", aws_secret_access_key="t"
+        )
+    finally:
+        deadlines.use(None)
+    headers = {"Content-Type": "application/x-amz-json-1.1"}
+    client.meta.events.register_first(
+        "before-send", lambda request, **_: AWSResponse(request.url, status, headers, _Buffered(body))
+    )
+    with pytest.raises((ClientError, HyperpodSchedulerError)) as caught:
+        client.describe_cluster(ClusterName="c1")
+    if isinstance(caught.value, ClientError):
+        assert caught.value.response["Error"]["Code"] == str(status)
+        assert "error body that could not be read" in caught.value.response["Error"]["Message"]

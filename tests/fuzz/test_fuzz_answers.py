@@ -14,8 +14,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 from hypothesis import given
 from hypothesis import strategies as st
 
+from hyperpod_scheduler.aws import deadlines
 from hyperpod_scheduler.aws.clients import sagemaker_client, session
-from hyperpod_scheduler.aws.deadlines import _Buffered
+from hyperpod_scheduler.aws.deadlines import Deadlines, _Buffered
 from hyperpod_scheduler.cluster.view import parse_cluster
 from hyperpod_scheduler.engine.fleet import ref_for
 from hyperpod_scheduler.engine.planner import ScheduleState
@@ -29,18 +30,21 @@ from tests.fuzz.strategies import broken, damaged_bytes, encode, from_shape
 T0 = datetime(2026, 11, 30, 20, 0, tzinfo=UTC)
 REF = ref_for("c1", "us-east-1")
 ROLE = "arn:aws:iam::123456789012:role/fuzz"
+# Mostly answers; now and then an error status with the same (damaged) body: error bodies are parsed too.
+STATUSES = st.sampled_from([200] * 6 + [302, 400, 404, 409, 429, 500, 503])
 ALLOWED = (HyperpodSchedulerError, BotoCoreError, ClientError)  # what the CLI and the engine turn into lines
 
 
 class Canned:
-    """A before-send handler: whatever the client asks, this body comes back with HTTP 200."""
+    """A before-send handler: whatever the client asks, this status and body come back."""
 
     def __init__(self) -> None:
         self.body = b"{}"
+        self.status = 200
 
     def __call__(self, request: Any, **_: Any) -> AWSResponse:
         headers = {"Content-Type": "application/x-amz-json-1.1", "x-amzn-RequestId": "fuzz"}
-        return AWSResponse(request.url, 200, headers, _Buffered(self.body))
+        return AWSResponse(request.url, self.status, headers, _Buffered(self.body))
 
 
 @pytest.fixture(scope="module")
@@ -52,11 +56,13 @@ def canned() -> Canned:
 def clients(canned: Canned) -> dict[str, Any]:
     """Real clients as the product builds them (bound and watched); the network is never reached."""
     env = {"aws_access_key_id": "t", "aws_secret_access_key": "t"}
+    deadlines.use(Deadlines(total_s=2))  # a fuzzed 5xx is not retried for seconds
     built = {
         "sagemaker": sagemaker_client(region="us-east-1", endpoint_url="http://fuzz.invalid", **env),
         "fsx": session(region="us-east-1").client("fsx", endpoint_url="http://fuzz.invalid", **env),
         "pricing": session(region="us-east-1").client("pricing", endpoint_url="http://fuzz.invalid", **env),
     }
+    deadlines.use(None)
     for client in built.values():
         client.meta.events.register_first("before-send", canned)
     return built
@@ -103,9 +109,9 @@ def test_every_answer_is_read_or_refused_in_one_line(
     clients: dict[str, Any], canned: Canned, client: str, method: str, operation: str, params: dict[str, Any]
 ) -> None:
     @examples(12)
-    @given(_answers(client, operation))
-    def check(body: bytes) -> None:
-        canned.body = body
+    @given(_answers(client, operation), STATUSES)
+    def check(body: bytes, status: int) -> None:
+        canned.body, canned.status = body, status
         try:
             answer = bounded(lambda: getattr(clients[client], method)(**params), f"{operation} on {body[:60]!r}")
         except ALLOWED as exc:
@@ -128,11 +134,11 @@ DESCRIBE = _answers("sagemaker", "DescribeCluster")
 
 
 @examples(40)
-@given(DESCRIBE, st.sampled_from(["stopped", "running"]))
+@given(DESCRIBE, st.sampled_from(["stopped", "running"]), STATUSES)
 def test_a_fuzzed_describe_answer_is_a_result_for_its_cluster_and_keeps_the_sizes(
-    clients: dict[str, Any], canned: Canned, body: bytes, desired: str
+    clients: dict[str, Any], canned: Canned, body: bytes, desired: str, status: int
 ) -> None:
-    canned.body = body
+    canned.body, canned.status = body, status
     store = MemoryStore()
     before = store.put(_record(), expected_version=None)
     engine = Engine(store, lambda _ref: clients["sagemaker"], lambda: T0, sleep=lambda _s: None)

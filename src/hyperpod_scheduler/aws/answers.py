@@ -159,9 +159,12 @@ def _before_parse(
     **_: Any,
 ) -> None:
     status = response_dict.get("status_code")
-    if not isinstance(status, int) or status >= 300 or operation_model.output_shape is None:
-        return  # error answers are botocore's to parse
     service = operation_model.service_model
+    if isinstance(status, int) and status >= 300 and service.protocol in _JSON_PROTOCOLS:
+        _readable_error(response_dict, status, operation_model.name)
+        return  # an error answer stays an error (a ClientError botocore can retry or name)
+    if not isinstance(status, int) or status >= 300 or operation_model.output_shape is None:
+        return
     if service.protocol not in _JSON_PROTOCOLS or operation_model.has_streaming_output:
         return  # XML and streamed answers: botocore's parsers (expat refuses entity bombs itself)
     body = response_dict.get("body")
@@ -183,6 +186,30 @@ def _before_parse(
         raise MalformedAnswer(f"{operation} answer: JSON nested too deeply to read") from None
     if unknown and service.service_name == "sagemaker":
         customized_response_dict[UNKNOWN_KEY] = [u.as_dict() for u in unknown]
+
+
+_ERROR_TEXT = ("__type", "code", "Code", "message", "Message")
+
+
+def _readable_error(response_dict: Mapping[str, Any], status: int, operation: str) -> None:
+    """Make an error answer botocore's error parser can read. Its parser raises RecursionError,
+    UnicodeDecodeError, TypeError or AttributeError (none a botocore error) on an error body nested too
+    deep, not UTF-8, not an object, or with a code that is not text; such a body is replaced by one that
+    says so, so the call still ends in a ClientError with the HTTP status as its code."""
+    body = response_dict.get("body")
+    if not isinstance(body, bytes | bytearray) or not body.strip():
+        return
+    try:
+        decoded = bounded.load_json(bytes(body), f"{operation} error answer", ANSWER_LIMITS)
+        problem = None if isinstance(decoded, Mapping) else "not a JSON object"
+        if problem is None:
+            wrong = [k for k in _ERROR_TEXT if decoded.get(k) is not None and not isinstance(decoded[k], str)]
+            problem = f"{wrong[0]} is not text" if wrong else None
+    except bounded.BadDocument as exc:
+        problem = exc.problem
+    if problem is not None and isinstance(response_dict, dict):
+        said = f"HTTP {status} with an error body that could not be read ({problem})"
+        response_dict["body"] = json.dumps({"message": said}).encode()
 
 
 def watch(client: C) -> C:
