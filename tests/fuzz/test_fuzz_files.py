@@ -85,7 +85,7 @@ def _check(ran: Ran, command: str) -> None:
         assert all(line.startswith(("error: ", "warning: ")) for line in lines), ran.err
 
 
-@examples(25)
+@examples(20)
 @given(doc=_documents(CONFIGS), command=st.sampled_from([("tick", "--dry-run"), ("status",), ("plan",)]))
 def test_fuzzed_configs_are_read_or_refused_in_one_line(
     tmp_path_factory: pytest.TempPathFactory, emu: Emulator, doc: bytes, command: tuple[str, ...]
