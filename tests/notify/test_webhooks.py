@@ -252,3 +252,29 @@ def test_the_queue_is_bounded_and_overflow_is_reported() -> None:
     release.set()
     notifier.close(timeout_s=5)
     assert any("dropped: more than 2 were waiting" in e for e in errors)
+
+
+def test_the_delivery_thread_ends_when_idle_and_starts_again_for_the_next_message() -> None:
+    """A dashboard builds a context (and a notifier) per request: no thread may outlive its work."""
+    sent: list[str] = []
+
+    class Quick:
+        name = "quick"
+
+        def send(self, message: Message) -> None:
+            sent.append(message.subject)
+
+    def threads() -> int:
+        return sum(1 for t in threading.enumerate() if t.name == "notify" and t.is_alive())
+
+    before = threads()
+    notifier = Notifier([Quick()], idle_s=0.1)
+    notifier(BLOCKED)
+    assert notifier.flush()
+    deadline = time.monotonic() + 10
+    while threads() > before and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert threads() == before
+    notifier(BLOCKED)
+    notifier.close(timeout_s=5)
+    assert len(sent) == 2

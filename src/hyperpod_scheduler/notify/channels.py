@@ -4,7 +4,6 @@ posting): never log or store it."""
 from __future__ import annotations
 
 import atexit
-import contextlib
 import os
 import queue
 import threading
@@ -62,8 +61,9 @@ class Notifier:
     """An event sink that forwards notify-worthy events to every channel from a background thread.
 
     The engine calls it while it holds a cluster's lease, so it only queues (a slow receiver never
-    stalls a tick); the thread delivers with retries and backoff; ``close`` (run at exit) gives what is
-    left a deadline. A channel that fails is reported through ``on_error`` by kind only (a URL or
+    stalls a tick); the thread delivers with retries and backoff and ends once nothing has come for a
+    while (a dashboard builds one per request); ``close`` (run at exit, and by ``Context.close``) gives
+    what is left a deadline. A channel that fails is reported through ``on_error`` by kind only (a URL or
     payload may carry a secret) and never stops the scheduler.
     """
 
@@ -77,6 +77,7 @@ class Notifier:
         backoff_s: tuple[float, ...] = (1.0, 4.0),
         queue_size: int = 100,
         drain_s: float = 20.0,
+        idle_s: float = 5.0,
     ) -> None:
         self.channels = channels
         self.on_error = on_error
@@ -86,8 +87,8 @@ class Notifier:
         self.drain_s = drain_s
         self._queue: queue.Queue[Message | None] = queue.Queue(maxsize=queue_size)
         self._dropped = 0
+        self.idle_s = idle_s
         self._closing = threading.Event()
-        self._worker = threading.Thread(target=self._drain, name="notify", daemon=True)
         self._started = False
         self._lock = threading.Lock()
 
@@ -97,22 +98,28 @@ class Notifier:
         message = message_for(event)
         if message is None or not self.channels:
             return
-        self._start()
-        try:
-            self._queue.put_nowait(message)
-        except queue.Full:
-            self._dropped += 1
-
-    def _start(self) -> None:
         with self._lock:
-            if not self._started:
+            try:
+                self._queue.put_nowait(message)
+            except queue.Full:
+                self._dropped += 1
+            if not self._started:  # a thread (and the drain at exit) only while there is work
                 self._started = True
-                self._worker.start()
+                self._closing.clear()
+                threading.Thread(target=self._drain, name="notify", daemon=True).start()
                 atexit.register(self.close)
 
     def _drain(self) -> None:
         while True:
-            message = self._queue.get()
+            try:
+                message = self._queue.get(timeout=self.idle_s)
+            except queue.Empty:
+                with self._lock:
+                    if self._queue.unfinished_tasks == 0:
+                        self._started = False
+                        atexit.unregister(self.close)
+                        return
+                continue
             try:
                 if message is None:
                     return
@@ -138,23 +145,20 @@ class Notifier:
 
     def close(self, timeout_s: float | None = None) -> None:
         """Deliver what is queued within ``timeout_s`` (default ``drain_s``), then report what was not."""
-        if not self._started:
-            return
         limit = self.drain_s if timeout_s is None else timeout_s
         end = time.monotonic() + limit
         while self._queue.unfinished_tasks and time.monotonic() < end:
             time.sleep(0.02)
         left = self._queue.unfinished_tasks
-        self._closing.set()  # no more waiting between retries
-        with contextlib.suppress(queue.Full):
-            self._queue.put_nowait(None)
         if left:
+            self._closing.set()  # no more waiting between retries
             self.on_error(f"{left} notification(s) not delivered within the {limit:g} s drain deadline at exit")
         if self._dropped:
             self.on_error(f"{self._dropped} notification(s) dropped: more than {self._queue.maxsize} were waiting")
             self._dropped = 0
-        with contextlib.suppress(ValueError):
-            atexit.unregister(self.close)
+        with self._lock:
+            if self._started and not left:
+                atexit.unregister(self.close)  # the idle thread ends by itself
 
     def flush(self, timeout_s: float = 30.0) -> bool:
         """Wait until everything queued so far was delivered or given up (True), or ``timeout_s`` passed."""
