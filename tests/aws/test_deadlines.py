@@ -3,7 +3,6 @@ endpoints that drip, stay silent or send too much; and a well-behaved endpoint s
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 
@@ -11,7 +10,7 @@ import pytest
 
 from hyperpod_scheduler.aws import deadlines
 from hyperpod_scheduler.aws.clients import s3_client, sagemaker_client, session
-from hyperpod_scheduler.aws.deadlines import AnswerTooLarge, BoundedSender, DeadlineExceeded, Deadlines
+from hyperpod_scheduler.aws.deadlines import _WORKERS, AnswerTooLarge, BoundedSender, DeadlineExceeded, Deadlines
 from hyperpod_scheduler.emulator import Emulator
 from hyperpod_scheduler.errors import UsageError
 from tests.aws.slow_endpoints import drip, endpoint, huge, silent
@@ -39,7 +38,7 @@ def _client(url: str, limits: Deadlines = QUICK) -> object:
 
 
 def _attempt_threads() -> int:
-    return sum(1 for t in threading.enumerate() if t.name == "aws-attempt" and t.is_alive())
+    return _WORKERS.busy  # threads still running an attempt (idle ones wait for the next)
 
 
 def _workers_gone(within_s: float = 5.0) -> bool:

@@ -24,10 +24,11 @@ import copy
 import io
 import math
 import os
+import queue
 import socket
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, TypeVar
 
@@ -187,6 +188,43 @@ def _shut(raw: Any) -> None:
         raw.close()
 
 
+class _Workers:
+    """Daemon threads that run attempts, kept for the next one (starting a thread per call cost more
+    than the call on a loaded machine). A thread is added whenever none is idle, so an abandoned
+    attempt never delays another; daemon, so one stuck on a dripping server never holds up exit."""
+
+    def __init__(self) -> None:
+        self._tasks: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._idle = 0
+        self._lock = threading.Lock()
+
+    def run(self, task: Callable[[], None]) -> None:
+        with self._lock:
+            if self._idle:
+                self._idle -= 1  # an idle thread takes it
+            else:
+                threading.Thread(target=self._serve, name="aws-attempt", daemon=True).start()
+        self._tasks.put(task)
+
+    def _serve(self) -> None:
+        while True:
+            task = self._tasks.get()
+            try:
+                task()
+            finally:
+                with self._lock:
+                    self._idle += 1
+
+    @property
+    def busy(self) -> int:
+        """Threads running an attempt now (an abandoned one counts until its socket gives up)."""
+        alive = sum(1 for t in threading.enumerate() if t.name == "aws-attempt" and t.is_alive())
+        return alive - self._idle
+
+
+_WORKERS = _Workers()
+
+
 class BoundedSender:
     """Stands in for a client's ``http_session``: the same ``send``, with a deadline and a size cap."""
 
@@ -210,10 +248,7 @@ class BoundedSender:
         outcome: dict[str, Any] = {}
         done = threading.Event()
         cancelled = threading.Event()
-        worker = threading.Thread(
-            target=self._work, args=(request, outcome, done, cancelled), name="aws-attempt", daemon=True
-        )
-        worker.start()
+        _WORKERS.run(lambda: self._work(request, outcome, done, cancelled))
         if not done.wait(budget):
             cancelled.set()
             raw = outcome.get("raw")
