@@ -106,7 +106,8 @@ def _aws_env() -> tuple[tuple[str, str], ...]:
 def _cached_session(profile: str | None, env: tuple[tuple[str, str], ...]) -> boto3.Session:
     # One boto3 session per profile: its loader keeps the service models it has read, and building a
     # client from scratch (reading those JSON models again) costs a tenth of a second or more.
-    return boto3.Session(profile_name=profile)
+    # Bounded: every client of it gets the call deadlines and the answer checks (aws.deadlines).
+    return boto3.Session(profile_name=profile, botocore_session=deadlines.BoundedBotocoreSession())
 
 
 def _client(service: str, profile: str | None, region: str | None, endpoint: str | None = None) -> Any:
@@ -137,7 +138,11 @@ def aws_client(service: str, profile: str | None = None, region: str | None = No
 
 @functools.lru_cache(maxsize=8)
 def _throwaway_session() -> boto3.Session:
-    return boto3.Session(aws_access_key_id="emulator", aws_secret_access_key="emulator")
+    return boto3.Session(
+        aws_access_key_id="emulator",
+        aws_secret_access_key="emulator",
+        botocore_session=deadlines.BoundedBotocoreSession(),
+    )
 
 
 @dataclass(frozen=True)
