@@ -148,7 +148,7 @@ def test_dashboard_errors_never_echo_what_was_sent() -> None:
     from hyperpod_scheduler.web import Dashboard, create_app
 
     token = "dashboard-token-" + PLANTED
-    client = TestClient(create_app(Dashboard(token=token)), raise_server_exceptions=False)
+    client = TestClient(create_app(Dashboard(token=token), allowed_hosts=["testserver"]), raise_server_exceptions=False)
     auth = {"Authorization": f"Bearer {token}"}
     answers = [
         client.get(f"/api/clusters/{PLANTED}"),
@@ -161,5 +161,5 @@ def test_dashboard_errors_never_echo_what_was_sent() -> None:
         client.get(f"/clusters/{PLANTED}/actions/{PLANTED}"),
     ]
     for answer in answers:
-        assert answer.status_code >= 400, answer.text
+        assert 400 <= answer.status_code < 500 and answer.status_code != 421, answer.text  # reached the routes
         assert PLANTED not in answer.text, answer.text
