@@ -17,7 +17,9 @@ APP = "app"
 # The engine and what listens to its events (notifications consume engine.events).
 ENGINE = ("engine", "notify")
 # Edges and pure parts below the engine: anything here may use anything else here, nothing above.
-BELOW = ("agent", "aws", "cluster", "config", "cost", "emulator", "errors", "guards", "schedule", "slurm", "store")
+BELOW = (
+    "agent", "aws", "cluster", "config", "cost", "emulator", "errors", "guards", "inputs", "schedule", "slurm", "store",
+)  # fmt: skip
 TIER = {
     **{f: 0 for f in FACES},
     APP: 1,

@@ -104,7 +104,7 @@ def demo(folder: Path) -> None:
     def browse(result: Any, emu: Any, config: Any, state_path: str) -> None:
         # What `demo --dashboard` serves, while the demo's emulator and store still exist.
         dash = demo_dashboard(emu, config, state_path, None)
-        client = TestClient(create_app(dash))
+        client = TestClient(create_app(dash, allowed_hosts=["testserver"]))
         pages(client, ["/", "/savings", "/api/savings", "/api/fleet", "/clusters/p5-training", "/schedules"])
         found = [fs for c in client.get("/api/savings").json()["clusters"] for fs in c["file_systems"]]
         assert len(found) == 3, found  # FSx end to end, through the emulator's own S3 and FSx
@@ -162,8 +162,11 @@ def tour(folder: Path) -> None:
         print(f"report on the emulator: {time.perf_counter() - started:.2f} s in-process", file=sys.stderr)
         cli("report", "-c", str(config), "--html", str(folder / "report.html"))
         dash = Dashboard(config_file=str(config), state=str(state))
-        pages(TestClient(create_app(dash)), ["/", "/savings", "/api/savings", "/clusters/g5-dev", "/schedules"])
-        doc = TestClient(create_app(dash)).get("/api/savings").json()
+        pages(
+            TestClient(create_app(dash, allowed_hosts=["testserver"])),
+            ["/", "/savings", "/api/savings", "/clusters/g5-dev", "/schedules"],
+        )
+        doc = TestClient(create_app(dash, allowed_hosts=["testserver"])).get("/api/savings").json()
         assert not [n for n in doc["notes"] if "failed" in n], doc["notes"]
         dash.close()
     finally:

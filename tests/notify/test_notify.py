@@ -15,6 +15,7 @@ from moto import mock_aws
 
 from hyperpod_scheduler.config.model import Notifications
 from hyperpod_scheduler.engine.events import Event
+from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.notify.channels import Notifier, SnsChannel, WebhookChannel, channels_from
 
 AT = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
@@ -47,10 +48,11 @@ def webhook() -> Iterator[str]:
 
 
 def test_webhook_gets_blocked_and_failed_but_not_routine_events(webhook: str) -> None:
-    notifier = Notifier([WebhookChannel(webhook)])
+    notifier = Notifier([WebhookChannel(webhook, allow_loopback=True)])
     notifier(Event(AT, "c", "settled", "stop settled"))
     notifier(BLOCKED)
     notifier(FAILED)
+    notifier.close()
     texts = [m["text"] for m in _Hook.received]
     assert len(texts) == 2
     assert "stop blocked" in texts[0] and "/opt/dlami/nvme" in texts[0]
@@ -66,7 +68,9 @@ def test_sns_topic_receives_the_message(monkeypatch: pytest.MonkeyPatch) -> None
     queue = sqs.create_queue(QueueName="inbox")["QueueUrl"]
     queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)
-    Notifier([SnsChannel(topic, sns)])(BLOCKED)
+    notifier = Notifier([SnsChannel(topic, sns)])
+    notifier(BLOCKED)
+    notifier.close()
     messages = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10)["Messages"]
     body = json.loads(messages[0]["Body"])
     assert body["Subject"] == "hyperpod-scheduler: p5-training: stop blocked"
@@ -76,8 +80,9 @@ def test_sns_topic_receives_the_message(monkeypatch: pytest.MonkeyPatch) -> None
 def test_a_broken_channel_is_reported_without_the_url_and_never_raises() -> None:
     errors: list[str] = []
     url = "http://127.0.0.1:9/hooks/SECRET-TOKEN"  # discard port: nothing listens
-    notifier = Notifier([WebhookChannel(url, timeout_s=2)], on_error=errors.append)
+    notifier = Notifier([WebhookChannel(url, timeout_s=2, allow_loopback=True)], on_error=errors.append)
     notifier(BLOCKED)
+    notifier.close()
     assert errors and "webhook" in errors[0]
     assert "SECRET-TOKEN" not in errors[0] and "SECRET-TOKEN" not in repr(notifier.channels[0])
 
@@ -86,6 +91,10 @@ def test_channels_from_config_then_environment(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("HYPERPOD_SCHEDULER_WEBHOOK_URL", "https://hooks.example.invalid/x")
     chans = channels_from(Notifications(), lambda region: None)  # type: ignore[arg-type,return-value]
     assert [c.name for c in chans] == ["webhook"]
+    monkeypatch.setenv("HYPERPOD_SCHEDULER_WEBHOOK_URL", "http://hooks.example.invalid/T0/SECRET-TOKEN")
+    with pytest.raises(UsageError, match=r"\$HYPERPOD_SCHEDULER_WEBHOOK_URL: must be an https:// URL") as refused:
+        channels_from(Notifications(), lambda region: None)  # type: ignore[arg-type,return-value]
+    assert "SECRET-TOKEN" not in str(refused.value)
     monkeypatch.delenv("HYPERPOD_SCHEDULER_WEBHOOK_URL")
     assert channels_from(Notifications(), lambda region: None) == []  # type: ignore[arg-type,return-value]
 

@@ -265,7 +265,7 @@ def test_a_damaged_record_is_that_clusters_error_and_run_goes_on(pair: Live) -> 
 
     with sqlite3.connect(live.state) as conn:
         conn.execute("UPDATE records SET body = '{\"key\": 1' WHERE key = ?", (keys[0],))
-    done = run_cli(live.args("run", "--ticks", "2", "--interval", "0"), live.env, live.tmp)
+    done = run_cli(live.args("run", "--ticks", "2", "--interval", "0.01"), live.env, live.tmp)
     assert done.returncode == 0, done.stderr
     assert live.tally.sent["c1"] == 1, f"run stopped at the damaged record: {done.stderr}"
     assert "unreadable" in done.stdout + done.stderr and keys[0] in done.stdout + done.stderr

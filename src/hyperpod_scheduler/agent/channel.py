@@ -8,7 +8,6 @@ reads verdicts; the agent does the reverse; neither ever writes the other's obje
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -16,6 +15,7 @@ from pydantic import ValidationError
 
 from hyperpod_scheduler.agent.messages import AgentVerdict, Intent
 from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
+from hyperpod_scheduler.inputs import bounded
 from hyperpod_scheduler.store import ClusterRecord, StateStore, open_store, update
 
 KEY_PREFIX = "agent/"
@@ -118,15 +118,15 @@ class S3Channel:
 
     def _get(self, key: str, model: type[Intent] | type[AgentVerdict]) -> Any:
         try:
-            body = self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+            body = bounded.read_stream(self.client.get_object(Bucket=self.bucket, Key=key)["Body"], key)
         except self.client.exceptions.NoSuchKey:
             return None
         except Exception as exc:
             raise ChannelError(f"s3://{self.bucket}/{key}: cannot read: {exc}") from None
         try:
-            data = json.loads(body)
-        except ValueError:
-            raise ChannelError(f"s3://{self.bucket}/{key}: not JSON") from None
+            data = bounded.load_json(body, f"s3://{self.bucket}/{key}")
+        except bounded.BadDocument as exc:
+            raise ChannelError(str(exc)) from None
         return _parse(model, data, f"s3://{self.bucket}/{key}")
 
     def post_intent(self, intent: Intent) -> None:
@@ -166,8 +166,8 @@ def open_channel(url: str, s3_client: Any = None) -> Channel:
         if not bucket:
             raise UsageError(f"--channel: '{url}' names no bucket")
         if s3_client is None:
-            import boto3
+            from hyperpod_scheduler.aws.clients import session  # bounded: deadlines and answer checks
 
-            s3_client = boto3.client("s3")
+            s3_client = session().client("s3")
         return S3Channel(bucket, prefix, s3_client)
     return StoreChannel(open_store(url))

@@ -36,9 +36,9 @@ class CheckpointFinder:
     def _client(self) -> Any:
         if self._s3 is None:
             if self._s3_factory is None:
-                import boto3
+                from hyperpod_scheduler.aws.clients import session  # bounded: deadlines and answer checks
 
-                self._s3 = boto3.client("s3")
+                self._s3 = session().client("s3")
             else:
                 self._s3 = self._s3_factory()
         return self._s3

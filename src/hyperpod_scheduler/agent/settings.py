@@ -23,8 +23,13 @@ _SIGNAL = re.compile(r"^(SIG)?[A-Z][A-Z0-9]*$|^[0-9]{1,2}$")
 _TEMPLATE_FIELDS = ("{job_name}", "{job_id}", "{user}")
 
 
+# Upper bounds keep every duration a datetime can add; NaN and infinity are refused outright.
+WEEK_MINUTES = 7 * 24 * 60
+DAY_SECONDS = 24 * 3600
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class LocationRule(_Strict):
@@ -47,19 +52,19 @@ class CheckpointSettings(_Strict):
     locations: list[LocationRule] = Field(default_factory=list)
     comment_prefix: str = Field(default=COMMENT_PREFIX, min_length=1)
     local_paths: list[str] = Field(default_factory=list)  # beside BUILTIN_LOCAL_PATHS
-    max_age_minutes: float = Field(default=60, gt=0)
-    grace_minutes: float = Field(default=10, ge=0)
+    max_age_minutes: float = Field(default=60, gt=0, le=WEEK_MINUTES)
+    grace_minutes: float = Field(default=10, ge=0, le=WEEK_MINUTES)
     signal: str = "USR1"
     signal_batch_only: bool = True  # scancel --batch: the batch shell traps the signal and saves
-    agent_timeout_seconds: float = Field(default=120, gt=0)  # to pick an intent up (work time is extra)
+    agent_timeout_seconds: float = Field(default=120, gt=0, le=DAY_SECONDS)  # to pick an intent up (work time is extra)
     silent_agent: SilentAgentPolicy = "block"
     channel: str | None = None  # sqlite:///..., a store path, or s3://bucket/prefix; None: in-process
     requeue: bool | None = None  # None: requeue when the Slurm head survives the night
     slurmctld_state_shared: bool = False  # StateSaveLocation on shared storage: the queue survives
     partitions: dict[str, str] = Field(default_factory=dict)  # group -> partition (default: its SlurmConfig)
     nodes: dict[str, list[str]] = Field(default_factory=dict)  # group -> node names or hostlists
-    poll_seconds: float = Field(default=5, gt=0)
-    ready_timeout_minutes: float = Field(default=30, gt=0)
+    poll_seconds: float = Field(default=5, gt=0, le=DAY_SECONDS)
+    ready_timeout_minutes: float = Field(default=30, gt=0, le=WEEK_MINUTES)
 
     @field_validator("location")
     @classmethod

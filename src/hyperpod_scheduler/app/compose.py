@@ -240,6 +240,8 @@ class Context:
         return self._prices
 
     def close(self) -> None:
+        if isinstance(self.events, Notifier):  # a Lambda worker returns only once they are out (or given up)
+            self.events.close()
         for store in self._channel_stores:
             store.close()
         self._channel_stores.clear()

@@ -7,26 +7,40 @@ would vanish from the parsed answer and, re-sent without it, from the cluster. I
 ``before-parse`` hook sees the raw body first: a body that is not what the shape promises becomes one
 ``MalformedAnswer`` naming the member, and members the model lacks are listed under ``UNKNOWN_KEY`` in
 the parsed answer, where ``cluster.view.parse_cluster`` reads them.
+
+The same check guards every JSON-protocol service this product calls (FSx, Pricing, ...): the body is
+read through the bounded reader (its size, UTF-8, nesting depth and constants checked before anything is
+built), and a value botocore's parser would choke on (a timestamp like ``"yesterday"``, a blob that is
+not base64, an integer past its 32 or 64 bits) is named instead of raising out of the parser.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import botocore
 from botocore.model import ListShape, MapShape, OperationModel, Shape, StructureShape
+from botocore.utils import parse_timestamp
 
 from hyperpod_scheduler.errors import MalformedAnswer
+from hyperpod_scheduler.inputs import bounded
 
 C = TypeVar("C")
 
 UNKNOWN_KEY = "HyperpodSchedulerUnknownMembers"
 HOOK_ID = "hyperpod-scheduler-answer-check"
-_EVENT = "before-parse.sagemaker"
 _SHOWN = 60  # characters of a bad value quoted in an error
+# An answer this size is refused before it is decoded (the deadlines' sender refuses it while it
+# arrives; this bound also holds for a client built elsewhere). 64 levels is far beyond any AWS shape.
+ANSWER_LIMITS = bounded.Limits(max_bytes=64 * bounded.MiB, max_depth=64)
+_RANGES = {"integer": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
+_JSON_PROTOCOLS = frozenset({"json"})
 
 
 @dataclass(frozen=True)
@@ -75,8 +89,12 @@ def check_answer(
     the shape does not define (at any depth), in answer order."""
     where = path or "the answer"
     if isinstance(shape, StructureShape):
+        if shape.is_document_type:
+            return []  # free-form JSON by definition
         if not isinstance(value, Mapping):
             raise MalformedAnswer(f"{operation} answer: {where} is {_shown(value)}, expected an object")
+        if shape.is_tagged_union and len([k for k, v in value.items() if v is not None and k != "__type"]) != 1:
+            raise MalformedAnswer(f"{operation} answer: {where} must have exactly one member set (a union)")
         group = _group_name(shape, value) or group
         unknown: list[UnknownMember] = []
         for name, item in value.items():
@@ -105,10 +123,33 @@ def check_answer(
         ]
     kinds = _TYPES.get(shape.type_name)
     wrong = kinds is not None and (not isinstance(value, kinds) or (bool not in kinds and isinstance(value, bool)))
+    if not wrong:
+        wrong = not _readable(shape.type_name, value)
     if wrong:
         article = "an" if shape.type_name[0] in "aeiou" else "a"
         raise MalformedAnswer(f"{operation} answer: {where} is {_shown(value)}, expected {article} {shape.type_name}")
     return []
+
+
+def _readable(kind: str, value: Any) -> bool:
+    """Whether botocore's parser can turn ``value`` (already of the right JSON kind) into a ``kind``."""
+    if kind in _RANGES:
+        low, high = _RANGES[kind]
+        return bool(low <= value <= high)
+    if kind in ("float", "double"):
+        return math.isfinite(value)
+    if kind == "timestamp":
+        try:
+            parse_timestamp(value)
+        except Exception:  # ValueError, OverflowError, RuntimeError (dateutil), OSError: all unreadable
+            return False
+        return True
+    if kind == "blob":
+        try:
+            base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            return False
+    return True
 
 
 def _before_parse(
@@ -118,33 +159,67 @@ def _before_parse(
     **_: Any,
 ) -> None:
     status = response_dict.get("status_code")
+    service = operation_model.service_model
+    if isinstance(status, int) and status >= 300 and service.protocol in _JSON_PROTOCOLS:
+        _readable_error(response_dict, status, operation_model.name)
+        return  # an error answer stays an error (a ClientError botocore can retry or name)
     if not isinstance(status, int) or status >= 300 or operation_model.output_shape is None:
-        return  # error answers are botocore's to parse
+        return
+    if service.protocol not in _JSON_PROTOCOLS or operation_model.has_streaming_output:
+        return  # XML and streamed answers: botocore's parsers (expat refuses entity bombs itself)
     body = response_dict.get("body")
     operation = operation_model.name
     if not isinstance(body, bytes | bytearray) or not body.strip():
         raise MalformedAnswer(f"{operation} answer: an empty body with HTTP {status} (expected a JSON object)")
     try:
-        decoded = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise MalformedAnswer(
-            f"{operation} answer: HTTP {status} with a body that is not JSON (truncated, or an HTML page?)"
-        ) from None
-    except RecursionError:
-        raise MalformedAnswer(f"{operation} answer: JSON nested too deeply to read") from None
+        decoded = bounded.load_json(bytes(body), f"{operation} answer", ANSWER_LIMITS)
+    except bounded.BadDocument as exc:
+        problem = exc.problem
+        if exc.problem.startswith("nested"):
+            problem = f"JSON nested too deeply to read ({exc.problem})"
+        elif "UTF-8" not in exc.problem and "Unicode" not in exc.problem and "larger" not in exc.problem:
+            problem = f"HTTP {status} with a body that is not JSON (truncated, or an HTML page?): {exc.where}{problem}"
+        raise MalformedAnswer(f"{operation} answer: {problem}") from None
     try:
         unknown = check_answer(operation_model.output_shape, decoded, operation)
-    except RecursionError:
+    except RecursionError:  # not reached within the depth limit; kept as the last word all the same
         raise MalformedAnswer(f"{operation} answer: JSON nested too deeply to read") from None
-    if unknown:
+    if unknown and service.service_name == "sagemaker":
         customized_response_dict[UNKNOWN_KEY] = [u.as_dict() for u in unknown]
 
 
+_ERROR_TEXT = ("__type", "code", "Code", "message", "Message")
+
+
+def _readable_error(response_dict: Mapping[str, Any], status: int, operation: str) -> None:
+    """Make an error answer botocore's error parser can read. Its parser raises RecursionError,
+    UnicodeDecodeError, TypeError or AttributeError (none a botocore error) on an error body nested too
+    deep, not UTF-8, not an object, or with a code that is not text; such a body is replaced by one that
+    says so, so the call still ends in a ClientError with the HTTP status as its code."""
+    body = response_dict.get("body")
+    if not isinstance(body, bytes | bytearray) or not body.strip():
+        return
+    try:
+        decoded = bounded.load_json(bytes(body), f"{operation} error answer", ANSWER_LIMITS)
+        problem = None if isinstance(decoded, Mapping) else "not a JSON object"
+        if problem is None:
+            wrong = [k for k in _ERROR_TEXT if decoded.get(k) is not None and not isinstance(decoded[k], str)]
+            problem = f"{wrong[0]} is not text" if wrong else None
+    except bounded.BadDocument as exc:
+        problem = exc.problem
+    if problem is not None and isinstance(response_dict, dict):
+        said = f"HTTP {status} with an error body that could not be read ({problem})"
+        response_dict["body"] = json.dumps({"message": said}).encode()
+
+
 def watch(client: C) -> C:
-    """Check every SageMaker answer this client receives (idempotent; returns the client)."""
-    events = getattr(getattr(client, "meta", None), "events", None)
+    """Check every answer this client receives before botocore parses it (idempotent; returns the
+    client). Unknown members are recorded for SageMaker answers only."""
+    meta = getattr(client, "meta", None)
+    events = getattr(meta, "events", None)
     if events is not None:  # a stand-in without botocore's event system (a test fake) is left as it is
-        events.register(_EVENT, _before_parse, unique_id=HOOK_ID)
+        service = meta.service_model.service_id.hyphenize()  # type: ignore[union-attr]
+        events.register(f"before-parse.{service}", _before_parse, unique_id=HOOK_ID)
     return client
 
 

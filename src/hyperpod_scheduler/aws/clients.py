@@ -26,7 +26,7 @@ from botocore.config import Config
 from botocore.exceptions import ConnectionError as BotoConnectionError
 from botocore.exceptions import ProfileNotFound
 
-from hyperpod_scheduler.aws import answers
+from hyperpod_scheduler.aws import answers, deadlines
 from hyperpod_scheduler.errors import UsageError
 
 if TYPE_CHECKING:
@@ -107,7 +107,8 @@ def no_blind_retries(client: Any) -> Any:
 
 
 def session(profile: str | None = None, region: str | None = None) -> boto3.Session:
-    return boto3.Session(profile_name=profile, region_name=region)
+    # Every client of this session gets the call deadlines and the answer checks (aws.deadlines).
+    return boto3.Session(profile_name=profile, region_name=region, botocore_session=deadlines.BoundedBotocoreSession())
 
 
 def sagemaker_client(
@@ -157,7 +158,8 @@ def _aws_env() -> tuple[tuple[str, str], ...]:
 def _cached_session(profile: str | None, env: tuple[tuple[str, str], ...]) -> boto3.Session:
     # One boto3 session per profile: its loader keeps the service models it has read, and building a
     # client from scratch (reading those JSON models again) costs a tenth of a second or more.
-    return boto3.Session(profile_name=profile)
+    # Bounded: every client of it gets the call deadlines and the answer checks (aws.deadlines).
+    return boto3.Session(profile_name=profile, botocore_session=deadlines.BoundedBotocoreSession())
 
 
 def _client(service: str, profile: str | None, region: str | None, endpoint: str | None = None) -> Any:
@@ -188,7 +190,11 @@ def aws_client(service: str, profile: str | None = None, region: str | None = No
 
 @functools.lru_cache(maxsize=8)
 def _throwaway_session() -> boto3.Session:
-    return boto3.Session(aws_access_key_id="emulator", aws_secret_access_key="emulator")
+    return boto3.Session(
+        aws_access_key_id="emulator",
+        aws_secret_access_key="emulator",
+        botocore_session=deadlines.BoundedBotocoreSession(),
+    )
 
 
 @dataclass(frozen=True)

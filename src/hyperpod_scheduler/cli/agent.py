@@ -11,7 +11,6 @@ from pathlib import Path
 from types import FrameType
 
 import typer
-import yaml
 from pydantic import ValidationError
 
 from hyperpod_scheduler.agent.channel import open_channel
@@ -22,6 +21,8 @@ from hyperpod_scheduler.agent.settings import CheckpointSettings
 from hyperpod_scheduler.agent.worker import SlurmSide
 from hyperpod_scheduler.cli.output import console, print_json
 from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.inputs import bounded
+from hyperpod_scheduler.inputs.text import quoted
 from hyperpod_scheduler.slurm.commands import SubprocessSlurm
 
 app = typer.Typer(help="The Slurm agent on the controller.", no_args_is_help=True)
@@ -118,14 +119,14 @@ def _settings(path: Path | None) -> CheckpointSettings:
     if path is None:
         return CheckpointSettings()
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except OSError as exc:
-        raise UsageError(f"--settings: cannot read '{path}': {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise UsageError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from None
+        data = bounded.read_yaml(path) or {}
+    except bounded.Unreadable as exc:
+        raise UsageError(f"--settings: cannot read '{path}': {exc.problem}") from None
+    except bounded.BadDocument as exc:
+        raise UsageError(f"{path}: not valid YAML: {exc.where}{exc.problem}") from None
     try:
         return CheckpointSettings.model_validate(data.get("checkpoints", data) if isinstance(data, dict) else data)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(map(str, err["loc"])) or "settings"
-        raise UsageError(f"{path}: {where}: {err['msg']} (got {err.get('input')!r})") from None
+        raise UsageError(f"{path}: {where}: {err['msg']} (got {quoted(err.get('input'))})") from None

@@ -14,11 +14,10 @@ from typing import Any
 import typer
 import yaml
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
 from hyperpod_scheduler.aws.clients import s3_client, sagemaker_client
-from hyperpod_scheduler.cli.output import console, err_console, print_json
+from hyperpod_scheduler.cli.output import SafeConsole, console, err_console, print_json
 from hyperpod_scheduler.cluster.check import SpecReport
 from hyperpod_scheduler.cluster.create import create_cluster
 from hyperpod_scheduler.cluster.describe import request_from_describe, summarize_groups
@@ -26,6 +25,8 @@ from hyperpod_scheduler.cluster.legacy import FILE_NAME, provisioning_parameters
 from hyperpod_scheduler.cluster.load import load_report
 from hyperpod_scheduler.cluster.render import spec_from_request
 from hyperpod_scheduler.errors import Problem, UsageError
+from hyperpod_scheduler.inputs import args
+from hyperpod_scheduler.inputs.text import shortened
 
 app = typer.Typer(help="Cluster specs: validate, render, create, describe.", no_args_is_help=True)
 
@@ -35,6 +36,10 @@ _SPEC = typer.Argument(..., help="The cluster spec (YAML).", show_default=False)
 _JSON = typer.Option(False, "--json", help="Machine-readable output on stdout.")
 _REGION = typer.Option(None, "--region", help="AWS region (default: the usual AWS chain).")
 _PROFILE = typer.Option(None, "--profile", help="AWS profile (default: the usual AWS chain).")
+
+
+def _cluster_name(value: str) -> str:
+    return args.cluster_name(value, "CLUSTER")
 
 
 def _problem_json(report: SpecReport, i: int, p: Problem) -> dict[str, Any]:
@@ -159,7 +164,7 @@ def create(
 
 @app.command()
 def describe(
-    name: str = typer.Argument(..., help="Cluster name or ARN.", show_default=False),
+    name: str = typer.Argument(..., help="Cluster name or ARN.", show_default=False, callback=_cluster_name),
     region: str | None = _REGION,
     profile: str | None = _PROFILE,
     as_json: bool = _JSON,
@@ -182,7 +187,8 @@ def describe(
     status = response.get("ClusterStatus", "?")
     console.print(f"{response.get('ClusterName', name)}: {status}", markup=False, highlight=False, soft_wrap=True)
     if response.get("FailureMessage"):
-        console.print(f"failure: {response['FailureMessage']}", markup=False, highlight=False, soft_wrap=True)
+        failure = shortened(str(response["FailureMessage"]), 2000)
+        console.print(f"failure: {failure}", markup=False, highlight=False, soft_wrap=True)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     for title in ("group", "type", "current", "target", "min", "status", "tier", "slurm"):
         # Names are what people copy into the next command: never break them across lines.
@@ -194,7 +200,7 @@ def describe(
             "-" if g.minimum is None else str(g.minimum), g.status, g.tier.value, slurm,
         )  # fmt: skip
     # Rich assumes 80 columns when piped; a file or pager can take the whole row.
-    (console if console.is_terminal else Console(width=160)).print(table)
+    (console if console.is_terminal else SafeConsole(width=160)).print(table)
 
 
 @app.command()

@@ -7,6 +7,8 @@ import getpass
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from rich.markup import escape
+
 from hyperpod_scheduler.app.compose import Context, chain_clients
 from hyperpod_scheduler.app.instants import parse_instant
 from hyperpod_scheduler.cli.output import console, err_console
@@ -35,7 +37,8 @@ def printer(as_json: bool) -> Sink:
             return
         style = STYLE.get(event.kind, "white")
         console.print(
-            f"[dim]{event.at:%a %Y-%m-%d %H:%M}Z[/] [bold]{event.cluster}[/] [{style}]{event.kind}[/] {event.message}",
+            f"[dim]{event.at:%a %Y-%m-%d %H:%M}Z[/] [bold]{escape(event.cluster)}[/] [{style}]{event.kind}[/] "
+            + escape(event.message),
             highlight=False,
             soft_wrap=True,
         )

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 import socket
 
 import typer
@@ -23,10 +25,29 @@ def token_from_env(var: str) -> str | None:
     return value or None
 
 
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
-        probe.bind((host, 0))
-        return int(probe.getsockname()[1])
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (port 0: any free one), or one line saying why it cannot be:
+    checked before the URL is printed, and handed to the server so nothing else takes the port."""
+    if re.fullmatch(r"[0-9.]+", host):
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            raise UsageError(f"--host {host}: not an IPv4 address") from None
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except (socket.gaierror, UnicodeError) as exc:
+        why = getattr(exc, "strerror", None) or str(exc)
+        raise UsageError(f"--host {host}: not an address or host name this machine knows ({why})") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        raise UsageError(f"--host {host} --port {port}: cannot listen there: {exc.strerror or exc}") from None
+    return sock
 
 
 def register(app: typer.Typer) -> None:
@@ -41,6 +62,11 @@ def register(app: typer.Typer) -> None:
         token_env: str = typer.Option(
             DEFAULT_TOKEN_ENV, "--token-env", help="Environment variable holding the access token (unset: read-only)."
         ),
+        allow_host: list[str] = typer.Option(
+            [],
+            "--allow-host",
+            help="Also answer requests for this host name (repeatable); loopback, IP addresses and --host always are.",
+        ),
     ) -> None:
         """Serve the dashboard: fleet, cluster timelines, savings, schedule grid, and (with a token) actions."""
         import uvicorn
@@ -52,11 +78,14 @@ def register(app: typer.Typer) -> None:
         load_config(config)  # a bad config is one line now, not an error page later
         dash = Dashboard(config_file=config, state=state, token=token)
         dash.store()
-        if port == 0:
-            port = _free_port(host)
+        sock = listening_socket(host, port)
+        port = int(sock.getsockname()[1])
+        shown = f"[{host}]" if ":" in host else host
         mode = "actions need the token in $" + token_env if token else f"read-only (set ${token_env} to allow actions)"
-        console.print(f"dashboard on http://{host}:{port}/ ({mode})", highlight=False)
+        console.print(f"dashboard on http://{shown}:{port}/ ({mode})", highlight=False)
+        app = create_app(dash, allowed_hosts=[host, *allow_host])
         try:
-            uvicorn.run(create_app(dash), host=host, port=port, log_level="warning")
+            with sock:
+                uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
         finally:
             dash.close()

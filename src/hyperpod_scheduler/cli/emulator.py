@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import math
 import shutil
 import signal
 import sys
@@ -36,8 +37,8 @@ def _check_options(host: str, port: int, speed: float, allow_remote: bool) -> No
         )
     if not 0 <= port <= 65535:
         raise UsageError(f"--port must be between 0 and 65535, got {port}")
-    if not speed > 0:
-        raise UsageError(f"--speed must be a positive number, got {speed}")
+    if not (speed > 0 and math.isfinite(speed)):
+        raise UsageError(f"--speed must be a positive finite number, got {speed}")
 
 
 def _slurm_bridges(values: list[str], pidfile: str) -> list[SlurmBridge]:

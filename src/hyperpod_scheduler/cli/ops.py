@@ -29,6 +29,7 @@ from hyperpod_scheduler.engine.planner import Action
 from hyperpod_scheduler.engine.runner import ClusterRef, Result
 from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
 from hyperpod_scheduler.guards.capacity import head_warning, protections
+from hyperpod_scheduler.inputs import args
 
 ConfigOpt = typer.Option(None, "--config", "-c", help="Config file (default: ./hyperpod-scheduler.yaml if present).")
 StateOpt = typer.Option(
@@ -40,7 +41,12 @@ RegionOpt = typer.Option(None, "--region", help="AWS region (default: from the c
 ProfileOpt = typer.Option(None, "--profile", help="AWS profile.")
 
 
+def _cluster_name(value: str) -> str:
+    return args.cluster_name(value, "CLUSTER")
+
+
 def _ref(ctx: Context, name: str, region: str | None, profile: str | None) -> ClusterRef:
+    args.cluster_name(name)  # before it is looked up, stored or used as a key
     governed = ctx.fleet().find(name, region, profile) if ctx.config.targets else None
     if governed is not None:
         return governed.ref
@@ -127,7 +133,7 @@ def _exit_for(results: list[Result]) -> None:
 def register(app: typer.Typer) -> None:
     @app.command()
     def stop(
-        cluster: str = typer.Argument(..., help="Cluster name."),
+        cluster: str = typer.Argument(..., help="Cluster name.", callback=_cluster_name),
         region: str | None = RegionOpt,
         profile: str | None = ProfileOpt,
         wait: bool = typer.Option(False, "--wait", help="Follow the cluster until every group is at 0."),
@@ -144,7 +150,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def start(
-        cluster: str = typer.Argument(..., help="Cluster name."),
+        cluster: str = typer.Argument(..., help="Cluster name.", callback=_cluster_name),
         region: str | None = RegionOpt,
         profile: str | None = ProfileOpt,
         wait: bool = typer.Option(False, "--wait", help="Follow the cluster until every group is restored."),
@@ -178,8 +184,10 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def run(
-        interval: float = typer.Option(60.0, "--interval", help="Seconds between ticks."),
-        ticks: int = typer.Option(0, "--ticks", help="Stop after N ticks (0: run until interrupted)."),
+        interval: float = typer.Option(
+            60.0, "--interval", help="Seconds between ticks.", callback=lambda v: args.seconds(v, "--interval")
+        ),
+        ticks: int = typer.Option(0, "--ticks", min=0, help="Stop after N ticks (0: run until interrupted)."),
         dry_run: bool = DryRunOpt,
         config: str | None = ConfigOpt,
         state: str | None = StateOpt,
@@ -276,18 +284,19 @@ def register(app: typer.Typer) -> None:
                 cost = p["keep_cost_per_night_usd"]
                 priced = f" (about ${cost:,.0f} per {row['night_hours']:.0f} h night)" if cost is not None else ""
                 console.print(
-                    f"[bold]{row['cluster']}[/] keeps [bold]{p['group']}[/] at {p['keep_at']}{priced}: {p['reason']}"
+                    f"[bold]{escape(row['cluster'])}[/] keeps [bold]{escape(p['group'])}[/] at {p['keep_at']}{priced}: "
+                    + escape(p["reason"])
                 )
             for warning in row["warnings"]:
-                console.print(f"[yellow]{row['cluster']}: {warning}[/]")
+                console.print(f"[yellow]{escape(row['cluster'])}: {escape(warning)}[/]")
             if row.get("error"):
-                console.print(f"[red]{row['cluster']}: cannot describe: {row['error']}[/]")
+                console.print(f"[red]{escape(row['cluster'])}: cannot describe: {escape(row['error'])}[/]")
             if row.get("refused"):
                 console.print(f"[red]{row['cluster']}: no stop or start will be sent: {escape(row['refused'])}[/]")
 
     @app.command()
     def history(
-        cluster: str = typer.Argument(..., help="Cluster name."),
+        cluster: str = typer.Argument(..., help="Cluster name.", callback=_cluster_name),
         region: str | None = RegionOpt,
         limit: int = typer.Option(20, "--limit", min=1),
         config: str | None = ConfigOpt,
@@ -312,13 +321,13 @@ def register(app: typer.Typer) -> None:
                 e.actor,
                 e.outcome,
                 dur,
-                ", ".join(f"{k}={v}" for k, v in e.detail.items()),
+                escape(", ".join(f"{k}={v}" for k, v in e.detail.items())),
             )
         console.print(table)
 
     @app.command()
     def hold(
-        cluster: str = typer.Argument(..., help="Cluster name."),
+        cluster: str = typer.Argument(..., help="Cluster name.", callback=_cluster_name),
         until: str | None = typer.Option(None, "--until", help="ISO instant the hold ends (default: until released)."),
         hold_state: str = typer.Option("running", "--state-wanted", help="Keep the cluster 'running' or 'stopped'."),
         reason: str = typer.Option("", "--reason"),
@@ -341,7 +350,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def release(
-        cluster: str = typer.Argument(..., help="Cluster name."),
+        cluster: str = typer.Argument(..., help="Cluster name.", callback=_cluster_name),
         region: str | None = RegionOpt,
         dry_run: bool = DryRunOpt,
         config: str | None = ConfigOpt,

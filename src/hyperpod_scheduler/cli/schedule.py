@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import typer
-import yaml
 
 from hyperpod_scheduler.cli.output import print_json
 from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.inputs import args, bounded
 from hyperpod_scheduler.schedule import Schedule, Transition, load_schedules, resolve
 
 app = typer.Typer(help="schedule commands.", no_args_is_help=True)
@@ -29,11 +29,7 @@ _HOLIDAYS_HELP = "Also stay stopped on this country's public holidays: CC or CC-
 
 def parse_instant(text: str, option: str) -> datetime:
     """An ISO 8601 instant from the command line; without an offset it means UTC."""
-    try:
-        value = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise UsageError(f"{option}: '{text}' is not an ISO 8601 date-time (e.g. 2026-11-30T08:00+01:00)") from None
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+    return args.instant(text, option)
 
 
 def read_schedules(config: Path | None) -> dict[str, Schedule]:
@@ -42,11 +38,11 @@ def read_schedules(config: Path | None) -> dict[str, Schedule]:
     if path is None:
         return {}
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"--config: cannot read '{path}': {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise UsageError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from None
+        data = bounded.read_yaml(path)
+    except bounded.Unreadable as exc:
+        raise UsageError(f"--config: cannot read '{path}': {exc.problem}") from None
+    except bounded.BadDocument as exc:
+        raise UsageError(f"{path}: not valid YAML: {exc.where}{exc.problem}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -4,6 +4,7 @@ at the spec field the user wrote (``instance_groups[1].lifecycle.on_create``, no
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,7 +119,10 @@ class SpecReport:
         return not self.errors
 
     def tiers(self) -> dict[str, Tier]:
-        return {str(g.get("InstanceGroupName")): tier_of(g) for g in self.request.get("InstanceGroups", [])}
+        groups = self.request.get("InstanceGroups")
+        # A raw request may hold anything here; its problems already say what is wrong with it.
+        listed = groups if isinstance(groups, list) else []
+        return {str(g.get("InstanceGroupName")): tier_of(g) for g in listed if isinstance(g, Mapping)}
 
     def raise_for_errors(self, source: str | None = None) -> None:
         if self.errors:

@@ -16,10 +16,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError, field_validator
 
 from hyperpod_scheduler.errors import Problem, SpecError, UsageError
+from hyperpod_scheduler.inputs import bounded
+from hyperpod_scheduler.inputs.text import quoted
 
 AMI = "ami"  # the spelling of "no LifeCycleConfig at all" (the AMI-based tier)
 
@@ -127,35 +128,12 @@ class ClusterSpec(_Strict):
 # Loading: YAML text -> dict -> ClusterSpec, every failure a SpecError naming the field.
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A SafeLoader that refuses duplicate keys (PyYAML silently keeps the last one)."""
-
-
-def _mapping_without_duplicates(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-        seen.add(key)
-    loader.flatten_mapping(node)
-    return dict(loader.construct_pairs(node))
-
-
-_UniqueKeyLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-    _mapping_without_duplicates,
-)
-
-
-def parse_yaml(text: str, source: str | None = None) -> Any:
+def parse_yaml(text: str | bytes, source: str | None = None) -> Any:
+    """YAML (or JSON) through the bounded reader: aliases, depth, size, duplicate and non-scalar keys."""
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass, so safe
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise SpecError([Problem("yaml", f"{where}{problem}")], source) from None
+        return bounded.load_yaml(text, source or "spec")
+    except bounded.BadDocument as exc:
+        raise SpecError([Problem("yaml", f"{exc.where}{exc.problem}")], source) from None
 
 
 def _known_fields(model: type[BaseModel]) -> list[str]:
@@ -227,10 +205,11 @@ def _problems_from(exc: ValidationError, data: Any) -> list[Problem]:
             continue  # a block was meant: the errors inside it say what is wrong
         elif kind == "literal_error" and field.endswith("lifecycle"):
             message = (
-                f"must be 'ami' or a block with source_s3_uri and on_create or on_init_complete, got {err['input']!r}"
+                "must be 'ami' or a block with source_s3_uri and on_create or on_init_complete, "
+                f"got {quoted(err['input'])}"
             )
         else:
-            message = f"{err['msg'].lower()}, got {err['input']!r}"
+            message = f"{err['msg'].lower()}, got {quoted(err['input'])}"
         # A union reports once per member; one line per field is enough for a person.
         if field in seen:
             continue
@@ -253,12 +232,10 @@ def read_spec_file(path: str | Path) -> Any:
     """The parsed YAML (or JSON) of a spec file; a missing file is a UsageError, bad YAML a SpecError."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
+        data = bounded.read_bytes(p, f"spec file {p}")  # refused unread when too large
+    except bounded.MissingFile:
         raise UsageError(f"spec file not found: {p}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read spec file {p}: {exc}") from None
-    return parse_yaml(text, str(p))
+    return parse_yaml(data, str(p))
 
 
 def load_spec(path: str | Path) -> ClusterSpec:

@@ -13,6 +13,7 @@ from typing import Any
 from hyperpod_scheduler.aws.answers import UnknownMember, unknown_in
 from hyperpod_scheduler.cluster.tiers import Tier, tier_of
 from hyperpod_scheduler.errors import MalformedAnswer
+from hyperpod_scheduler.inputs.text import shortened
 
 __all__ = ["ClusterView", "GroupView", "MalformedAnswer", "parse_cluster", "parse_group"]
 
@@ -165,7 +166,8 @@ def parse_cluster(answer: Mapping[str, Any]) -> ClusterView:
         name=str(name),
         arn=arn,
         status=status,
-        failure_message=failure if isinstance(failure, str) and failure else None,
+        # Kept short: it reaches event lines, history and the terminal (a 60 MB one was seen).
+        failure_message=shortened(failure, 2000) if isinstance(failure, str) and failure else None,
         continuous=answer.get("NodeProvisioningMode") == "Continuous",
         groups=groups,
         raw=answer,

@@ -1,4 +1,8 @@
-"""Read the config file into ``Config`` and resolve every cluster's schedule, with one-line errors."""
+"""Read the config file into ``Config`` and resolve every cluster's schedule, with one-line errors.
+
+The file goes through the bounded reader (size, UTF-8, depth, aliases, duplicate keys) before any
+object is built, and an error quotes no value that could be a secret (``inputs.redact``).
+"""
 
 from __future__ import annotations
 
@@ -6,12 +10,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from hyperpod_scheduler.config.check import check_config
 from hyperpod_scheduler.config.model import DEFAULT_CONFIG_FILE, Config
 from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.inputs import bounded, redact
 
 CONFIG_ENV = "HYPERPOD_SCHEDULER_CONFIG"
 
@@ -32,18 +36,30 @@ def parse_config(data: Any, source: str = "config") -> Config:
         config = Config.model_validate(data)
     except ValidationError as exc:
         raise UsageError(describe_validation_error(exc, source)) from None
+    except (RecursionError, OverflowError) as exc:  # only data built by code, never a file, gets here
+        raise UsageError(f"{source}: cannot be read: {type(exc).__name__}") from None
     check_config(config, source)  # names that mean nothing (a misspelt schedule) are refused here
     return config
 
 
 def describe_validation_error(exc: ValidationError, source: str) -> str:
-    """One line for a pydantic error in a config-like file: every problem with its path and value."""
+    """One line for a pydantic error in a config-like file: every problem with its path, and its value
+    unless that could be a secret."""
     lines = []
     for err in exc.errors():
-        value = err.get("input")
-        shown = "" if isinstance(value, dict | list) else f" (value {value!r})"
-        lines.append(f"{_loc(tuple(err['loc']))}: {err['msg']}{shown}")
+        loc = tuple(err["loc"])
+        unknown = err["type"] == "extra_forbidden"
+        value = redact.shown(err.get("input"), loc, known_key=not unknown)
+        shown = "" if value.startswith("<a ") or unknown else f" (value {value})"
+        message = err["msg"] if not redact.secret_key(loc) else _without_input(err)
+        lines.append(f"{_loc(loc)}: {message}{shown}")
     return f"{source}: " + "; ".join(lines)
+
+
+def _without_input(err: Any) -> str:
+    # A validator's own message may quote what it was given; under a secret key, say only the kind.
+    kind = str(err.get("type", "invalid"))
+    return "not valid here" if kind in ("value_error", "assertion_error") else str(err["msg"])
 
 
 def config_path(explicit: str | Path | None) -> Path | None:
@@ -62,14 +78,5 @@ def load_config(explicit: str | Path | None = None) -> Config:
     path = config_path(explicit)
     if path is None:
         return Config()
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"config {path}: cannot read: {exc.strerror or exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise UsageError(f"config {path}:{where}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
-    return parse_config(data, str(path))
+    source = f"config {path}"
+    return parse_config(bounded.read_yaml(path, source), str(path))

@@ -6,7 +6,7 @@ after its own deadline, one cluster named twice): each is refused with one line 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -21,13 +21,21 @@ from pydantic_core import PydanticCustomError
 
 from hyperpod_scheduler.agent.settings import CheckpointSettings
 from hyperpod_scheduler.cost.settings import CostSettings
+from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.inputs import args
+from hyperpod_scheduler.inputs.urls import parse_url
 
 SCHEDULE_TAG = "hyperpod-scheduler:schedule"
 DEFAULT_CONFIG_FILE = "hyperpod-scheduler.yaml"
 
 
+# Upper bounds keep every duration a datetime can add (1e308 minutes used to end in OverflowError).
+WEEK_MINUTES = 7 * 24 * 60
+DAY_SECONDS = 24 * 3600
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 def _unworkable(message: str) -> PydanticCustomError:
@@ -63,8 +71,10 @@ class Policy(_Strict):
 class Retry(_Strict):
     """Start retries after an all-or-nothing capacity rollback."""
 
-    deadline_minutes: float = Field(default=120, gt=0)
-    backoff_minutes: list[float] = Field(default_factory=lambda: [5.0, 10.0, 20.0, 30.0])
+    deadline_minutes: float = Field(default=120, gt=0, le=WEEK_MINUTES)
+    backoff_minutes: list[Annotated[float, Field(ge=0, le=WEEK_MINUTES)]] = Field(
+        default_factory=lambda: [5.0, 10.0, 20.0, 30.0]
+    )
 
     @model_validator(mode="after")
     def _workable(self) -> Self:
@@ -83,9 +93,9 @@ class ReadyBy(_Strict):
     """How early a `ready_by` schedule starts: a high percentile of this cluster's start durations plus a margin."""
 
     percentile: float = Field(default=90, gt=0, le=100)
-    margin_minutes: float = Field(default=10, ge=0)
-    default_minutes: float = Field(default=45, gt=0)  # with no history yet
-    max_minutes: float = Field(default=180, gt=0)
+    margin_minutes: float = Field(default=10, ge=0, le=WEEK_MINUTES)
+    default_minutes: float = Field(default=45, gt=0, le=WEEK_MINUTES)  # with no history yet
+    max_minutes: float = Field(default=180, gt=0, le=WEEK_MINUTES)
 
     @model_validator(mode="after")
     def _workable(self) -> Self:
@@ -106,7 +116,17 @@ class Notifications(_Strict):
     """Where blocked stops, capacity shortfalls and failed starts are reported (env vars also work)."""
 
     sns_topic_arn: str | None = None
-    webhook_url: str | None = None  # Slack-compatible incoming webhook; never logged
+    webhook_url: str | None = None  # Slack-compatible incoming webhook (https); never logged
+    webhook_allow_loopback: bool = False  # accept http:// to this machine: tests and local receivers only
+
+    @model_validator(mode="after")
+    def _webhook_is_safe(self) -> Notifications:
+        if self.webhook_url is not None:
+            try:
+                parse_url(self.webhook_url, allow_loopback=self.webhook_allow_loopback, where="webhook_url")
+            except UsageError as exc:
+                raise ValueError(str(exc)) from None
+        return self
 
 
 class ClusterEntry(_Strict):
@@ -117,6 +137,15 @@ class ClusterEntry(_Strict):
     enforced: bool | None = None
     policy: Policy | None = None
     checkpoints: CheckpointSettings | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _api_name(cls, value: str) -> str:
+        # The API's own pattern: a name DescribeCluster would reject is never looked up or stored.
+        try:
+            return args.cluster_name(value, "name")
+        except UsageError as exc:
+            raise ValueError(str(exc).removeprefix("name: ")) from None
 
 
 class Target(_Strict):
@@ -144,11 +173,11 @@ class Target(_Strict):
 class Defaults(_Strict):
     schedule: str | None = None
     enforced: bool = False
-    settle_timeout_minutes: float = Field(default=180, gt=0)
-    poll_seconds: float = Field(default=30, gt=0)
+    settle_timeout_minutes: float = Field(default=180, gt=0, le=WEEK_MINUTES)
+    poll_seconds: float = Field(default=30, gt=0, le=DAY_SECONDS)
     concurrency: int = Field(default=8, ge=1, le=64)  # clusters handled at once in a tick
     # How long a runner's claim on a cluster lasts if it dies mid-action (it is renewed while waiting).
-    lease_ttl_seconds: float = Field(default=900, gt=0)
+    lease_ttl_seconds: float = Field(default=900, gt=0, le=DAY_SECONDS)
     policy: Policy = Field(default_factory=Policy)
     retry: Retry = Field(default_factory=Retry)
     ready_by: ReadyBy = Field(default_factory=ReadyBy)
@@ -193,6 +222,12 @@ TARGETS_APART = "targets_apart"
 
 class Config(_Strict):
     state: str | None = None  # path or URL of the state store; default per user
+
+    @field_validator("state")
+    @classmethod
+    def _no_control_characters(cls, value: str | None) -> str | None:
+        return None if value is None else args.location(value, "state").strip() or None
+
     defaults: Defaults = Field(default_factory=Defaults)
     schedules: dict[str, Any] = Field(default_factory=dict)
     targets: list[Target] = Field(default_factory=list)

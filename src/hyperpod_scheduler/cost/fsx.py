@@ -18,7 +18,6 @@ once per region and shared by every cluster there.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +26,8 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_scheduler.cost.prices import HOURS_PER_MONTH, Price, PriceTable
+from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.inputs import bounded
 
 CLUSTER_TAG = "hyperpod-scheduler:cluster"
 PARAMS_FILE = "provisioning_parameters.json"
@@ -169,14 +170,14 @@ def ids_from_params(s3: Any, uris: Iterable[str]) -> list[str]:
             continue  # an https:// lifecycle source is not an S3 prefix we can read
         bucket, key = split_s3(uri, PARAMS_FILE)
         try:
-            body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+            body = bounded.read_stream(s3.get_object(Bucket=bucket, Key=key)["Body"], f"s3://{bucket}/{key}")
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NoSuchBucket"):
                 continue
             raise
         try:
-            doc = json.loads(body)
-        except ValueError:
+            doc = bounded.load_json(body, f"s3://{bucket}/{key}")
+        except UsageError:
             continue  # a hand-written file we cannot read holds no id we could trust
         fs_id = id_from_dns(str(doc.get("fsx_dns_name", ""))) if isinstance(doc, dict) else None
         if fs_id and fs_id not in ids:

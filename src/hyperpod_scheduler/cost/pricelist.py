@@ -20,6 +20,7 @@ from typing import Any
 
 from hyperpod_scheduler.cost.prices import Price, PriceTable, fsx_key
 from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.inputs import bounded
 
 PRICING_REGION = "us-east-1"
 SAGEMAKER = "AmazonSageMaker"
@@ -58,7 +59,9 @@ def instance_prices(price_list: Iterable[str]) -> dict[str, float]:
     """HyperPod ml.* prices per hour from GetProducts ``PriceList`` strings of ``AmazonSageMaker``."""
     out: dict[str, float] = {}
     for text in price_list:
-        product = json.loads(text)
+        product = bounded.load_json(text, "Price List product")
+        if not isinstance(product, dict):
+            continue  # a row we cannot read prices nothing
         attrs = (product.get("product") or {}).get("attributes") or {}
         itype = attrs.get("instanceName") or attrs.get("instanceType") or ""
         if not str(itype).startswith("ml.") or HYPERPOD_USAGE not in str(attrs.get("usagetype", "")):
@@ -73,7 +76,9 @@ def fsx_prices(price_list: Iterable[str]) -> dict[str, float]:
     """FSx for Lustre storage prices per GB-month (key ``DEPLOYMENT[/throughput]``) from ``AmazonFSx`` rows."""
     out: dict[str, float] = {}
     for text in price_list:
-        product = json.loads(text)
+        product = bounded.load_json(text, "Price List product")
+        if not isinstance(product, dict):
+            continue  # a row we cannot read prices nothing
         attrs = (product.get("product") or {}).get("attributes") or {}
         if "lustre" not in str(attrs.get("fileSystemType", "")).lower():
             continue
@@ -130,7 +135,7 @@ def write_cache(path: Path, region: str, table: PriceTable, fetched_at: datetime
 def read_cache(path: Path, region: str, now: datetime, ttl: timedelta) -> PriceTable | None:
     """The cached table if it is for ``region`` and younger than ``ttl``; None if absent, stale or unreadable."""
     try:
-        doc = json.loads(path.read_text("utf-8"))
+        doc = bounded.read_json(path)  # a cache file is read like any file: bounded
         fetched = datetime.fromisoformat(doc["fetched_at"])
         if doc.get("format") != CACHE_FORMAT or doc.get("region") != region or not now - ttl <= fetched <= now:
             return None
@@ -140,7 +145,7 @@ def read_cache(path: Path, region: str, now: datetime, ttl: timedelta) -> PriceT
             {str(k): Price(float(v), source, as_of) for k, v in doc["fsx_gb_month"].items()},
             (f"{source}, fetched {as_of}",),
         )
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, UsageError):
         return None  # a damaged cache is only a missed shortcut: fetch again
 
 

@@ -17,9 +17,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import yaml
-
 from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.inputs import bounded
 
 HOURS_PER_MONTH = 730.0  # AWS bills GB-month prices over a 730-hour month
 DEPLOYMENT_TYPES = ("SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2")
@@ -202,11 +201,9 @@ def load_file(path: str | Path) -> PriceTable:
     """A user's override file, JSON or YAML, in the bundled file's shape (any subset of entries)."""
     p = Path(path).expanduser()
     try:
-        text = p.read_text("utf-8")
-    except OSError as exc:
-        raise UsageError(f"price file {str(p)!r}: {exc.strerror or exc}") from None
-    try:
-        doc = yaml.safe_load(text)  # YAML is a superset of JSON: one parser for both
-    except yaml.YAMLError as exc:
-        raise UsageError(f"price file {str(p)!r}: not YAML or JSON ({str(exc).splitlines()[0]})") from None
+        doc = bounded.read_yaml(p)  # YAML is a superset of JSON: one parser for both
+    except bounded.Unreadable as exc:
+        raise UsageError(f"price file {str(p)!r}: {exc.problem}") from None
+    except bounded.BadDocument as exc:
+        raise UsageError(f"price file {str(p)!r}: not YAML or JSON ({exc.where}{exc.problem})") from None
     return parse_table(doc if doc is not None else {}, f"override {p.name}")

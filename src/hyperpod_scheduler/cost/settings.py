@@ -11,7 +11,7 @@ _FS_ID = re.compile(r"^fs-[0-9a-f]{8,17}$")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class PriceSettings(_Strict):
@@ -19,7 +19,7 @@ class PriceSettings(_Strict):
     source: Literal["bundled", "api"] = "bundled"
     override: str | None = None  # a JSON/YAML price file whose entries always win
     cache: str | None = None  # default: ~/.cache/hyperpod-scheduler/prices-<region>.json
-    cache_ttl_hours: float = Field(default=168, gt=0)
+    cache_ttl_hours: float = Field(default=168, gt=0, le=24 * 365)  # a year at most: it is added to a date
     region: str = Field(default="us-east-1", min_length=1)  # whose prices the API is asked for
 
 

@@ -24,9 +24,9 @@ ClientFactory = Callable[[str, str | None], Any]  # (service, region) -> boto3 c
 
 
 def boto3_client(service: str, region: str | None) -> Any:
-    import boto3
+    from hyperpod_scheduler.aws.clients import session  # bounded: deadlines and answer checks
 
-    return boto3.client(service, region_name=region)  # type: ignore[call-overload]
+    return session(region=region).client(service)  # type: ignore[call-overload]
 
 
 @dataclass(frozen=True)

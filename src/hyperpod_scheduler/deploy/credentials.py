@@ -8,6 +8,7 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
+from hyperpod_scheduler.aws.deadlines import BoundedBotocoreSession
 from hyperpod_scheduler.errors import AwsError
 
 SESSION_PREFIX = "hyperpod-scheduler"
@@ -38,6 +39,7 @@ def assume(sts: Any, role_arn: str, account: str, region: str) -> boto3.Session:
         raise AwsError(f"account {account}: cannot assume {role_arn}: {exc}") from None
     creds = answer["Credentials"]
     return boto3.Session(
+        botocore_session=BoundedBotocoreSession(),  # every client of the spoke: deadlines and answer checks
         aws_access_key_id=creds["AccessKeyId"],
         aws_secret_access_key=creds["SecretAccessKey"],
         aws_session_token=creds["SessionToken"],

@@ -11,7 +11,6 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hyperpod_scheduler.agent.settings import CheckpointSettings
@@ -20,6 +19,7 @@ from hyperpod_scheduler.config.load import describe_validation_error
 from hyperpod_scheduler.config.model import TARGETS_APART, Config, Defaults, Notifications, Target
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.guards.checkpoints import work_budget
+from hyperpod_scheduler.inputs import bounded
 
 DEFAULT_SPOKE_ROLE = "hyperpod-scheduler-spoke"
 # The hub template's WorkerTimeout default; Lambda allows at most 900 seconds.
@@ -161,10 +161,4 @@ def _check_fleet_checkpoints(source: str, where: str, settings: CheckpointSettin
 
 
 def parse_fleet_yaml(text: str, source: str = "fleet config") -> FleetConfig:
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise UsageError(f"{source}:{where}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
-    return parse_fleet_config(data, source)
+    return parse_fleet_config(bounded.load_yaml(text, source), source)

@@ -6,7 +6,6 @@ needs no second read of the fleet config and every worker of one tick sees the s
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any
 
@@ -15,6 +14,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationErro
 from hyperpod_scheduler.config.model import Config
 from hyperpod_scheduler.deploy.fleet_config import ACCOUNT_PATTERN, FleetConfig
 from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.inputs import bounded
 
 JOB_FORMAT = 1
 # SQS takes at most 10 messages per SendMessageBatch.
@@ -54,10 +54,7 @@ def encode_job(job: TargetJob) -> str:
 
 
 def decode_job(body: str) -> TargetJob:
-    try:
-        data: Any = json.loads(body)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"worker message: not JSON: {exc.msg} at char {exc.pos}") from None
+    data: Any = bounded.load_json(body, "worker message")
     if isinstance(data, dict) and data.get("format", JOB_FORMAT) != JOB_FORMAT:
         raise UsageError(f"worker message: format {data.get('format')!r} is not {JOB_FORMAT} (hub out of date?)")
     try:

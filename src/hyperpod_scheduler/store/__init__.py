@@ -62,6 +62,9 @@ def open_store(url_or_path: str | os.PathLike[str] | None = None) -> StateStore:
     ``dynamodb://TABLE[?region=REGION]``, or a plain file path.
     """
     location = str(url_or_path) if url_or_path not in (None, "") else os.environ.get(ENV_VAR, "")
+    if re.search(r"[\x00-\x1f\x7f]", location):  # SQLite and the OS would fail on it halfway
+        shown = location.encode("unicode_escape").decode()[:80]
+        raise UsageError(f"state store '{shown}': contains a control character (NUL, newline, ...)")
     if not location:
         return SqliteStore(default_path())
     if location in ("memory:", "memory://"):

@@ -101,13 +101,14 @@ class DynamoDBStore:
         self.table = table
         self.history_ttl = history_ttl
         if client is None:
-            import boto3
             from botocore.config import Config
             from botocore.exceptions import NoRegionError
 
+            from hyperpod_scheduler.aws.clients import session  # bounded: deadlines and answer checks
+
             try:
-                client = boto3.client(
-                    "dynamodb", region_name=region, config=Config(retries={"mode": "standard", "max_attempts": 8})
+                client = session(region=region).client(
+                    "dynamodb", config=Config(retries={"mode": "standard", "max_attempts": 8})
                 )
             except NoRegionError:
                 raise StoreError(

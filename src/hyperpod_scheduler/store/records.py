@@ -17,6 +17,8 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
+from hyperpod_scheduler.inputs.text import shortened
+
 # Bumped when a stored shape changes incompatibly; readers migrate older formats on load.
 RECORD_FORMAT = 1
 # Enough start timings for a stable "ready-by" lead time, small enough to keep rows tiny.
@@ -31,6 +33,16 @@ Outcome = Literal["restored", "partial", "failed", "stopped", "kept"]
 State = Literal["running", "stopped"]
 Count = Annotated[int, Field(ge=0)]
 Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+# Messages come from AWS, Slurm and people: one is kept to this many characters, so a 60 MB
+# FailureMessage cannot make a 126 MB state file (what was cut is said, with its length).
+MAX_TEXT = 2000
+
+
+def _cut(text: str) -> str:
+    return shortened(text, MAX_TEXT)
+
+
+Text = Annotated[str, AfterValidator(_cut)]
 
 
 def key_problem(key: object) -> str | None:
@@ -163,7 +175,7 @@ class GroupOutcome(Stored):
     outcome: Outcome
     current: Count
     target: Count
-    detail: str = ""
+    detail: Text = ""
 
 
 class AmiChange(Stored):
@@ -182,7 +194,7 @@ class Refusal(Stored):
 
     at: AwareDatetime
     action: Action
-    reason: str
+    reason: Text
 
 
 class Hold(Stored):
@@ -190,8 +202,8 @@ class Hold(Stored):
 
     state: State
     until: AwareDatetime | None = None
-    by: str
-    reason: str = ""
+    by: Text
+    reason: Text = ""
 
     def active(self, now: datetime) -> bool:
         return self.until is None or now < self.until
@@ -204,7 +216,7 @@ class RetryState(Stored):
     attempt: Count  # attempts made so far
     next_at: AwareDatetime
     deadline: AwareDatetime
-    reason: str = ""
+    reason: Text = ""
 
 
 class ClusterRecord(Stored):
@@ -250,9 +262,9 @@ class HistoryEntry(Stored):
 
     key: RecordKey
     at: AwareDatetime
-    action: str
-    actor: str
-    outcome: str
+    action: Text
+    actor: Text
+    outcome: Text
     duration_s: Seconds | None = None
     # Anything JSON-serialisable, or convertible (see ``_jsonable``); always plain JSON once stored.
     detail: dict[str, Any] = Field(default_factory=dict)
@@ -266,9 +278,20 @@ class HistoryEntry(Stored):
         if not isinstance(detail, Mapping):
             return detail
         try:
-            return json.loads(json.dumps(dict(detail), default=_json_fallback, allow_nan=False))
+            return _cut_strings(json.loads(json.dumps(dict(detail), default=_json_fallback, allow_nan=False)))
         except TypeError as exc:  # e.g. a tuple used as a key
             raise ValueError(f"detail is not JSON-serialisable: {exc}") from None
+
+
+def _cut_strings(value: Any) -> Any:
+    """Every string in a JSON value kept to ``MAX_TEXT`` characters (AWS messages end up in details)."""
+    if isinstance(value, str):
+        return _cut(value)
+    if isinstance(value, dict):
+        return {k: _cut_strings(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_cut_strings(v) for v in value]
+    return value
 
 
 def _json_fallback(value: Any) -> Any:

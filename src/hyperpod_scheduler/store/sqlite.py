@@ -326,6 +326,7 @@ def _check_or_create(path: Path) -> None:
         return
     except OSError as exc:
         raise StoreError(f"state store {path}: cannot read: {exc.strerror or exc}") from None
+    _make_private(path)
     if size == 0:
         raise StoreError(
             f"state store {path} is empty (0 bytes): it was truncated or never finished; every remembered "
@@ -340,7 +341,7 @@ def _create(path: Path) -> None:
     empty ``path``; two processes creating at once both end up opening whichever link won.
     """
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _private_folders(path.parent)
     except OSError as exc:
         raise StoreError(f"state store {path}: cannot create: {exc.strerror or exc}") from None
     aside = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.new")
@@ -373,7 +374,7 @@ def _create(path: Path) -> None:
         _fsync_dir(path.parent)
     finally:
         for leftover in (aside, aside.with_name(aside.name + "-wal"), aside.with_name(aside.name + "-shm")):
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(OSError):  # never made (a parent that is a file), or already gone
                 leftover.unlink()
 
 
@@ -384,3 +385,25 @@ def _fsync_dir(directory: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def _make_private(path: Path) -> None:
+    """A state file (and its -wal/-shm) that exists with a looser mode than 0600 is made 0600."""
+    try:
+        for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+            if file.exists() and file.stat().st_mode & 0o077:
+                os.chmod(file, 0o600)
+    except OSError as exc:
+        raise StoreError(f"state store {path}: cannot make private: {exc.strerror or exc}") from None
+
+
+def _private_folders(folder: Path) -> None:
+    # mkdir(parents=True) makes intermediate folders with the umask's mode (0777 under umask 000):
+    # each missing folder is made here and set to 0700 explicitly. Folders that exist are left as they are.
+    missing: list[Path] = []
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for new in reversed(missing):
+        new.mkdir(mode=0o700, exist_ok=True)
+        os.chmod(new, 0o700)

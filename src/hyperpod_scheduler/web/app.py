@@ -6,12 +6,15 @@ the dashboard was started with, sent as ``Authorization: Bearer`` (API) or typed
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 from fastapi import Body, FastAPI, Form, Header, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
@@ -20,19 +23,25 @@ from pydantic import BaseModel, Field
 
 from hyperpod_scheduler import __version__
 from hyperpod_scheduler.errors import HyperpodSchedulerError
+from hyperpod_scheduler.inputs.redact import scrub
+from hyperpod_scheduler.inputs.text import clean
 from hyperpod_scheduler.web import grid as grids
+from hyperpod_scheduler.web.edge import Edge, HostAllowList
 from hyperpod_scheduler.web.service import ACTIONS, Dashboard, NotFound, Refused
 
 HERE = Path(__file__).parent
+_MAX_MESSAGE = 300
 ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"description": "Bad input (one line naming the field and value)"},
     404: {"description": "Unknown cluster or schedule"},
+    421: {"description": "The Host header names a host this dashboard does not answer for"},
     502: {"description": "An AWS call failed (e.g. tag discovery without credentials)"},
 }
 WRITE_ERRORS: dict[int | str, dict[str, Any]] = {
     **ERRORS,
     401: {"description": "Access token missing or wrong"},
     403: {"description": "Read-only dashboard (no token configured)"},
+    413: {"description": "Request body too large (refused before it is read)"},
 }
 
 
@@ -64,7 +73,22 @@ def _status(exc: Exception) -> int:
     return 404 if isinstance(exc, NotFound) else 400
 
 
-def create_app(dash: Dashboard) -> FastAPI:
+_QUOTED = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"")
+
+
+def _shown(exc: Exception) -> str:
+    # One line, control characters escaped, and no value from the request echoed back: an error says
+    # which field and what is wrong, the person who sent it knows what they sent.
+    text = _QUOTED.sub("(value not shown)", scrub(clean(str(exc), one_line=True)))
+    return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
+
+
+def _field(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(p) for p in loc) or "request"
+
+
+def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI:
+    """The dashboard app. It answers for loopback names, IP addresses and ``allowed_hosts`` only."""
     app = FastAPI(
         title="hyperpod-scheduler dashboard",
         version=__version__,
@@ -72,6 +96,12 @@ def create_app(dash: Dashboard) -> FastAPI:
         # The interactive docs pages load scripts from a CDN; the document itself is enough.
         docs_url=None,
         redoc_url=None,
+    )
+    app.add_middleware(
+        Edge,
+        hosts=HostAllowList(allowed_hosts),
+        token_ok=dash.token_matches,
+        read_only=lambda: dash.read_only,
     )
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
@@ -84,10 +114,20 @@ def create_app(dash: Dashboard) -> FastAPI:
     async def _problem(request: Request, exc: HyperpodSchedulerError) -> Response:
         status = _status(exc)
         if request.url.path.startswith("/api"):
-            return JSONResponse({"error": str(exc)}, status_code=status)
+            return JSONResponse({"error": _shown(exc)}, status_code=status)
         return page(
-            request, "message.html", status, title="Refused" if status in (401, 403) else "Error", message=str(exc)
+            request, "message.html", status, title="Refused" if status in (401, 403) else "Error", message=_shown(exc)
         )
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> Response:
+        # FastAPI's own answer quotes every input back (a 50 MiB text body came back whole): say where
+        # and what, never the value.
+        problems = "; ".join(f"{_field(tuple(e.get('loc', ())))}: {e.get('msg', 'invalid')}" for e in exc.errors())
+        message = _shown(ValueError(problems or "invalid request"))
+        if request.url.path.startswith("/api"):
+            return JSONResponse({"error": message}, status_code=422)
+        return page(request, "message.html", 422, title="Error", message=message)
 
     @app.exception_handler(ClientError)
     @app.exception_handler(BotoCoreError)
@@ -97,6 +137,7 @@ def create_app(dash: Dashboard) -> FastAPI:
             message = f"AWS {exc.operation_name} failed: {err.get('Code', 'Error')}: {err.get('Message', '')}"
         else:
             message = f"AWS: {exc}"
+        message = _shown(ValueError(message))
         if request.url.path.startswith("/api"):
             return JSONResponse({"error": message}, status_code=502)
         return page(request, "message.html", 502, title="AWS error", message=message)

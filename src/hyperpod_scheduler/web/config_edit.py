@@ -16,12 +16,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import yaml
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError as RoundTripError
 
 from hyperpod_scheduler.config.load import parse_config
 from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.inputs import bounded
 from hyperpod_scheduler.schedule import load_schedules
 
 # (mapping indent, sequence indent, dash offset): the common block styles. ruamel cannot detect a
@@ -30,12 +30,7 @@ _STYLES = ((2, 2, 0), (2, 4, 2), (4, 4, 0), (4, 6, 2))
 
 
 def read_document(path: Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except OSError as exc:
-        raise UsageError(f"config {path}: cannot read: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise UsageError(f"config {path}: invalid YAML: {exc}") from None
+    data = bounded.read_yaml(path, f"config {path}") or {}
     if not isinstance(data, dict):
         raise UsageError(f"config {path}: expected a mapping at the top level")
     return data
@@ -49,7 +44,7 @@ def write_schedule(path: Path, name: str, entry: dict[str, Any]) -> None:
     except OSError as exc:
         raise UsageError(f"config {path}: cannot read: {exc.strerror or exc}") from None
     text = _edited(path, original, name, entry)
-    data = yaml.safe_load(text)  # validate exactly what is about to be written
+    data = bounded.load_yaml(text, f"config {path}")  # validate exactly what is about to be written
     parse_config(data, str(path))
     load_schedules(data["schedules"])
     _replace(path, text, mode)

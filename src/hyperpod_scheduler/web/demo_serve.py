@@ -57,7 +57,7 @@ def serve_demo(
         sock.bind((host, port))
         port = sock.getsockname()[1]
         announce(f"dashboard: http://{host}:{port}/ (Ctrl-C to stop)" + ("" if token else " read-only"))
-        server = uvicorn.Server(uvicorn.Config(create_app(dash), log_level="warning"))
+        server = uvicorn.Server(uvicorn.Config(create_app(dash, allowed_hosts=[host]), log_level="warning"))
         try:
             server.run(sockets=[sock])
         finally:

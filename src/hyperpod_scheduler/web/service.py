@@ -106,6 +106,10 @@ class Dashboard:
         )
 
     # ---- access ----------------------------------------------------------------------------------
+    def token_matches(self, given: str | None) -> bool:
+        """Whether ``given`` is the access token (constant time, so a guess learns nothing)."""
+        return bool(self.token) and bool(given) and hmac.compare_digest(str(given).encode(), str(self.token).encode())
+
     def authorize(self, given: str | None) -> None:
         if not self.token:
             raise Refused("the dashboard is read-only: it was started without an access token", 403)

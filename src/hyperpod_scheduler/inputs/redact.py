@@ -1,0 +1,52 @@
+"""What an error message may quote from a file or request: never a secret.
+
+A config error used to quote the value of every scalar, so a misspelt ``notifications.webhook`` key
+printed the webhook URL (whose path is the credential) into a terminal, a CI log or a cron mail.
+The rule here is by key and by look: values under a secret-bearing key, under an unknown key (it may be
+a misspelt secret), any URL, and anything shaped like a key or token are described, not shown.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+_SHOWN = 60  # characters of a harmless value quoted in an error
+
+# Key names whose values authorise something.
+SECRET_KEY = re.compile(
+    r"(?i)(webhook|url|uri|token|secret|password|passwd|passphrase|credential|auth|api[-_]?key|private|cookie)"
+)
+_URL = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://")
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]*@")
+# 20+ characters without spaces that mix letters and digits: an access key, a token, a signature.
+_TOKEN_LIKE = re.compile(r"^(?=[^\s]*[A-Za-z])(?=[^\s]*\d)[^\s]{20,}$")
+
+
+def secret_key(path: Sequence[Any]) -> bool:
+    """Whether any key on ``path`` names a secret (``notifications.webhook_url``, ``auth.token``)."""
+    return any(isinstance(p, str) and SECRET_KEY.search(p) for p in path)
+
+
+def looks_secret(value: str) -> bool:
+    return bool(_URL.search(value)) or (bool(_TOKEN_LIKE.match(value)) and not value.startswith("arn:"))
+
+
+def shown(value: Any, path: Sequence[Any] = (), *, known_key: bool = True) -> str:
+    """``value`` as an error may quote it: ``'abc'``, ``5``, or ``<not shown: ...>``."""
+    if isinstance(value, dict | list | tuple | set):
+        return f"<a {type(value).__name__}>"
+    if not known_key:
+        return "<not shown: unknown key>"
+    if secret_key(path):
+        return "<not shown: secret>"
+    if isinstance(value, str) and looks_secret(value):
+        return "<not shown: looks like a URL or token>"
+    text = repr(value)
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
+
+
+def scrub(text: str) -> str:
+    """``text`` with the credentials of any URL in it removed (``https://user:pw@h`` -> ``https://***@h``)."""
+    return _USERINFO.sub(r"\1***@", text)

@@ -1,0 +1,139 @@
+"""Every AWS call ends in bounded time and refuses oversized answers (aws/deadlines.py), against loopback
+endpoints that drip, stay silent or send too much; and a well-behaved endpoint still works."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from hyperpod_scheduler.aws import deadlines
+from hyperpod_scheduler.aws.clients import s3_client, sagemaker_client, session
+from hyperpod_scheduler.aws.deadlines import _WORKERS, AnswerTooLarge, BoundedSender, DeadlineExceeded, Deadlines
+from hyperpod_scheduler.emulator import Emulator
+from hyperpod_scheduler.errors import UsageError
+from tests.aws.slow_endpoints import drip, endpoint, huge, silent
+from tests.engine.conftest import three_tier_request
+from tests.reliability.cli_inproc import cli
+
+QUICK = Deadlines(connect_s=1, read_s=1, total_s=6, max_answer_mb=1)
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "t", "AWS_SECRET_ACCESS_KEY": "t", "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+@pytest.fixture(autouse=True)
+def _credentials(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for key, value in CREDENTIALS.items():
+        monkeypatch.setenv(key, value)
+    yield
+    deadlines.use(None)
+
+
+def _client(url: str, limits: Deadlines = QUICK) -> object:
+    deadlines.use(limits)
+    try:
+        return sagemaker_client(region="us-east-1", endpoint_url=url)
+    finally:
+        deadlines.use(None)
+
+
+def _attempt_threads() -> int:
+    return _WORKERS.busy  # threads still running an attempt (idle ones wait for the next)
+
+
+def _workers_gone(within_s: float = 5.0) -> bool:
+    end = time.monotonic() + within_s
+    while time.monotonic() < end:
+        if _attempt_threads() == 0:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("behaviour", [drip(every_s=0.2), silent()], ids=["drip", "silent"])
+def test_a_slow_endpoint_fails_at_the_deadline_with_a_line_that_says_so(behaviour: object) -> None:
+    with endpoint(behaviour) as slow:  # type: ignore[arg-type]
+        client = _client(slow.url)
+        started = time.monotonic()
+        with pytest.raises(DeadlineExceeded) as caught:
+            client.describe_cluster(ClusterName="c1")  # type: ignore[attr-defined]
+        elapsed = time.monotonic() - started
+        assert slow.connections >= 2  # a late attempt is retried like a read timeout, within the deadline
+    said = str(caught.value)
+    assert said.startswith("DescribeCluster: gave up after") and "(the call's deadline is 6 s" in said
+    assert "--aws-deadline" in said and "\n" not in said
+    assert elapsed < QUICK.total_s + 1.5  # not 8 attempts x 30 s, and never for good
+    assert _workers_gone()  # abandoned attempts do not linger
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["content-length", "chunked"])
+def test_an_oversized_answer_is_refused_as_it_arrives_and_not_retried(declared: bool) -> None:
+    with endpoint(huge(45 * 1024 * 1024, declared=declared)) as big:
+        client = _client(big.url)
+        started = time.monotonic()
+        with pytest.raises(AnswerTooLarge, match=r"DescribeCluster: answer larger than 1 MiB") as caught:
+            client.describe_cluster(ClusterName="c1")  # type: ignore[attr-defined]
+        assert time.monotonic() - started < 3
+        assert big.connections == 1
+    assert ("45.0 MiB declared" in str(caught.value)) is declared
+    assert _workers_gone()
+
+
+def test_a_well_behaved_endpoint_is_answered_through_the_bounded_sender(emu: Emulator) -> None:
+    client = _client(emu.endpoint, Deadlines())
+    client.create_cluster(**three_tier_request())  # type: ignore[attr-defined]
+    answer = client.describe_cluster(ClusterName="c1")  # type: ignore[attr-defined]
+    assert answer["ClusterName"] == "c1" and [g["InstanceGroupName"] for g in answer["InstanceGroups"]] == [
+        "controller",
+        "dev",
+        "train",
+    ]
+    assert isinstance(client._endpoint.http_session, BoundedSender)  # type: ignore[attr-defined]
+
+
+def test_every_client_the_product_builds_is_bound() -> None:
+    for client in (
+        sagemaker_client(region="us-east-1"),
+        s3_client(region="us-east-1"),
+        session(region="us-east-1").client("fsx"),
+        session(region="us-east-1").client("pricing"),
+    ):
+        assert isinstance(client._endpoint.http_session, BoundedSender), client.meta.service_model.service_name
+        assert client.meta.config.connect_timeout == 5 and client.meta.config.read_timeout == 30
+
+
+def test_limits_come_from_the_environment_and_bad_ones_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HYPERPOD_SCHEDULER_AWS_DEADLINE", "42")
+    monkeypatch.setenv("HYPERPOD_SCHEDULER_AWS_CONNECT_TIMEOUT", "2")
+    assert deadlines.current() == Deadlines(connect_s=2, total_s=42)
+    assert sagemaker_client(region="us-east-1").meta.config.connect_timeout == 2
+    for bad in ("abc", "nan", "-1", "inf", "0"):
+        monkeypatch.setenv("HYPERPOD_SCHEDULER_AWS_DEADLINE", bad)
+        with pytest.raises(UsageError, match=r"\$HYPERPOD_SCHEDULER_AWS_DEADLINE: "):
+            deadlines.current()
+
+
+def test_stop_against_a_dripping_endpoint_ends_with_one_line(tmp_path: object) -> None:
+    with endpoint(drip(every_s=0.2)) as slow:
+        started = time.monotonic()
+        ran = cli(
+            "stop", "c1", "--region", "us-east-1", "--state", "memory:",
+            "--aws-deadline", "3", "--aws-read-timeout=1",
+            env={**CREDENTIALS, "AWS_ENDPOINT_URL_SAGEMAKER": slow.url},
+        )  # fmt: skip
+        elapsed = time.monotonic() - started
+    line = ran.one_error_line()
+    assert ran.code == 1 and "DescribeCluster: gave up after" in line and "(the call's deadline is 3 s" in line
+    assert elapsed < 6
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("--aws-deadline", "soon"), "--aws-deadline: 'soon' is not a number"),
+        (("--aws-read-timeout=-3",), "--aws-read-timeout: '-3' must be more than 0"),
+        (("--aws-max-answer-mb",), "--aws-max-answer-mb: needs a value"),
+    ],
+)
+def test_bad_limits_on_the_command_line_are_one_line(args: tuple[str, ...], said: str) -> None:
+    assert said in cli("status", "--state", "memory:", *args).one_error_line()
