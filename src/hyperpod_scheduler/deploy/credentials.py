@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+import threading
 from typing import Any
 
 import boto3
+import botocore.session
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_scheduler.errors import AwsError
@@ -14,6 +16,21 @@ SESSION_PREFIX = "hyperpod-scheduler"
 # Longer than a worker may run (the Lambda timeout is at most 900 s, checkpoint waits included), so
 # the credentials outlive every call of the run; the spoke role allows up to an hour.
 SESSION_SECONDS = 1800
+_loader_lock = threading.Lock()
+_loader: Any = None
+
+
+def _botocore_session() -> botocore.session.Session:
+    """A fresh botocore session (its own credentials) sharing one data loader per process: every worker
+    run of a warm Lambda would otherwise decode the SageMaker model again (about 0.4 s of CPU)."""
+    global _loader
+    core = botocore.session.get_session()
+    with _loader_lock:
+        if _loader is None:
+            _loader = core.get_component("data_loader")
+        else:
+            core.register_component("data_loader", _loader)
+    return core
 
 
 def session_name(account: str, region: str) -> str:
@@ -42,4 +59,5 @@ def assume(sts: Any, role_arn: str, account: str, region: str) -> boto3.Session:
         aws_secret_access_key=creds["SecretAccessKey"],
         aws_session_token=creds["SessionToken"],
         region_name=region,
+        botocore_session=_botocore_session(),
     )
