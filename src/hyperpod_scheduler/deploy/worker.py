@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -142,19 +143,23 @@ def target_clients(
     """SageMaker and an ``s3://`` checkpoint channel in the target account (the assumed spoke role), the
     SageMaker one paced by the run's token buckets; SNS with the worker's own role (the hub's topic)."""
     made: dict[tuple[str, str], Any] = {}
+    lock = threading.Lock()
 
     def in_target(service: str, region: str) -> Any:
-        if (service, region) not in made:
-            client: Any
-            if service == "sagemaker":
-                client = sagemaker_for(session, region)
-                if limiters is not None:
-                    limiters(region).attach(client)
-                _part_view(job, client)
-            else:
-                client = session.client("s3", region_name=region)
-            made[(service, region)] = client
-        return made[(service, region)]
+        with lock:  # one client per service and region for all of the run's threads (and one limiter)
+            return made[(service, region)] if (service, region) in made else make(service, region)
+
+    def make(service: str, region: str) -> Any:
+        client: Any
+        if service == "sagemaker":
+            client = sagemaker_for(session, region)
+            if limiters is not None:
+                limiters(region).attach(client)
+            _part_view(job, client)
+        else:
+            client = session.client("s3", region_name=region)
+        made[(service, region)] = client
+        return client
 
     def no_prices() -> Any:
         raise UsageError("the fleet worker prices nothing (run `report` from the CLI)")
@@ -194,9 +199,8 @@ def run_job(
     limiters: dict[str, SagemakerLimiter] = {}
 
     def limiter(region: str) -> SagemakerLimiter:
-        if region not in limiters:
-            limiters[region] = limiter_for(job, pacing)
-        return limiters[region]
+        # Called under target_clients' lock, once per region: every thread of the run shares it.
+        return limiters.setdefault(region, limiter_for(job, pacing))
 
     concurrency = job.config.defaults.concurrency
     # The worker runs the clusters side by side itself (so it can stop starting them near its deadline);
