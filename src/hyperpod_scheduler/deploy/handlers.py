@@ -291,21 +291,28 @@ def _retry(
     delivery: _Delivery, runtime: Runtime, markers: Markers | None, job: TargetJob, why: str, where: dict[str, Any]
 ) -> bool:
     if delivery.receive_count >= runtime.max_receives:
-        # SQS moves it to the dead-letter queue now (alarmed); the next tick may queue the part afresh.
+        # SQS moves it to the dead-letter queue at its next receive (alarmed): make that now rather than
+        # after the queue's long visibility timeout. The next tick may queue the part afresh.
         runtime.log("ERROR", f"{why}; attempt {delivery.receive_count} of {runtime.max_receives}: to the DLQ", **where)
         _release(markers, job)
+        _visible_in(runtime, delivery, 0, where)
         return False
     delay = backoff_s(runtime, delivery.receive_count)
     runtime.log("ERROR", f"{why}; SQS retries it in {delay:.0f} s", **where)
     if markers is not None:
         until = runtime.now() + timedelta(seconds=delay + runtime.queued_s)
         _quietly(partial(markers.mark, job.key, job.marker, "queued", until))
-    receipt = delivery.record.get("receiptHandle")
-    if runtime.queue_url and receipt:
-        try:
-            runtime.client_for("sqs", None).change_message_visibility(
-                QueueUrl=runtime.queue_url, ReceiptHandle=str(receipt), VisibilityTimeout=int(delay)
-            )
-        except (ClientError, BotoCoreError) as exc:  # the queue's own visibility timeout applies instead
-            runtime.log("WARNING", f"cannot shorten the retry wait: {exc}", **where)
+    _visible_in(runtime, delivery, delay, where)
     return False
+
+
+def _visible_in(runtime: Runtime, delivery: _Delivery, seconds: float, where: dict[str, Any]) -> None:
+    receipt = delivery.record.get("receiptHandle")
+    if not runtime.queue_url or not receipt:
+        return
+    try:
+        runtime.client_for("sqs", None).change_message_visibility(
+            QueueUrl=runtime.queue_url, ReceiptHandle=str(receipt), VisibilityTimeout=int(seconds)
+        )
+    except (ClientError, BotoCoreError) as exc:  # the queue's own visibility timeout applies instead
+        runtime.log("WARNING", f"cannot set when SQS hands it out again: {exc}", **where)

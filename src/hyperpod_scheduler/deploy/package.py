@@ -116,7 +116,7 @@ def lock_text() -> str:
 
 
 def parse_lock(text: str) -> Lock:
-    python, platforms = "", tuple[str, ...]()
+    python, platforms = "", tuple[str, ...]()  # filled from the header lines
     pins: list[Pin] = []
     for raw in text.replace("\\\n", " ").splitlines():
         line = raw.strip()
