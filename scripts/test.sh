@@ -13,6 +13,8 @@ if [ "$(id -u)" = 0 ]; then
 else
   echo "== not root: the real-Slurm and browser tests skip (under CI=true they fail instead)"
 fi
+echo "== checkov (scripts/checkov-ci.sh)"
+bash scripts/checkov-ci.sh || echo "== checkov set-up FAILED (exit $?): the template tests will fail under CI=true"
 echo "== ruff"; ruff check src tests bench
 echo "== mypy"; mypy
 echo "== pytest"

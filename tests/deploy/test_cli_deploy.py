@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -40,9 +43,12 @@ def test_template_prints_the_hub_with_parameters_filled_in() -> None:
 
 def test_template_writes_a_file(tmp_path: Path) -> None:
     out = tmp_path / "spoke.yaml"
-    result = runner.invoke(root, ["deploy", "template", "spoke", "-o", str(out), "-p", "HubWorkerRoleArn=x"])
+    hub = "arn:aws:iam::111111111111:role/hps-hub-WorkerRole"
+    result = runner.invoke(root, ["deploy", "template", "spoke", "-o", str(out), "-p", f"HubWorkerRoleArn={hub}"])
     assert result.exit_code == 0 and "wrote" in result.output
-    assert yaml.safe_load(out.read_text())["Parameters"]["HubWorkerRoleArn"]["Default"] == "x"
+    assert yaml.safe_load(out.read_text())["Parameters"]["HubWorkerRoleArn"]["Default"] == hub
+    bad = runner.invoke(root, ["deploy", "template", "spoke", "-p", "HubWorkerRoleArn=x"])
+    assert "HubWorkerRoleArn='x' does not match" in str(bad.exception)
 
 
 def test_template_refuses_a_malformed_param() -> None:
@@ -51,11 +57,25 @@ def test_template_refuses_a_malformed_param() -> None:
     assert "is not Key=Value" in str(result.exception)
 
 
-def test_package_without_dependencies(tmp_path: Path) -> None:
-    out = tmp_path / "dist" / "lambda.zip"
-    result = runner.invoke(root, ["deploy", "package", "--no-deps", "-o", str(out), "--json"])
+def test_package_without_dependencies_names_the_zip_by_its_hash_and_says_where_it_goes(tmp_path: Path) -> None:
+    out = tmp_path / "dist"
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    result = runner.invoke(root, ["deploy", "package", "--no-deps", "-o", str(out), "--python-version", here, "--json"])
     assert result.exit_code == 0, result.output
-    assert out.is_file() and '"files"' in result.output
+    answer = json.loads(result.output)
+    path = Path(answer["path"])
+    assert path.parent == out and path.name == f"lambda-{answer['sha256'][:16]}.zip"
+    assert answer["key"] == f"hyperpod-scheduler/{path.name}"
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == answer["sha256"]
+    told = runner.invoke(root, ["deploy", "package", "--no-deps", "-o", str(out), "--python-version", here])
+    assert f"deploy: CodeKey={answer['key']}" in told.output  # the same bytes, the same key
+
+
+def test_package_refuses_bytecode_for_another_python(tmp_path: Path) -> None:
+    other = "3.12" if sys.version_info[:2] != (3, 12) else "3.13"
+    result = runner.invoke(root, ["deploy", "package", "--no-deps", "-o", str(tmp_path), "--python-version", other])
+    assert isinstance(result.exception, HyperpodSchedulerError)
+    assert f"bytecode for Python {other} needs Python {other}" in str(result.exception)
 
 
 @pytest.mark.parametrize("where", ["dynamodb://hps", "s3://fleet-bucket/config/fleet.yaml"])

@@ -9,10 +9,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-import boto3
-
 from hyperpod_scheduler.deploy import config_store
 from hyperpod_scheduler.deploy.handlers import orchestrator, worker
+from hyperpod_scheduler.store.dynamodb import DynamoDBStore
 from hyperpod_scheduler.store.records import cluster_key
 from tests.deploy.conftest import SIZES, TABLE, FleetWorld, drain, store
 
@@ -29,7 +28,8 @@ targets:
 
 
 def _twice_at_once(world: FleetWorld) -> list[dict[str, Any]]:
-    """Run the same job in two workers whose ticks start together (a barrier after credentials)."""
+    """Run the same job in two workers whose ticks start together (a barrier after credentials, as each
+    opens the store, before either takes a lease)."""
     orchestrator({}, None, world.runtime())
     (record,) = drain(world.queue_url)
     barrier = threading.Barrier(2, timeout=30)
@@ -39,12 +39,11 @@ def _twice_at_once(world: FleetWorld) -> list[dict[str, Any]]:
     def one() -> None:
         runtime = world.runtime()
 
-        def meet_then_connect(session: boto3.Session, region: str) -> Any:
-            client = world.sagemaker_for(session, region)
+        def meet_then_open() -> DynamoDBStore:
             barrier.wait()
-            return client
+            return store()
 
-        runtime.sagemaker_for = meet_then_connect
+        runtime.store_factory = meet_then_open
         try:
             answers.append(worker({"Records": [record]}, None, runtime))
         except BaseException as exc:  # surfaced below

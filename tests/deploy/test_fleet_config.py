@@ -19,7 +19,7 @@ T = datetime(2026, 11, 30, 6, 0, tzinfo=UTC)
 
 def test_each_target_becomes_one_self_contained_job() -> None:
     fleet = parse_fleet_yaml(fleet_yaml())
-    jobs = jobs_for(fleet, T)
+    jobs = jobs_for(fleet, T).jobs
     assert [(j.account, j.region) for j in jobs][:2] == [("111111111111", "us-east-1"), ("111111111111", "eu-west-1")]
     job = jobs[0]
     assert job.role_arn == "arn:aws:iam::111111111111:role/hyperpod-scheduler-spoke"
@@ -33,9 +33,9 @@ def test_each_target_becomes_one_self_contained_job() -> None:
 
 def test_role_arn_and_spoke_role_name_override_the_default() -> None:
     text = fleet_yaml(("111111111111",), ("us-east-1",)) + "hub: {spoke_role_name: hps}\n"
-    assert jobs_for(parse_fleet_yaml(text), T)[0].role_arn == "arn:aws:iam::111111111111:role/hps"
+    assert jobs_for(parse_fleet_yaml(text), T).jobs[0].role_arn == "arn:aws:iam::111111111111:role/hps"
     text = text.replace("    clusters", "    role_arn: arn:aws:iam::111111111111:role/custom\n    clusters")
-    assert jobs_for(parse_fleet_yaml(text), T)[0].role_arn == "arn:aws:iam::111111111111:role/custom"
+    assert jobs_for(parse_fleet_yaml(text), T).jobs[0].role_arn == "arn:aws:iam::111111111111:role/custom"
 
 
 @pytest.mark.parametrize(
@@ -61,7 +61,7 @@ def test_bad_fleet_configs_are_one_line_errors_naming_the_field(text: str, messa
 
 @pytest.mark.parametrize(
     ("body", "message"),
-    [("not json", "not JSON"), ('{"format": 2}', "format 2"), ('{"account": "1"}', "worker message: ")],
+    [("not json", "not JSON"), ('{"format": 1}', "format 1 is not 2"), ('{"account": "1"}', "worker message: ")],
 )
 def test_a_bad_worker_message_is_a_one_line_error(body: str, message: str) -> None:
     with pytest.raises(UsageError, match=message):
@@ -72,9 +72,9 @@ def test_a_bad_worker_message_is_a_one_line_error(body: str, message: str) -> No
 @given(st.integers(1, 45))
 def test_batches_cover_every_job_once_in_tens(n: int) -> None:
     fleet = parse_fleet_yaml(fleet_yaml(tuple(f"{i:012d}" for i in range(n)), ("us-east-1",)))
-    groups = batches(jobs_for(fleet, T))
+    groups = batches([(j, encode_job(j)) for j in jobs_for(fleet, T).jobs])
     assert all(1 <= len(g) <= 10 for g in groups)
-    assert [j.account for g in groups for j in g] == [f"{i:012d}" for i in range(n)]
+    assert [j.account for g in groups for j, _ in g] == [f"{i:012d}" for i in range(n)]
 
 
 FLEET_HEAD = "schedules: {office: Mon-Fri 08:00-18:00 UTC}\ndefaults: {schedule: office}\n"
@@ -143,7 +143,7 @@ def test_checkpoints_that_fit_a_worker_run_and_reach_it_are_accepted() -> None:
 
 def test_notifications_travel_with_each_job() -> None:
     text = _with(top="notifications: {sns_topic_arn: 'arn:aws:sns:us-east-1:999999999999:hps-alarms'}\n")
-    (job,) = jobs_for(parse_fleet_yaml(text), T)
+    (job,) = jobs_for(parse_fleet_yaml(text), T).jobs
     assert job.config.notifications.sns_topic_arn == "arn:aws:sns:us-east-1:999999999999:hps-alarms"
 
 

@@ -52,5 +52,5 @@ def test_a_cluster_that_fails_does_not_stop_the_others_in_its_target(world: Flee
     assert set(world.updates) == {("111111111111", "eu-west-1", "train")}
     lines = [json.loads(x) for x in world.out]
     assert [line["cluster"] for line in lines if line.get("level") == "ERROR"] == ["ghost"]
-    (metrics,) = [line for line in lines if "_aws" in line]
+    (metrics,) = [line for line in lines if "Actions" in line]
     assert (metrics["Actions"], metrics["Failures"]) == (1, 1)

@@ -54,7 +54,24 @@ def test_a_failure_logs_at_error_level_with_where_it_happened() -> None:
 
 
 def test_emf_values_sit_beside_their_declaration() -> None:
-    doc = emf(HERE, TickCounts(1, 2, 3, 4), T)
+    doc = emf(HERE, TickCounts(1, 2, 3, 4, 5, 6), T)
     declared = [m["Name"] for m in doc["_aws"]["CloudWatchMetrics"][0]["Metrics"]]
-    assert [doc[name] for name in declared] == [1, 2, 3, 4]
+    assert [doc[name] for name in declared] == [1, 2, 3, 4, 5, 6]
     assert doc["_aws"]["Timestamp"] == int(T.timestamp() * 1000)
+
+
+def test_metrics_carry_no_account_dimension_unless_asked() -> None:
+    """Each dimension set is billed as its own custom metrics: per account that is one set per target."""
+    plain = emf(HERE, TickCounts(1, 0, 0, 0), T)["_aws"]["CloudWatchMetrics"][0]["Dimensions"]
+    assert plain == [[], ["Region"]]  # fleet-wide (the alarms watch it) and per region
+    assert not any("Account" in d for d in plain)
+    asked = emf(HERE, TickCounts(1, 0, 0, 0), T, per_account=True)["_aws"]["CloudWatchMetrics"][0]["Dimensions"]
+    assert ["Account", "Region"] in asked
+    # Every dimension named is a member of the document, or CloudWatch drops the metric.
+    doc = emf(HERE, TickCounts(1, 0, 0, 0), T, per_account=True)
+    assert all(name in doc for d in asked for name in d)
+
+
+def test_deferred_and_throttles_are_counted() -> None:
+    results = [Result("a", "deferred", ""), Result("b", "error", "x"), Result("c", "sent", "")]
+    assert count([], results, [], throttles=3) == TickCounts(0, 1, 0, 0, deferred=1, throttles=3)

@@ -27,19 +27,48 @@ _LOCATION_HELP = f"dynamodb://TABLE[?region=R] or s3://BUCKET/KEY (default: ${LO
 
 @app.command("package")
 def package_cmd(
-    output: Path = typer.Option(Path("dist/hyperpod-scheduler-lambda.zip"), "--output", "-o", help="Zip to write."),
+    output: Path = typer.Option(Path("dist"), "--output-dir", "-o", help="Directory to write lambda-<hash>.zip to."),
     no_deps: bool = typer.Option(False, "--no-deps", help="Only this package (dependencies supplied by a layer)."),
     platform: str = typer.Option(package.DEFAULT_PLATFORM, help="pip --platform of the Lambda architecture."),
     python: str = typer.Option(package.DEFAULT_PYTHON, "--python-version", help="Python of the Lambda runtime."),
+    no_bytecode: bool = typer.Option(False, "--no-bytecode", help="Leave out compiled bytecode (slower cold starts)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
-    """Build the Lambda zip (the package and its dependencies)."""
-    artefact = package.build(output, dependencies=not no_deps, platform=platform, python=python)
+    """Build the Lambda zip (the package and its locked runtime dependencies), named by its content hash."""
+    artefact = package.build(
+        output, dependencies=not no_deps, platform=platform, python=python, bytecode=not no_bytecode
+    )
     if as_json:
-        print_json({"path": str(artefact.path), "files": artefact.files, "bytes": artefact.size_bytes})
+        print_json(
+            {
+                "path": str(artefact.path), "key": artefact.key, "sha256": artefact.sha256, "files": artefact.files,
+                "bytes": artefact.size_bytes, "unzipped_bytes": artefact.unzipped_bytes,
+            }
+        )  # fmt: skip
         return
-    mib = artefact.size_bytes / 2**20
-    console.print(f"wrote {artefact.path} ({artefact.files} files, {mib:.1f} MiB)", markup=False, soft_wrap=True)
+    mib, unzipped = artefact.size_bytes / 2**20, artefact.unzipped_bytes / 1e6
+    lines = [
+        f"wrote {artefact.path} ({artefact.files} files, {mib:.1f} MiB; {unzipped:.0f} MB unzipped of Lambda's "
+        f"{package.UNZIPPED_LIMIT / 1e6:.0f} MB)",
+        f"upload: aws s3 cp {artefact.path} s3://<CodeBucket>/{artefact.key}",
+        f"deploy: CodeKey={artefact.key}",
+    ]
+    for line in lines:
+        console.print(line, markup=False, soft_wrap=True)
+
+
+@app.command("lock")
+def lock_cmd(
+    output: Path = typer.Option(
+        Path(__file__).resolve().parents[1] / "deploy" / package.LOCK_FILE, "--output", "-o", help="Lock file to write."
+    ),
+    python: str = typer.Option(package.DEFAULT_PYTHON, "--python-version", help="Python of the Lambda runtime."),
+) -> None:
+    """Re-resolve the Lambda's runtime dependencies for its platforms and pin them with hashes (maintainers)."""
+    text = package.make_lock(python=python)
+    output.write_text(text, encoding="utf-8")
+    pins = package.parse_lock(text).pins
+    console.print(f"wrote {output} ({len(pins)} packages)", markup=False, soft_wrap=True)
 
 
 @app.command("template")

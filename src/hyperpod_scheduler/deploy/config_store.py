@@ -74,8 +74,15 @@ def read_text(location: Location, client_for: ClientFactory = boto3_client) -> s
 
 
 def write_text(location: Location, text: str, client_for: ClientFactory = boto3_client) -> FleetConfig:
-    """Validate ``text`` as a fleet config, then store it; returns the parsed config."""
+    """Validate ``text`` as a fleet config, then store it; returns the parsed config. A config whose
+    messages cannot be sent (one over SQS's size limit) is refused here, not at the next tick."""
+    from datetime import UTC, datetime
+
+    from hyperpod_scheduler.deploy.jobs import jobs_for
+
     fleet = parse_fleet_yaml(text, "fleet config")
+    for unqueued in jobs_for(fleet, datetime.now(UTC)).unqueued:
+        raise UsageError(f"fleet config: {unqueued.why}")
     try:
         if location.scheme == "s3":
             client_for("s3", location.region).put_object(

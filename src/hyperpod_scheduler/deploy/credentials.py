@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+import threading
 from typing import Any
 
 import boto3
+import botocore.session
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_scheduler.aws.deadlines import BoundedBotocoreSession
@@ -15,6 +17,22 @@ SESSION_PREFIX = "hyperpod-scheduler"
 # Longer than a worker may run (the Lambda timeout is at most 900 s, checkpoint waits included), so
 # the credentials outlive every call of the run; the spoke role allows up to an hour.
 SESSION_SECONDS = 1800
+_loader_lock = threading.Lock()
+_loader: Any = None
+
+
+def _botocore_session() -> botocore.session.Session:
+    """A fresh bounded botocore session (its own credentials; every client gets the call deadlines and
+    answer checks) sharing one data loader per process: every worker run of a warm Lambda would
+    otherwise decode the SageMaker model again (about 0.4 s of CPU)."""
+    global _loader
+    core = BoundedBotocoreSession()
+    with _loader_lock:
+        if _loader is None:
+            _loader = core.get_component("data_loader")
+        else:
+            core.register_component("data_loader", _loader)
+    return core
 
 
 def session_name(account: str, region: str) -> str:
@@ -39,9 +57,9 @@ def assume(sts: Any, role_arn: str, account: str, region: str) -> boto3.Session:
         raise AwsError(f"account {account}: cannot assume {role_arn}: {exc}") from None
     creds = answer["Credentials"]
     return boto3.Session(
-        botocore_session=BoundedBotocoreSession(),  # every client of the spoke: deadlines and answer checks
         aws_access_key_id=creds["AccessKeyId"],
         aws_secret_access_key=creds["SecretAccessKey"],
         aws_session_token=creds["SessionToken"],
         region_name=region,
+        botocore_session=_botocore_session(),  # every client of the spoke: deadlines and answer checks
     )

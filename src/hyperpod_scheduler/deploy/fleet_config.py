@@ -24,6 +24,8 @@ from hyperpod_scheduler.inputs import bounded
 DEFAULT_SPOKE_ROLE = "hyperpod-scheduler-spoke"
 # The hub template's WorkerTimeout default; Lambda allows at most 900 seconds.
 DEFAULT_WORKER_TIMEOUT_S = 900
+# Named clusters per SQS message: at the default 1 UpdateCluster/s a message's stops take about a minute.
+DEFAULT_CLUSTERS_PER_MESSAGE = 50
 # What a worker run needs besides waiting for an agent: assume the role, describe, update, write state.
 WORKER_MARGIN_S = 60
 # Top-level keys of the CLI's config that have no meaning in the fleet, and why.
@@ -43,6 +45,23 @@ class FleetTarget(Target):
     region: str = Field(min_length=1)
     # Default: arn:aws:iam::<account>:role/<hub.spoke_role_name>, the role the spoke template creates.
     role_arn: str | None = Field(default=None, pattern=ROLE_ARN_PATTERN)
+    # Tag-selected clusters are found by the worker, so the orchestrator cannot count them: a target with
+    # many tagged clusters says into how many messages their discovery is split (by a hash of the name).
+    tag_shards: int = Field(default=1, ge=1, le=64)
+
+
+class SagemakerRates(BaseModel):
+    """The client-side limit on SageMaker calls per account and region (AWS publishes none; it throttles).
+
+    Shared by every thread of a worker run and split between the messages of one target; a throttled
+    answer halves the run's rate. Raise these only when AWS has raised your account's limits."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    updates_per_second: float = Field(default=1.0, gt=0, le=100)
+    reads_per_second: float = Field(default=5.0, gt=0, le=100)
+    burst: int = Field(default=2, ge=1, le=100)  # calls of one kind that may go at once after a quiet spell
+    jitter: float = Field(default=0.1, ge=0, le=1)  # up to this fraction of one interval added to a wait
 
 
 class Hub(BaseModel):
@@ -51,6 +70,11 @@ class Hub(BaseModel):
     spoke_role_name: str = Field(default=DEFAULT_SPOKE_ROLE, min_length=1)
     # Must match the hub's WorkerTimeout: the longest a worker run may take (checkpoint waits included).
     worker_timeout_seconds: int = Field(default=DEFAULT_WORKER_TIMEOUT_S, ge=60, le=900)
+    # A target naming more clusters than this is split into several messages (several workers).
+    clusters_per_message: int = Field(default=DEFAULT_CLUSTERS_PER_MESSAGE, ge=1, le=1000)
+    sagemaker: SagemakerRates = Field(default_factory=SagemakerRates)
+    # EMF metrics per account too (one custom metric set per account and region, billed per metric).
+    metrics_per_account: bool = False
 
 
 class FleetConfig(BaseModel):
@@ -74,7 +98,7 @@ class FleetConfig(BaseModel):
         return self._config(self.targets)
 
     def _config(self, targets: list[FleetTarget]) -> Config:
-        plain = [Target.model_validate(t.model_dump(exclude={"account", "role_arn"})) for t in targets]
+        plain = [Target.model_validate(t.model_dump(exclude={"account", "role_arn", "tag_shards"})) for t in targets]
         fields = {"defaults": self.defaults, "schedules": self.schedules, "targets": plain}
         # Each target is its own account: one cluster name may be listed once in each.
         return Config.model_validate({**fields, "notifications": self.notifications}, context={TARGETS_APART: True})

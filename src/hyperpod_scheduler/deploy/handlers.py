@@ -1,30 +1,39 @@
 """The Lambda entry points, kept thin: read the environment, call the orchestrator or one worker.
 
-- ``orchestrator``: run by an EventBridge Scheduler rate schedule. Reads the fleet config and sends
-  one SQS message per (account, region) target. It does no AWS work per cluster, so a 500-account
-  fleet costs it a few SendMessageBatch calls.
+- ``orchestrator``: run by an EventBridge Scheduler cron schedule, on the minute. Reads the fleet
+  config and queues one SQS message per part of a target (see ``jobs``) unless that part is still
+  queued or in flight (``markers``). It does no AWS work per cluster, so a 500-account fleet costs it a
+  few BatchGetItem and SendMessageBatch calls.
 - ``worker``: an SQS event source (batch size 1 in the template; more works too). Assumes the spoke
-  role, runs one reconcile pass for the target, prints one JSON log line per engine event and one
-  EMF metrics line. A failed target is reported as a batch item failure: SQS retries it and, after
-  ``maxReceiveCount``, moves it to the dead-letter queue (an alarm watches that).
+  role, runs one reconcile pass for the job, prints one JSON log line per engine event and one EMF
+  metrics line. A job whose every cluster failed (or whose role cannot be assumed) is reported as a
+  batch item failure, to come back after a growing backoff: SQS retries it and, after
+  ``maxReceiveCount``, moves it to the dead-letter queue (an alarm watches that). A job with some
+  clusters failed succeeds: the next tick tries them again, and the Failures metric is alarmed.
 
-Environment: ``HYPERPOD_SCHEDULER_TABLE`` (state table), ``HYPERPOD_SCHEDULER_QUEUE_URL``
-(orchestrator), ``HYPERPOD_SCHEDULER_CONFIG`` (default ``dynamodb://<table>``).
+Environment: ``HYPERPOD_SCHEDULER_TABLE`` (state table), ``HYPERPOD_SCHEDULER_QUEUE_URL`` (the work
+queue), ``HYPERPOD_SCHEDULER_CONFIG`` (default ``dynamodb://<table>``),
+``HYPERPOD_SCHEDULER_MAX_RECEIVES`` (the queue's maxReceiveCount, default 3),
+``HYPERPOD_SCHEDULER_RETRY_BACKOFF_SECONDS`` (first retry delay of a failed job, default 60).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_scheduler.deploy import config_store, credentials, observe
 from hyperpod_scheduler.deploy.jobs import TargetJob, batches, decode_job, encode_job, jobs_for
-from hyperpod_scheduler.deploy.worker import SagemakerFactory, WorkerReport, run_job
+from hyperpod_scheduler.deploy.markers import DEFAULT_QUEUED_S, RUNNING_MARGIN_S, Markers, new_token
+from hyperpod_scheduler.deploy.worker import MapPool, Pacing, SagemakerFactory, WorkerReport, run_job, thread_map
 from hyperpod_scheduler.errors import AwsError, HyperpodSchedulerError, UsageError
 from hyperpod_scheduler.store.base import StateStore
 from hyperpod_scheduler.store.dynamodb import DynamoDBStore
@@ -36,6 +45,12 @@ if TYPE_CHECKING:
 TABLE_ENV = "HYPERPOD_SCHEDULER_TABLE"
 QUEUE_ENV = "HYPERPOD_SCHEDULER_QUEUE_URL"
 CONFIG_ENV = "HYPERPOD_SCHEDULER_CONFIG"
+RECEIVES_ENV = "HYPERPOD_SCHEDULER_MAX_RECEIVES"
+BACKOFF_ENV = "HYPERPOD_SCHEDULER_RETRY_BACKOFF_SECONDS"
+DEFAULT_MAX_RECEIVES = 3
+DEFAULT_BACKOFF_S = 60.0
+MAX_BACKOFF_S = 900.0  # the work queue's visibility timeout is longer; a retry never waits past this
+DEFAULT_RUN_S = 900.0  # a run with no Lambda context (a test, a manual call) is assumed to take at most this
 
 
 def default_sagemaker(session: boto3.Session, region: str) -> SageMakerClient:
@@ -46,6 +61,19 @@ def default_sagemaker(session: boto3.Session, region: str) -> SageMakerClient:
 
 def _utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+def _env_number(env: Mapping[str, str], name: str, default: float, low: float) -> float:
+    text = env.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(f"{name}: {text!r} is not a number") from None
+    if not value >= low:
+        raise UsageError(f"{name}: {text!r} must be at least {low:g}")
+    return value
 
 
 @dataclass
@@ -60,6 +88,13 @@ class Runtime:
     now: Callable[[], datetime] = _utc_now
     out: Callable[[str], None] = print
     store_factory: Callable[[], StateStore] | None = field(default=None)
+    max_receives: int = DEFAULT_MAX_RECEIVES
+    retry_backoff_s: float = DEFAULT_BACKOFF_S
+    queued_s: float = DEFAULT_QUEUED_S
+    # How a worker run keeps time (real in Lambda; the benchmark's simulated clock there).
+    monotonic: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    pool: MapPool[Any, Any] = thread_map
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Runtime:
@@ -68,12 +103,21 @@ class Runtime:
         if not table:
             raise UsageError(f"{TABLE_ENV}: not set (the hub template sets it on both functions)")
         location = config_store.parse_location(env.get(CONFIG_ENV) or f"dynamodb://{table}")
-        return cls(table=table, config_location=location, queue_url=env.get(QUEUE_ENV, ""))
+        return cls(
+            table=table,
+            config_location=location,
+            queue_url=env.get(QUEUE_ENV, ""),
+            max_receives=int(_env_number(env, RECEIVES_ENV, DEFAULT_MAX_RECEIVES, 1)),
+            retry_backoff_s=_env_number(env, BACKOFF_ENV, DEFAULT_BACKOFF_S, 0),
+        )
 
     def open_store(self) -> StateStore:
         if self.store_factory is not None:
             return self.store_factory()
         return DynamoDBStore(self.table, client=self.client_for("dynamodb", None))
+
+    def markers(self) -> Markers:
+        return Markers(self.client_for("dynamodb", None), self.table)
 
     def log(self, level: str, message: str, **fields: Any) -> None:
         self.out(observe.dumps({"level": level, "at": self.now().isoformat(), "message": message, **fields}))
@@ -86,30 +130,57 @@ def orchestrate(runtime: Runtime) -> dict[str, Any]:
     if not runtime.queue_url:
         raise UsageError(f"{QUEUE_ENV}: not set (the hub template sets it on the orchestrator)")
     fleet = config_store.load(runtime.config_location, runtime.client_for)
-    jobs = jobs_for(fleet, runtime.now())
+    now = runtime.now()
+    fanout = jobs_for(fleet, now)
+    for u in fanout.unqueued:
+        runtime.log("ERROR", f"target not queued: {u.why}", target=u.label)
+    markers = runtime.markers()
+    held = markers.held([job.key for job in fanout.jobs], now)
+    claimed: list[TargetJob] = []
+    for job in fanout.jobs:
+        if job.key in held:
+            continue
+        token = new_token()
+        if markers.claim(job.key, token, now):
+            claimed.append(job.model_copy(update={"marker": token}))
+    already = len(fanout.jobs) - len(claimed)
     sqs = runtime.client_for("sqs", None)
-    for batch in batches(jobs):
-        entries = [{"Id": str(i), "MessageBody": encode_job(job)} for i, job in enumerate(batch)]
+    queued = 0
+    not_queued = len(fanout.unqueued)
+    unreachable: str | None = None
+    for batch in batches([(job, encode_job(job)) for job in claimed]):
+        entries = [{"Id": str(i), "MessageBody": body} for i, (_, body) in enumerate(batch)]
         try:
             answer = sqs.send_message_batch(QueueUrl=runtime.queue_url, Entries=entries)
         except (ClientError, BotoCoreError) as exc:
-            raise AwsError(f"orchestrator: cannot queue targets: {exc}") from None
+            answer = {"Failed": [{"Id": e["Id"], "Message": str(exc)} for e in entries]}
+            unreachable = str(exc)
         failed = {int(f["Id"]): f for f in answer.get("Failed", [])}
-        for i, job in enumerate(batch):
+        for i, (job, _) in enumerate(batch):
             if i in failed:
-                runtime.log(
-                    "ERROR",
-                    "target not queued",
-                    account=job.account,
-                    region=job.region,
-                    error=failed[i].get("Message", failed[i].get("Code", "")),
-                )
-            else:
-                runtime.log("INFO", "target queued", account=job.account, region=job.region)
-        if failed:
-            # Lambda retries the whole orchestrator run; targets queued twice are harmless (leases).
-            raise AwsError(f"orchestrator: {len(failed)} target(s) could not be queued")
-    return {"targets": len(jobs), "queued": len(jobs)}
+                # Not on the queue: give the part back so the next tick tries again.
+                _quietly(partial(markers.release, job.key, job.marker))
+                reason = failed[i].get("Message") or failed[i].get("Code", "")
+                runtime.log("ERROR", "target not queued", account=job.account, region=job.region, part=job.key,
+                            error=reason)  # fmt: skip
+                not_queued += 1
+                continue
+            queued += 1
+            until = now + timedelta(seconds=runtime.queued_s)
+            _quietly(partial(markers.mark, job.key, job.marker, "queued", until))
+            runtime.log("INFO", "target queued", account=job.account, region=job.region, part=job.key)
+    runtime.out(observe.dumps(observe.orchestrator_emf(queued, already, not_queued, now)))
+    if unreachable is not None:
+        # Lambda's Errors metric (alarmed) and the scheduler's retry; markers keep a retry from doubling up.
+        raise AwsError(f"orchestrator: cannot queue targets: {unreachable}")
+    return {"targets": len(fleet.targets), "parts": len(fanout.jobs), "queued": queued, "in_flight": already,
+            "not_queued": not_queued}  # fmt: skip
+
+
+def _quietly(step: Callable[[], object]) -> None:
+    """A marker write that may fail without harm: an unreleased marker only expires later."""
+    with contextlib.suppress(HyperpodSchedulerError):
+        step()
 
 
 def orchestrator(event: Mapping[str, Any], context: Any, runtime: Runtime | None = None) -> dict[str, Any]:
@@ -120,9 +191,17 @@ def orchestrator(event: Mapping[str, Any], context: Any, runtime: Runtime | None
 # ---- worker --------------------------------------------------------------------------------------
 
 
-def work(job: TargetJob, runtime: Runtime) -> WorkerReport:
+def _remaining(context: Any) -> Callable[[], float] | None:
+    probe = getattr(context, "get_remaining_time_in_millis", None)
+    if not callable(probe):
+        return None
+    return lambda: float(probe()) / 1000.0
+
+
+def work(job: TargetJob, runtime: Runtime, context: Any = None) -> WorkerReport:
     sts = runtime.client_for("sts", job.region)
     session = credentials.assume(sts, job.role_arn, job.account, job.region)
+    pacing = Pacing(clock=runtime.monotonic, sleep=runtime.sleep, remaining_s=_remaining(context), pool=runtime.pool)
     with runtime.open_store() as store:
         return run_job(
             job,
@@ -132,7 +211,20 @@ def work(job: TargetJob, runtime: Runtime) -> WorkerReport:
             now=runtime.now,
             out=runtime.out,
             hub=runtime.client_for,
+            pacing=pacing,
         )
+
+
+def backoff_s(runtime: Runtime, receive_count: int) -> float:
+    """How long a failed job waits before SQS hands it out again: doubling from the first retry."""
+    return min(MAX_BACKOFF_S, runtime.retry_backoff_s * 2.0 ** max(0, receive_count - 1))
+
+
+@dataclass
+class _Delivery:
+    record: Mapping[str, Any]
+    message_id: str
+    receive_count: int
 
 
 def worker(event: Mapping[str, Any], context: Any, runtime: Runtime | None = None) -> dict[str, Any]:
@@ -146,24 +238,81 @@ def worker(event: Mapping[str, Any], context: Any, runtime: Runtime | None = Non
         records = [{"messageId": "direct", "body": encode_job(TargetJob.model_validate(event))}]
     failures: list[dict[str, str]] = []
     for record in records:
-        message_id = str(record.get("messageId", ""))
+        attributes = record.get("attributes") or {}
         try:
-            job = decode_job(str(record.get("body", "")))
-        except UsageError as exc:
-            # A malformed message never gets better: drop it (logged) rather than retry it into the DLQ.
-            runtime.log("ERROR", str(exc), message_id=message_id)
-            continue
-        try:
-            report = work(job, runtime)
-        except UsageError as exc:
-            runtime.log("ERROR", str(exc), account=job.account, region=job.region)
-            continue
-        except (HyperpodSchedulerError, ClientError, BotoCoreError) as exc:
-            runtime.log("ERROR", f"target failed, SQS will retry: {exc}", account=job.account, region=job.region)
-            failures.append({"itemIdentifier": message_id})
-            continue
-        errors = sum(1 for r in report.results if r.kind == "error")
-        runtime.log(
-            "INFO", "target done", account=job.account, region=job.region, clusters=len(report.results), errors=errors
-        )
+            count = max(1, int(attributes.get("ApproximateReceiveCount", 1)))
+        except (TypeError, ValueError):
+            count = 1
+        delivery = _Delivery(record, str(record.get("messageId", "")), count)
+        if not _deliver(delivery, runtime, context):
+            failures.append({"itemIdentifier": delivery.message_id})
     return {"batchItemFailures": failures}
+
+
+def _deliver(delivery: _Delivery, runtime: Runtime, context: Any) -> bool:
+    """Work one message; False if SQS should hand it out again."""
+    try:
+        job = decode_job(str(delivery.record.get("body", "")))
+    except UsageError as exc:
+        # A malformed message never gets better: drop it (logged) rather than retry it into the DLQ.
+        runtime.log("ERROR", str(exc), message_id=delivery.message_id)
+        return True
+    markers = runtime.markers() if job.marker else None
+    where = {"account": job.account, "region": job.region, "part": job.key, "attempt": delivery.receive_count}
+    if markers is not None:
+        remaining = _remaining(context)
+        run_s = remaining() if remaining is not None else DEFAULT_RUN_S
+        until = runtime.now() + timedelta(seconds=run_s + RUNNING_MARGIN_S)
+        _quietly(partial(markers.mark, job.key, job.marker, "running", until))
+    try:
+        report = work(job, runtime, context)
+    except UsageError as exc:
+        runtime.log("ERROR", str(exc), **where)
+        _release(markers, job)
+        return True
+    except (HyperpodSchedulerError, ClientError, BotoCoreError) as exc:
+        return _retry(delivery, runtime, markers, job, f"target failed: {exc}", where)
+    if report.all_failed:
+        return _retry(delivery, runtime, markers, job, f"every one of {len(report.results)} cluster(s) failed", where)
+    _release(markers, job)
+    runtime.log(
+        "INFO", "target done", **where, clusters=len(report.results), errors=report.errors,
+        deferred=report.counts.deferred, throttles=report.counts.throttles,
+    )  # fmt: skip
+    return True
+
+
+def _release(markers: Markers | None, job: TargetJob) -> None:
+    if markers is not None:
+        _quietly(partial(markers.release, job.key, job.marker))
+
+
+def _retry(
+    delivery: _Delivery, runtime: Runtime, markers: Markers | None, job: TargetJob, why: str, where: dict[str, Any]
+) -> bool:
+    if delivery.receive_count >= runtime.max_receives:
+        # SQS moves it to the dead-letter queue at its next receive (alarmed): make that now rather than
+        # after the queue's long visibility timeout. The next tick may queue the part afresh.
+        runtime.log("ERROR", f"{why}; attempt {delivery.receive_count} of {runtime.max_receives}: to the DLQ", **where)
+        _release(markers, job)
+        _visible_in(runtime, delivery, 0, where)
+        return False
+    delay = backoff_s(runtime, delivery.receive_count)
+    runtime.log("ERROR", f"{why}; SQS retries it in {delay:.0f} s", **where)
+    if markers is not None:
+        until = runtime.now() + timedelta(seconds=delay + runtime.queued_s)
+        _quietly(partial(markers.mark, job.key, job.marker, "queued", until))
+    _visible_in(runtime, delivery, delay, where)
+    return False
+
+
+def _visible_in(runtime: Runtime, delivery: _Delivery, seconds: float, where: dict[str, Any]) -> None:
+    receipt = delivery.record.get("receiptHandle")
+    if not runtime.queue_url or not receipt:
+        return
+    try:
+        runtime.client_for("sqs", None).change_message_visibility(
+            QueueUrl=runtime.queue_url, ReceiptHandle=str(receipt), VisibilityTimeout=int(seconds)
+        )
+    except (ClientError, BotoCoreError) as exc:  # the queue's own visibility timeout applies instead
+        runtime.log("WARNING", f"cannot set when SQS hands it out again: {exc}", **where)

@@ -51,16 +51,27 @@ class TickCounts:
     failures: int
     shortfalls: int
     saved_instances: int
+    deferred: int = 0
+    throttles: int = 0
 
 
-def count(events: Iterable[Event], results: Iterable[Result], records: Iterable[ClusterRecord | None]) -> TickCounts:
-    """Actions sent, failures, clusters that came back short, and instances kept off by the scheduler."""
+def count(
+    events: Iterable[Event],
+    results: Iterable[Result],
+    records: Iterable[ClusterRecord | None],
+    *,
+    throttles: int = 0,
+) -> TickCounts:
+    """Actions sent, failures, clusters that came back short, instances kept off by the scheduler,
+    clusters left for the next run, and throttled SageMaker answers."""
     events = list(events)
+    results = list(results)
     actions = sum(1 for e in events if e.kind == "sent")
     failures = sum(1 for r in results if r.kind in FAILURE_KINDS)
     shortfalls = sum(1 for e in events if e.kind in ("settled", "failed") and _short(e.detail.get("outcomes")))
     saved = sum(_stopped_instances(r) for r in records)
-    return TickCounts(actions, failures, shortfalls, saved)
+    deferred = sum(1 for r in results if r.kind == "deferred")
+    return TickCounts(actions, failures, shortfalls, saved, deferred, throttles)
 
 
 def _short(outcomes: Any) -> bool:
@@ -76,13 +87,27 @@ def _stopped_instances(record: ClusterRecord | None) -> int:
     return sum(size.count for size in record.snapshot.sizes.values())
 
 
-def emf(place: Place, counts: TickCounts, at: datetime) -> dict[str, Any]:
-    """One EMF document: CloudWatch turns it into four metrics with Account and Region dimensions."""
+def dimension_sets(per_account: bool) -> list[list[str]]:
+    """Fleet-wide (what the alarms watch) and per region; per account only when asked for.
+
+    Every dimension set is a custom metric of its own, billed per metric and month: per account that is
+    one set per account and region, which at a few hundred targets costs more than the rest of the hub.
+    The log line names the account either way (CloudWatch Logs Insights can group by it for free)."""
+    sets: list[list[str]] = [[], ["Region"]]
+    if per_account:
+        sets.append(["Account", "Region"])
+    return sets
+
+
+def emf(place: Place, counts: TickCounts, at: datetime, *, per_account: bool = False) -> dict[str, Any]:
+    """One EMF document: CloudWatch turns it into metrics in ``NAMESPACE`` (see ``dimension_sets``)."""
     metrics = {
         "Actions": counts.actions,
         "Failures": counts.failures,
         "Shortfalls": counts.shortfalls,
         "SavedInstances": counts.saved_instances,
+        "Deferred": counts.deferred,
+        "Throttles": counts.throttles,
     }
     return {
         "_aws": {
@@ -90,13 +115,28 @@ def emf(place: Place, counts: TickCounts, at: datetime) -> dict[str, Any]:
             "CloudWatchMetrics": [
                 {
                     "Namespace": NAMESPACE,
-                    "Dimensions": [["Account", "Region"]],
+                    "Dimensions": dimension_sets(per_account),
                     "Metrics": [{"Name": name, "Unit": "Count"} for name in metrics],
                 }
             ],
         },
         "Account": place.account,
         "Region": place.region,
+        **metrics,
+    }
+
+
+def orchestrator_emf(queued: int, already: int, unqueued: int, at: datetime) -> dict[str, Any]:
+    """The orchestrator's tick: parts queued, parts skipped because still queued or in flight, and
+    parts that could not be queued (a message too large, a failed send): the last one is alarmed."""
+    metrics = {"PartsQueued": queued, "PartsInFlight": already, "PartsNotQueued": unqueued}
+    return {
+        "_aws": {
+            "Timestamp": int(at.timestamp() * 1000),
+            "CloudWatchMetrics": [
+                {"Namespace": NAMESPACE, "Dimensions": [[]], "Metrics": [{"Name": n, "Unit": "Count"} for n in metrics]}
+            ],
+        },
         **metrics,
     }
 

@@ -6,6 +6,7 @@ are plain YAML: ``yaml.safe_load`` reads them and the tests can inspect every po
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from importlib import resources
 from typing import Any
@@ -54,6 +55,12 @@ def render(name: str, params: Mapping[str, str] | None = None) -> str:
         allowed = spec.get("AllowedValues")
         if allowed is not None and value not in [str(a) for a in allowed]:
             raise UsageError(f"template '{name}': {key}={value!r} is not one of {[str(a) for a in allowed]}")
+        pattern = spec.get("AllowedPattern")
+        if pattern is not None and spec.get("Type") == "String" and not re.fullmatch(pattern, value):
+            why = " ".join(str(spec.get("ConstraintDescription", "")).split())
+            raise UsageError(
+                f"template '{name}': {key}={value!r} does not match {pattern}" + (f": {why}" if why else "")
+            )
         spec["Default"] = int(value) if spec.get("Type") == "Number" and value.isdigit() else value
     rendered: str = yaml.safe_dump(template, sort_keys=False, width=120)
     return rendered
