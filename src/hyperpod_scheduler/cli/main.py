@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 import typer
 from botocore.exceptions import BotoCoreError, ClientError
@@ -19,6 +20,8 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    # Plain click help: no boxes, no `<bool>` beside flags, readable piped into less or grep.
+    rich_markup_mode=None,
 )
 app.add_typer(cluster.app, name="cluster", help="Cluster specs: validate, render, create, describe.")
 app.add_typer(emulator.app, name="emulator", help="The local HyperPod control plane (emulator).")
@@ -51,29 +54,58 @@ def _root(
     """Put SageMaker HyperPod clusters on a schedule and keep them healthy across it."""
 
 
+# Typer >= 0.2x vendors click and names its base error TyperException; older Typer uses click's own.
+_CLI_ERROR: type[Exception] = getattr(typer, "TyperException", None) or __import__("click").ClickException
+
+
+def _cli_error(exc: Any) -> int:
+    """Click's argument errors as one line naming the argument, with where to read more."""
+    ctx = getattr(exc, "ctx", None)
+    if type(exc).__name__ == "NoArgsIsHelpError":  # a bare group (`hyperpod-scheduler cluster`): its help
+        typer.echo(ctx.get_help() if ctx is not None else exc.format_message(), err=True)
+        return int(exc.exit_code)
+    hint = f" (see '{ctx.command_path} --help')" if ctx is not None and getattr(exc, "exit_code", 1) == 2 else ""
+    error_line(f"{exc.format_message()}{hint}")
+    return int(getattr(exc, "exit_code", 1))
+
+
 def main() -> None:
-    """Entry point: every expected failure becomes one line on stderr and a non-zero exit."""
+    """Entry point: every expected failure becomes one line on stderr and a documented exit code
+    (docs/scheduler.md, "Exit codes")."""
+    sys.exit(run())
+
+
+def run(argv: list[str] | None = None) -> int:
+    """The CLI on ``argv`` (default: the process's arguments); returns the exit code."""
     try:
-        app()
+        code = app(args=argv, prog_name="hyperpod-scheduler", standalone_mode=False)
+        return code if isinstance(code, int) else 0
+    except typer.Exit as exc:
+        return int(exc.exit_code)
+    except typer.Abort:
+        error_line("aborted")
+        return 1
+    except _CLI_ERROR as exc:
+        return _cli_error(exc)
     except HyperpodSchedulerError as exc:
         error_line(str(exc))
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except ClientError as exc:
         err = exc.response.get("Error", {})
         op = getattr(exc, "operation_name", "call")
         error_line(f"AWS {op} failed: {err.get('Code', 'Error')}: {err.get('Message', '')}")
-        sys.exit(1)
+        return 1
     except BotoCoreError as exc:
         error_line(f"AWS: {exc}")
-        sys.exit(1)
+        return 1
     except KeyboardInterrupt:
         error_line("interrupted")
-        sys.exit(130)
+        return 130
     except Exception as exc:  # a bug of ours: still one line, the traceback only on request
         if os.environ.get("HYPERPOD_SCHEDULER_DEBUG"):
             raise
         error_line(f"internal error: {type(exc).__name__}: {exc} (set HYPERPOD_SCHEDULER_DEBUG=1 for the traceback)")
-        sys.exit(70)
+        return 70
 
 
 if __name__ == "__main__":
