@@ -210,7 +210,7 @@ def _billing(record: ClusterRecord | None, lines: list[HistoryEntry], prices: Pr
         if o.current > 0:
             itype = types.get(o.group)
             out.append(Billing(o.group, o.current, itype, _hourly(prices, itype, o.current)))
-    return tuple(out)
+    return tuple(sorted(out, key=lambda b: -(b.usd_per_hour or 0.0)))  # what costs most first
 
 
 def _hourly_now(
