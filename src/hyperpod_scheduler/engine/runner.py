@@ -605,9 +605,7 @@ class Engine:
             base = rec or ClusterRecord.new(ref.key, now)
             return base.evolve(hold=Hold(state=state, until=until, by=self.actor, reason=reason), updated_at=now)
 
-        line = self._entry(
-            ref, "hold", "ok", state=state, until=until.isoformat() if until else None, reason=reason
-        )
+        line = self._entry(ref, "hold", "ok", state=state, until=until.isoformat() if until else None, reason=reason)
         self._update(ref, change, line)
 
     def release(self, ref: ClusterRef) -> bool:
