@@ -13,6 +13,7 @@ if [ ! -x "$CHROMIUM" ]; then
         exit 1
     fi
     export DEBIAN_FRONTEND=noninteractive
+    echo "browser-ci: installing Debian's chromium with apt-get (undo: apt-get remove chromium)"
     apt-get install -y --no-install-recommends chromium >/dev/null \
         || { apt-get update >/dev/null && apt-get install -y --no-install-recommends chromium >/dev/null; }
 fi

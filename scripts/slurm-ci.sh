@@ -176,3 +176,6 @@ sinfo -N -o '%N %T %P'
 idle=$(sinfo -h -N -p "$PARTITION" -o '%N %T' | awk '$2=="idle"' | wc -l)
 [ "$idle" -ge "$NODES" ] || die "only $idle of $NODES nodes idle (see $LOGS/)"
 say "ready: $NODES nodes idle in $(( $(date +%s) - start ))s"
+say "this machine now has: /etc/slurm/slurm.conf and /etc/munge/munge.key, state in /var/spool/slurmctld,"
+say "munged, slurmctld and $NODES slurmd running; stop them with: bash scripts/slurm-ci.sh stop"
+say "(to remove Slurm and munge too: apt-get remove slurm-wlm munge)"

@@ -4,6 +4,8 @@
 # (munge, slurmctld, several slurmd) and Debian's Chromium for the browser tests.
 source "$(dirname "$0")/_venv.sh" dev
 if [ "$(id -u)" = 0 ]; then
+  echo "== as root, this installs slurm-wlm, munge and chromium with apt-get, writes /etc/slurm and /etc/munge,"
+  echo "   and leaves munged, slurmctld and slurmd running (stop them: bash scripts/slurm-ci.sh stop)"
   # A set-up failure does not end the run: lint, types and every other test still report, and the
   # tests that need the missing piece fail under CI=true with their own message.
   echo "== slurm (scripts/slurm-ci.sh)"

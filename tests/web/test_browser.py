@@ -1,5 +1,8 @@
-"""The dashboard in a real browser: Playwright driving Debian's Chromium (never a downloaded one)
-against the dashboard served over the emulator's demo fleet. Screenshots go to test-artifacts/web/.
+"""The dashboard in a real browser: Playwright driving Debian's Chromium (never a downloaded one) over
+the demo's own week (``run_demo``, seven virtual days, served as ``demo --dashboard`` serves it), on a
+laptop (1440x900) and a phone (390x844). Every page is checked with axe-core (vendored under
+tests/web/vendor/) for zero violations, and for Content-Security-Policy violations and console errors.
+Screenshots go to test-artifacts/web/ (docs/dashboard.md links them).
 
 When Chromium cannot start these tests fail with the reason under CI=true, and skip locally.
 Install it with scripts/browser-ci.sh.
@@ -18,7 +21,7 @@ from typer.testing import CliRunner
 
 from hyperpod_scheduler.cli.main import app as cli_app
 from tests.web.conftest import TOKEN
-from tests.web.fleet import DemoFleet, serving
+from tests.web.demo_week import DemoWeek, demo_week
 
 CHROMIUM = os.environ.get("HYPERPOD_SCHEDULER_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -31,8 +34,22 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "web"
-LAPTOP = {"width": 1280, "height": 800}
+AXE = Path(__file__).with_name("vendor") / "axe-core" / "axe.min.js"
+LAPTOP = {"width": 1440, "height": 900}
 PHONE = {"width": 390, "height": 844}
+PAGES = {
+    "fleet": "/",
+    "cluster-trn1-research": "/clusters/trn1-research",
+    "cluster-p5-training": "/clusters/p5-training",
+    "confirm-start-g5-dev": "/clusters/g5-dev/actions/start",
+    "schedules": "/schedules?tz=UTC",
+    "savings": "/savings",
+}
+# Collects CSP violations in the page itself (the browser reports them as events, not only on the console).
+CSP_WATCH = (
+    "window.__csp = []; document.addEventListener('securitypolicyviolation',"
+    " e => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));"
+)
 
 
 def _unavailable(reason: str) -> None:
@@ -64,107 +81,337 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
-def base_url(fleet: DemoFleet) -> Iterator[str]:
-    with serving(fleet.dashboard(TOKEN)) as url:
-        yield url
+def week(browser: Any) -> Iterator[DemoWeek]:
+    with demo_week(TOKEN) as w:
+        yield w
+
+
+class Watched:
+    """A page with its console errors and CSP violations recorded."""
+
+    def __init__(self, browser: Any, viewport: dict[str, int], **options: Any) -> None:
+        self.context = browser.new_context(viewport=viewport, **options)
+        self.context.set_default_timeout(20_000)
+        self.context.add_init_script(CSP_WATCH)
+        self.page = self.context.new_page()
+        self.errors: list[str] = []
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+
+    def goto(self, url: str) -> Any:
+        answer = self.page.goto(url)
+        assert answer is not None and answer.status == 200, url
+        return self.page
+
+    def clean(self) -> None:
+        assert self.page.evaluate("window.__csp") == [], "Content-Security-Policy violations"
+        assert self.errors == [], self.errors
 
 
 @pytest.fixture()
-def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport=LAPTOP)
-    context.set_default_timeout(15_000)
-    yield context.new_page()
-    context.close()
+def laptop(browser: Any) -> Iterator[Watched]:
+    w = Watched(browser, LAPTOP)
+    yield w
+    w.context.close()
 
 
-def _shot(page: Any, name: str) -> None:
+@pytest.fixture()
+def phone(browser: Any) -> Iterator[Watched]:
+    w = Watched(browser, PHONE, has_touch=True, is_mobile=True)
+    yield w
+    w.context.close()
+
+
+def _shot(page: Any, name: str, full: bool = True) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=full)
 
 
-def _status(fleet: DemoFleet) -> dict[str, Any]:
-    result = CliRunner().invoke(
-        cli_app, ["status", "--json", "--config", str(fleet.config), "--state", str(fleet.state)]
-    )
+def _axe(page: Any) -> list[dict[str, Any]]:
+    # Evaluated through the DevTools protocol, so the page's CSP (scripts from 'self' only) allows it.
+    page.evaluate(AXE.read_text(encoding="utf-8"))
+    result = page.evaluate("async () => await axe.run(document, {resultTypes: ['violations']})")
+    return [
+        {"id": v["id"], "impact": v["impact"], "nodes": [n["target"] for n in v["nodes"]][:5]}
+        for v in result["violations"]
+    ]
+
+
+def _below_the_fold(page: Any, selector: str) -> list[str]:
+    """Texts of ``selector`` matches that end below the first screen (or are hidden)."""
+    height = page.viewport_size["height"]
+    out = []
+    for el in page.locator(selector).all():
+        box = el.bounding_box()
+        if box is None or box["y"] + box["height"] > height:
+            out.append(el.inner_text()[:80])
+    return out
+
+
+def _status(week: DemoWeek) -> dict[str, Any]:
+    dash = week.dashboard
+    args = ["status", "--json", "--config", str(dash.config_file), "--state", str(dash.state)]
+    result = CliRunner().invoke(cli_app, args)
     assert result.exit_code == 0, result.output
     return {row["cluster"]: row for row in json.loads(result.output)}
 
 
-def test_fleet_page_lists_the_demo_clusters_at_laptop_and_phone_width(
-    page: Any, base_url: str, fleet: DemoFleet
+# ---- the Fleet page --------------------------------------------------------------------------------
+
+
+def test_fleet_page_says_what_bills_tonight_and_why_and_the_weeks_trouble_without_scrolling(
+    laptop: Watched, week: DemoWeek
 ) -> None:
-    page.goto(base_url + "/")
-    rows = page.locator("tr.cluster-row")
-    assert sorted(rows.evaluate_all("rs => rs.map(r => r.dataset.cluster)")) == sorted(fleet.names)
-    _shot(page, "fleet-laptop")
-    page.set_viewport_size(PHONE)
-    page.reload()
-    assert page.locator("tr.cluster-row").first.is_visible()
-    # On a phone the table turns into stacked cards: nothing wider than the screen but the grids.
+    page = laptop.goto(week.url + "/")
+    rows = {r.get_attribute("data-cluster"): r for r in page.locator("tr.cluster-row").all()}
+    assert set(rows) == {"p5-training", "g5-dev", "trn1-research"}
+    p5 = rows["p5-training"].inner_text()
+    # p5-training is "stopped" by its schedule, yet its scarce P5 workers and their Slurm head run on.
+    assert "4 × p5.48xlarge" in p5 and "kept" in p5 and "bills $" in p5 and "scarce capacity" in p5
+    for name in ("g5-dev", "trn1-research"):
+        assert "no instances bill" in rows[name].inner_text()
+    events = page.locator("ul.week li").all_inner_texts()
+    blocked = [e for e in events if "BLOCKED" in e.upper() and "trn1-research" in e]
+    shortfall = [e for e in events if "SHORTFALL" in e.upper() and "g5-dev" in e]
+    assert blocked and "Tue 1 Dec 22:00 UTC" in blocked[0] and "instance-local" in blocked[0]
+    assert shortfall and "restored" in shortfall[0] and "Wed 2 Dec" in shortfall[0]
+    strip = page.locator("ul.strip").inner_text()
+    assert "billing now" in strip and "saved this month" in strip and "FSx" in strip
+    assert "starts" in page.locator("ul.transitions").inner_text()
+    # Everything above on the first screen of a laptop: no scrolling needed.
+    assert page.evaluate("window.scrollY") == 0
+    assert _below_the_fold(page, "ul.strip, ul.transitions, tr.cluster-row, ul.week li") == []
+    _shot(page, "fleet-laptop", full=False)
+    laptop.clean()
+
+
+def test_fleet_page_on_a_phone_keeps_every_label(phone: Watched, week: DemoWeek) -> None:
+    page = phone.goto(week.url + "/")
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"] + 1
+    first = page.locator("tr.cluster-row").first
+    labels = first.locator("td").evaluate_all("tds => tds.map(td => getComputedStyle(td, '::before').content)")
+    assert all(label.startswith('"') and label.endswith(': "') for label in labels), labels
+    assert '"tonight: "' in labels and '"why: "' in labels
     _shot(page, "fleet-phone")
+    phone.clean()
 
 
-def test_pages_read_fine_without_javascript(browser: Any, base_url: str, fleet: DemoFleet) -> None:
+# ---- cluster pages ---------------------------------------------------------------------------------
+
+
+def test_cluster_page_shows_the_blocked_stop_its_audit_and_readable_history(laptop: Watched, week: DemoWeek) -> None:
+    page = laptop.goto(week.url + "/clusters/trn1-research")
+    timeline = page.locator("svg.timeline")
+    assert timeline.locator("g.group-row").count() == 3
+    assert timeline.locator("rect.seg.blocked").count() == 3  # every group ran on through Tuesday night
+    assert timeline.locator("path.mark.bad").count() >= 1
+    assert "stop blocked: kept running" in page.locator("ul.legend").inner_text()
+    audit = page.locator("ul.audits").inner_text()
+    assert "checkpoints block" in audit and "4711" in audit and "/opt/dlami/nvme/checkpoints" in audit
+    history = page.locator("table.history").inner_text()
+    assert "outcomes={" not in history and "stop blocked, the cluster kept running" in history
+    assert "started in 20 min: controller-machine restored 1/1" in history
+    # The window moves: a week earlier starts seven days before.
+    before = page.locator("h2 small").first.inner_text()
+    page.get_by_role("link", name="◀ a week earlier").click()
+    assert page.locator("h2 small").first.inner_text() != before
+    assert "Sun 22 Nov" in page.locator("h2 small").first.inner_text()
+    laptop.goto(week.url + "/clusters/trn1-research")
+    _shot(page, "cluster-trn1-research-laptop")
+    laptop.clean()
+
+
+def test_kept_groups_are_kept_not_stopped_in_the_past_and_the_plan(laptop: Watched, week: DemoWeek) -> None:
+    page = laptop.goto(week.url + "/clusters/p5-training")
+    row = page.locator("svg.timeline g.group-row[data-group=p5-workers]")
+    assert row.locator("rect.seg.kept").count() >= 1
+    assert row.locator("rect.seg.planned-kept").count() >= 1
+    assert row.locator("rect.seg.planned-stopped").count() == 0
+    assert "kept" in page.locator(".facts .state").inner_text()
+    actions = page.locator("p.actions").inner_text()
+    assert "Stop now" in actions and "Release" not in actions  # no hold: nothing to release
+    laptop.clean()
+
+
+def test_timeline_stays_readable_on_a_phone(phone: Watched, week: DemoWeek) -> None:
+    page = phone.goto(week.url + "/clusters/g5-dev")
+    svg = page.locator("svg.timeline")
+    assert svg.bounding_box()["width"] >= 700  # it scrolls inside its box rather than shrinking its text
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"] + 1
+    assert svg.locator("rect.seg.shortfall").count() >= 1
+    _shot(page, "cluster-g5-dev-phone")
+    phone.clean()
+
+
+def test_start_confirm_page_previews_each_group_and_the_cost(laptop: Watched, week: DemoWeek) -> None:
+    page = laptop.goto(week.url + "/clusters/g5-dev/actions/start")
+    table = page.locator("table.preview").inner_text()
+    assert "g5-workers" in table and "back to 6" in table and "back to 1" in table
+    assert "Bills $" in page.locator("p.cost").inner_text()
+    _shot(page, "confirm-start-g5-dev")
+    page = laptop.goto(week.url + "/clusters/g5-dev/actions/stop")
+    assert "already stopped: nothing would be sent" in page.locator(".nothing").inner_text()
+    assert page.get_by_role("button", name="Confirm stop").is_disabled()
+    page = laptop.goto(week.url + "/clusters/p5-training/actions/stop")
+    table = page.locator("table.preview").inner_text()
+    assert "stays at 4: scarce capacity" in table
+    assert "every group with nodes is protected" in page.locator(".nothing").inner_text()
+    laptop.clean()
+
+
+# ---- the schedule editor ---------------------------------------------------------------------------
+
+
+def _cells(form: Any) -> Any:
+    return form.locator("table.grid input[type=checkbox]")
+
+
+def test_the_grid_by_keyboard_is_one_tab_stop_and_paints_with_arrows(laptop: Watched, week: DemoWeek) -> None:
+    page = laptop.goto(week.url + "/schedules?tz=UTC")
+    form = page.locator("#s-training-hours form.grid-form")
+    assert _cells(form).evaluate_all("bs => bs.filter(b => b.tabIndex === 0).length") == 1
+    form.get_by_role("button", name="Copy the day").focus()
+    page.keyboard.press("Tab")
+    focused = page.evaluate("document.activeElement.getAttribute('aria-label')")
+    assert focused == "Mon 00:00"  # the whole grid is one stop
+    presses = 0
+    while page.evaluate("document.activeElement.textContent") != "Save training-hours" and presses < 20:
+        page.keyboard.press("Tab")
+        presses += 1
+    assert presses <= 3, presses  # from the grid to Save: the token field, then the button
+    page.locator("#s-training-hours input[value='0-0']").focus()
+    page.keyboard.press("ArrowDown")  # Tue 00:00
+    page.keyboard.press("Space")
+    assert page.locator("#s-training-hours input[value='1-0']").is_checked()
+    page.keyboard.press("Shift+ArrowRight")
+    page.keyboard.press("Shift+ArrowRight")
+    assert page.locator("#s-training-hours input[value='1-2']").is_checked()
+    hours = form.locator(".hours").inner_text()
+    assert hours.startswith("running 70.75 h a week"), hours  # 70 h of Mon-Fri 07-21, plus three quarters
+    laptop.clean()
+
+
+def test_presets_copy_a_day_and_the_saving_while_painting(laptop: Watched, week: DemoWeek) -> None:
+    page = laptop.goto(week.url + "/schedules?tz=UTC")
+    form = page.locator("#s-berlin-office form.grid-form")
+    form.get_by_role("button", name="Clear").click()
+    assert form.locator(".hours").inner_text().startswith("running 0 h a week, stopped 168 h (100%)")
+    form.get_by_role("button", name="Office hours (Mon-Fri 08-19)").click()
+    assert form.locator(".hours").inner_text().startswith("running 55 h a week, stopped 113 h (67%)")
+    assert "a week not billed" in form.locator(".hours").inner_text()  # g5-dev's sizes, priced
+    form.locator("select[name=copy-from]").select_option("0")
+    form.locator("select[name=copy-to]").select_option("5")  # Saturday like Monday
+    form.get_by_role("button", name="Copy the day").click()
+    assert form.locator("input[value='5-40']").is_checked() and not form.locator("input[value='6-40']").is_checked()
+    # Berlin's public holidays are overlaid: the schedule stays stopped on them whatever the grid says.
+    assert "25 Dec" in page.locator("#s-berlin-office p.holidays").inner_text()
+    _shot(page, "schedules-laptop")
+    laptop.clean()
+
+
+def test_the_grid_paints_by_touch(phone: Watched, week: DemoWeek) -> None:
+    page = phone.goto(week.url + "/schedules?tz=UTC")
+    form = page.locator("#s-research-cron form.grid-form")
+    row = [form.locator(f"input[value='6-{s}']") for s in range(40, 46)]  # Sunday 10:00 to 11:30
+    assert not any(c.is_checked() for c in row)
+    row[0].scroll_into_view_if_needed()
+    boxes = [c.bounding_box() for c in (row[0], row[-1])]
+    y = boxes[0]["y"] + boxes[0]["height"] / 2
+    x0, x1 = boxes[0]["x"] + boxes[0]["width"] / 2, boxes[1]["x"] + boxes[1]["width"] / 2
+    cdp = phone.context.new_cdp_session(page)
+    cdp.send("Input.dispatchTouchEvent", {"type": "touchStart", "touchPoints": [{"x": x0, "y": y}]})
+    for step in range(1, 11):
+        x = x0 + (x1 - x0) * step / 10
+        cdp.send("Input.dispatchTouchEvent", {"type": "touchMove", "touchPoints": [{"x": x, "y": y}]})
+    cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
+    assert all(c.is_checked() for c in row), [c.is_checked() for c in row]
+    assert not form.locator("input[value='6-46']").is_checked()
+    _shot(page, "schedules-phone")
+    phone.clean()
+
+
+# ---- accessibility, on every page at both widths --------------------------------------------------
+
+
+@pytest.mark.parametrize("viewport", ["laptop", "phone"])
+def test_every_page_has_zero_axe_violations(browser: Any, week: DemoWeek, viewport: str) -> None:
+    watched = Watched(browser, LAPTOP if viewport == "laptop" else PHONE)
+    try:
+        found = {}
+        for name, path in PAGES.items():
+            page = watched.goto(week.url + path)
+            violations = _axe(page)
+            if violations:
+                found[name] = violations
+            if name == "savings":
+                _shot(page, f"savings-{viewport}")
+        assert found == {}, json.dumps(found, indent=1)
+        watched.clean()
+    finally:
+        watched.context.close()
+
+
+def test_pages_read_fine_without_javascript(browser: Any, week: DemoWeek) -> None:
     context = browser.new_context(viewport=PHONE, java_script_enabled=False)
     page = context.new_page()
-    page.goto(base_url + "/clusters/p5-training")
+    page.goto(week.url + "/clusters/p5-training")
     assert page.locator("svg.timeline").is_visible()
-    page.goto(base_url + "/savings")
-    assert page.locator("svg.bars").count() == 2
-    _shot(page, "savings-phone-nojs")
+    page.goto(week.url + "/savings")
+    assert page.locator("svg.bars").count() == 4
+    page.goto(week.url + "/schedules")
+    assert page.locator(".tools").first.is_hidden()  # presets need the script; the checkboxes do not
     context.close()
 
 
-def test_timeline_has_one_row_per_instance_group(page: Any, base_url: str, fleet: DemoFleet) -> None:
-    for name in fleet.names:
-        page.goto(f"{base_url}/clusters/{name}")
-        assert page.locator("svg.timeline g.group-row").count() == fleet.group_counts[name]
-        _shot(page, f"cluster-{name}")
+# ---- actions (these change the demo's state: they run last) -------------------------------------
 
 
-def test_action_without_the_token_is_refused(page: Any, base_url: str, fleet: DemoFleet) -> None:
-    before = fleet.client.describe_cluster(ClusterName="g5-dev")["InstanceGroups"]
-    page.goto(base_url + "/clusters/g5-dev")
-    page.get_by_role("link", name="Stop now").click()
+def test_action_without_the_token_is_refused(laptop: Watched, week: DemoWeek) -> None:
+    page = laptop.goto(week.url + "/clusters/g5-dev")
+    page.get_by_role("link", name="Start now").click()
     page.fill("input[name=by]", "mallory")
-    page.get_by_role("button", name="Confirm stop").click()
+    page.get_by_role("button", name="Confirm start").click()
     assert page.locator("h1").inner_text() == "Refused"
     assert "token" in page.locator(".message").inner_text()
     _shot(page, "action-refused")
-    assert fleet.client.describe_cluster(ClusterName="g5-dev")["InstanceGroups"] == before
-    page.goto(base_url + "/clusters/g5-dev")
+    page = laptop.goto(week.url + "/clusters/g5-dev")
     assert "mallory" not in page.locator("table.history").inner_text()
 
 
-def test_hold_set_through_the_page_shows_in_status(page: Any, base_url: str, fleet: DemoFleet) -> None:
-    page.goto(base_url + "/clusters/trn1-research")
+def test_hold_set_through_the_page_shows_in_status_the_flags_and_the_timeline(laptop: Watched, week: DemoWeek) -> None:
+    page = laptop.goto(week.url + "/clusters/trn1-research")
     page.get_by_role("link", name="Hold until…").click()
     page.select_option("select[name=state]", "running")
-    page.fill("input[name=until]", "2027-12-31T18:00Z")
+    page.fill("input[name=until]", "2026-12-08T18:00Z")
     page.fill("input[name=by]", "browser-test")
     page.fill("input[name=reason]", "demo day")
     page.fill("input[name=token]", TOKEN)
     _shot(page, "hold-confirm")
     page.get_by_role("button", name="Confirm hold").click()
-    assert "held running until 2027-12-31" in page.locator(".message").inner_text()
-    row = _status(fleet)["trn1-research"]
-    assert row["hold"]["state"] == "running"
-    page.goto(base_url + "/")
-    assert "by dashboard:browser-test" in page.locator("tr[data-cluster=trn1-research]").inner_text()
-    _shot(page, "fleet-after-hold")
+    assert "held running until 2026-12-08" in page.locator(".message").inner_text()
+    assert _status(week)["trn1-research"]["hold"]["state"] == "running"
+    page = laptop.goto(week.url + "/clusters/trn1-research")
+    assert page.locator("svg.timeline rect.seg.planned-held").count() == 3
+    assert "Release the hold" in page.locator("p.actions").inner_text()
+    assert "held running until Tue 8 Dec 18:00 UTC: demo day" in page.locator("table.history").inner_text()
+    page = laptop.goto(week.url + "/")
+    row = page.locator("tr[data-cluster=trn1-research]").inner_text()
+    assert "held running until" in row and "by dashboard:browser-test" in row
+    _shot(page, "fleet-after-hold", full=False)
+    laptop.clean()
+    week.dashboard.act("trn1-research", "release", TOKEN, "browser-test")  # leave the week as it was
 
 
-def test_painting_the_schedule_grid_saves_it(page: Any, base_url: str, fleet: DemoFleet) -> None:
-    page.goto(base_url + "/schedules?tz=UTC")
+def test_painting_the_schedule_grid_saves_it(laptop: Watched, week: DemoWeek) -> None:
+    page = laptop.goto(week.url + "/schedules?tz=UTC")
     form = page.locator("#s-research-cron form.grid-form")
     sunday_noon = form.locator("input[value='6-48']")
     assert not sunday_noon.is_checked()
     sunday_noon.click()
     assert sunday_noon.is_checked()
     form.locator("input[name=token]").fill(TOKEN)
-    _shot(page, "schedules")
     form.get_by_role("button", name="Save research-cron").click()
     assert "Saved schedule research-cron" in page.locator(".ok").inner_text()
     assert page.locator("#s-research-cron input[value='6-48']").is_checked()
-    assert "Sun 12:00-12:15" in fleet.config.read_text()
+    assert "Sun 12:00-12:15" in Path(str(week.dashboard.config_file)).read_text()
+    laptop.clean()

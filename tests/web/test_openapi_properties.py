@@ -38,7 +38,9 @@ def test_the_document_describes_every_api_operation() -> None:
     paths = {f"{op.method.upper()} {op.path}" for op in OPERATIONS}
     assert paths == {
         "GET /api/fleet",
+        "GET /api/fleet/summary",
         "GET /api/clusters/{name}",
+        "GET /api/clusters/{name}/preview/{action}",
         "GET /api/savings",
         "GET /api/schedules",
         "PUT /api/schedules/{name}",

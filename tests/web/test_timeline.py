@@ -1,51 +1,110 @@
-"""The week timeline: settled stops and starts become per-group segments; the plan follows the schedule."""
+"""The timeline: stop/start lines become per-group segments (kept, blocked, held, shortfall); the plan
+follows the schedule, the protections and a hold in force; history lines become markers."""
 
 from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
 from hyperpod_scheduler.schedule.named import schedule_from_entry
 from hyperpod_scheduler.store.records import HistoryEntry
 from hyperpod_scheduler.web.svg import bars_svg, timeline_svg
-from hyperpod_scheduler.web.timeline import group_rows
+from hyperpod_scheduler.web.timeline import group_rows, markers
 
-T0 = datetime(2026, 11, 30, tzinfo=UTC)
+T0 = datetime(2026, 11, 30, tzinfo=UTC)  # a Monday
 KEY = "default/us-east-1/c"
+OFFICE = schedule_from_entry("s", {"windows": ["Mon-Fri 08:00-18:00"], "timezone": "UTC"})
 
 
-def _entry(hours: float, action: str, outcomes: dict[str, str], outcome: str = "ok") -> HistoryEntry:
+def _entry(hours: float, action: str, outcomes: dict[str, Any] | None = None, outcome: str = "ok", **detail: Any):
     at = T0 + timedelta(hours=hours)
-    return HistoryEntry(key=KEY, at=at, action=action, actor="s", outcome=outcome, detail={"outcomes": outcomes})
+    return HistoryEntry(
+        key=KEY, at=at, action=action, actor="s", outcome=outcome, detail={"outcomes": outcomes or {}, **detail}
+    )
 
 
-def _kinds(row: object) -> list[tuple[float, float, str]]:
-    return [
-        ((s.start - T0).total_seconds() / 3600, (s.end - T0).total_seconds() / 3600, s.kind)
-        for s in row.segments  # type: ignore[attr-defined]
-    ]
+def _kinds(row: Any) -> list[tuple[float, float, str]]:
+    return [((s.start - T0).total_seconds() / 3600, (s.end - T0).total_seconds() / 3600, s.kind) for s in row.segments]
 
 
-def test_kept_groups_run_through_the_night_and_a_partial_start_is_a_shortfall() -> None:
+def test_kept_groups_bill_through_the_night_and_a_partial_start_is_a_shortfall() -> None:
     entries = [
         _entry(20, "stop", {"workers": "stopped 0/0", "p5": "kept 4/4"}),
         _entry(32, "start", {"workers": "partial 3/8", "p5": "restored 4/4"}, outcome="failed"),
-        _entry(33, "hold", {}),
     ]
     rows = group_rows(["workers", "p5"], entries, None, T0, T0 + timedelta(hours=40), T0 + timedelta(hours=40))
     assert _kinds(rows[0]) == [(0, 20, "running"), (20, 32, "stopped"), (32, 40, "shortfall")]
-    assert _kinds(rows[1]) == [(0, 40, "running")]
+    assert _kinds(rows[1]) == [(0, 20, "running"), (20, 32, "kept"), (32, 40, "running")]
 
 
-def test_future_follows_the_schedule() -> None:
-    schedule = schedule_from_entry("s", {"windows": ["Mon-Fri 08:00-18:00"], "timezone": "UTC"})
+def test_a_stop_that_kept_everything_is_kept_not_running() -> None:
+    # The engine sends nothing when every group with nodes is protected; its line still says what stayed up.
+    noop = _entry(20, "stop", {"p5": {"outcome": "kept", "current": 4, "target": 4}}, outcome="noop")
+    rows = group_rows(
+        ["p5"],
+        [noop, _entry(30, "start", outcome="noop")],
+        None,
+        T0,
+        T0 + timedelta(hours=36),
+        T0 + timedelta(hours=36),
+    )
+    assert _kinds(rows[0]) == [(0, 20, "running"), (20, 36, "kept")]
+
+
+def test_a_blocked_stop_leaves_the_cluster_running_in_its_own_colour_until_the_next_stop() -> None:
+    entries = [
+        _entry(22, "stop", outcome="blocked", reason="checkpoints: job 4711"),
+        _entry(46, "stop", {"g": "stopped 0/0"}),
+    ]
+    rows = group_rows(["g"], entries, None, T0, T0 + timedelta(hours=50), T0 + timedelta(hours=50))
+    assert _kinds(rows[0]) == [(0, 22, "running"), (22, 46, "blocked"), (46, 50, "stopped")]
+
+
+def test_a_hold_paints_over_the_schedule_until_released_and_into_the_plan() -> None:
+    entries = [
+        _entry(10, "hold", state="running", until=None),
+        _entry(14, "release"),
+        _entry(15, "hold", state="running"),
+    ]
+    now = T0 + timedelta(hours=16)
+    rows = group_rows(
+        ["g"], entries, OFFICE, T0, now, T0 + timedelta(hours=30), held=True, held_until=T0 + timedelta(hours=20)
+    )
+    assert _kinds(rows[0]) == [
+        (0, 10, "running"),
+        (10, 14, "held"),
+        (14, 15, "running"),
+        (15, 16, "held"),
+        (16, 20, "planned-held"),
+        (20, 30, "planned-stopped"),
+    ]
+
+
+def test_planned_nights_of_a_protected_group_are_planned_kept() -> None:
     now = T0 + timedelta(hours=12)  # Monday noon
-    rows = group_rows(["g"], [], schedule, T0, now, T0 + timedelta(days=1))
-    assert _kinds(rows[0]) == [(0, 12, "running"), (12, 18, "planned-running"), (18, 24, "planned-stopped")]
+    rows = group_rows(["p5", "cpu"], [], OFFICE, T0, now, T0 + timedelta(days=1), kept={"p5"})
+    assert _kinds(rows[0]) == [(0, 12, "running"), (12, 18, "planned-running"), (18, 24, "planned-kept")]
+    assert _kinds(rows[1]) == [(0, 12, "running"), (12, 18, "planned-running"), (18, 24, "planned-stopped")]
     svg = timeline_svg(rows, T0, T0 + timedelta(days=1), now)
-    assert svg.count('class="group-row"') == 1 and ">now<" in svg
+    assert svg.count('class="group-row"') == 2 and ">now<" in svg
+
+
+def test_markers_say_what_happened_and_are_drawn_in_the_window() -> None:
+    entries = [
+        _entry(20, "stop", {"g": "stopped 0/0"}),
+        _entry(22, "stop", outcome="blocked", reason="checkpoints: job 4711 writes to local NVMe"),
+        _entry(30, "start", outcome="noop", reason="already at the recorded sizes"),
+        _entry(90, "stop", {"g": "stopped 0/0"}),  # outside the window
+    ]
+    marks = markers(entries, T0, T0 + timedelta(hours=48))
+    assert [(m.kind, m.label.split(":")[0]) for m in marks] == [("ok", "stop"), ("bad", "stop")]
+    assert "job 4711" in marks[1].label
+    rows = group_rows(["g"], entries, None, T0, T0 + timedelta(hours=48), T0 + timedelta(hours=48))
+    svg = timeline_svg(rows, T0, T0 + timedelta(hours=48), T0 + timedelta(hours=48), marks)
+    assert svg.count('class="mark ') == 2 and "job 4711" in svg
 
 
 def test_negative_nights_hang_below_the_zero_line() -> None:

@@ -13,11 +13,23 @@ from datetime import UTC, datetime
 from typing import Any
 
 from hyperpod_scheduler.app.compose import Context
+from hyperpod_scheduler.app.history import sentence
+from hyperpod_scheduler.app.wording import count_of, usd, when
+from hyperpod_scheduler.cost.prices import PriceTable
 from hyperpod_scheduler.cost.savings import keep_cost_per_night
 from hyperpod_scheduler.engine.fleet import Governed, next_transition
 from hyperpod_scheduler.engine.planner import effective_hold
 from hyperpod_scheduler.schedule import Schedule
-from hyperpod_scheduler.store.records import AmiChange, ClusterRecord, GroupOutcome, Hold, Refusal, RetryState
+from hyperpod_scheduler.store.outcomes import read_outcomes
+from hyperpod_scheduler.store.records import (
+    AmiChange,
+    ClusterRecord,
+    GroupOutcome,
+    HistoryEntry,
+    Hold,
+    Refusal,
+    RetryState,
+)
 
 NOT_GOVERNED = "(not governed)"
 # Records the agent channel keeps in a shared store: they are messages, not clusters.
@@ -32,6 +44,26 @@ class KeptGroup:
     kept: int
     instance_type: str | None
     keep_cost_per_night_usd: float | None
+
+
+@dataclass(frozen=True)
+class Billing:
+    """A group with nodes while its cluster is stopped (kept by a guard or a policy, or a scale-in that
+    did not finish): what still bills, and its price per hour (None when unpriced)."""
+
+    group: str
+    count: int
+    instance_type: str | None
+    usd_per_hour: float | None
+
+
+@dataclass(frozen=True)
+class Flag:
+    """Something the fleet view shows beside the state: ``held``, ``blocked``, ``shortfall``,
+    ``refused``, ``ami``, ``kept``."""
+
+    kind: str
+    text: str
 
 
 @dataclass(frozen=True)
@@ -50,6 +82,10 @@ class StatusRow:
     retry: RetryState | None
     refused: Refusal | None = None  # the last stop or start the engine would not send, and why
     ami_changes: tuple[AmiChange, ...] = ()  # groups the last start brought back on another AMI
+    billing: tuple[Billing, ...] = ()  # what still runs while stopped (from the last stop's outcomes)
+    usd_per_hour: float | None = None  # what the cluster bills now, by its recorded sizes and outcomes
+    flags: tuple[Flag, ...] = ()
+    timezone: str | None = None  # the schedule's, for local times beside UTC
 
     @property
     def governed(self) -> bool:
@@ -81,6 +117,14 @@ class StatusRow:
             "retry": None if self.retry is None else self.retry.model_dump(mode="json"),
             "refused": None if self.refused is None else self.refused.model_dump(mode="json"),
             "ami_changes": [c.model_dump(mode="json") for c in self.ami_changes],
+            "state_text": state_text(self),
+            "billing": [
+                {"group": b.group, "count": b.count, "instance_type": b.instance_type, "usd_per_hour": b.usd_per_hour}
+                for b in self.billing
+            ],
+            "usd_per_hour": None if self.usd_per_hour is None else round(self.usd_per_hour, 2),
+            "flags": [{"kind": f.kind, "text": f.text} for f in self.flags],
+            "timezone": self.timezone,
         }
 
 
@@ -104,22 +148,130 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
     record_key = g.ref.key if g is not None else key or ""
     record = ctx.store.get(record_key)
     now = ctx.now()
+    lines = ctx.store.history(record_key, limit=HISTORY_LOOKBACK)
+    state = _state(record)
+    prices = ctx.prices()
+    billing = _billing(record, lines, prices) if state == "stopped" else ()
+    hold = record.hold if record is not None and effective_hold(record, now) else None
+    parts = record_key.split("/")
     return StatusRow(
         key=record_key,
         cluster=g.ref.name if g is not None else record_key.rsplit("/", 1)[-1],
-        region=g.ref.region if g is not None else None,
+        region=g.ref.region if g is not None else (parts[-2] if len(parts) >= 3 else None),
         schedule=g.schedule_label if g is not None else NOT_GOVERNED,
         schedule_expression=g.schedule.expression if g is not None else None,
-        state=_state(record),
-        hold=record.hold if record is not None and effective_hold(record, now) else None,
+        state=state,
+        hold=hold,
         recorded_sizes={n: s.count for n, s in record.snapshot.sizes.items()} if record and record.snapshot else {},
         next_transition=next_transition(g.schedule, now) if g is not None else None,
-        protected=_kept(ctx, record, g.schedule if g is not None else None, now),
+        protected=_kept(ctx, record, lines, g.schedule if g is not None else None, now),
         last_outcomes=tuple(record.last_outcomes) if record else (),
         retry=record.retry if record else None,
         refused=record.refused if record else None,
         ami_changes=tuple(record.ami_changes) if record else (),
+        billing=billing,
+        usd_per_hour=_hourly_now(state, record, lines, billing, prices),
+        flags=_flags(record, lines, hold, billing, now),
+        timezone=g.schedule.timezone.key if g is not None else None,
     )
+
+
+# Enough lines to find the last stop and the last start of a week of ticks with retries.
+HISTORY_LOOKBACK = 60
+
+
+def _last(lines: list[HistoryEntry], action: str, outcomes: tuple[str, ...]) -> HistoryEntry | None:
+    return next((e for e in lines if e.action == action and e.outcome in outcomes), None)  # newest first
+
+
+def _line_types(line: HistoryEntry | None, record: ClusterRecord | None) -> dict[str, str | None]:
+    types: dict[str, str | None] = {}
+    if record is not None and record.snapshot is not None:
+        types.update({n: s.instance_type for n, s in record.snapshot.sizes.items()})
+    sizes = line.detail.get("sizes") if line is not None else None
+    if isinstance(sizes, Mapping):
+        for n, v in sizes.items():
+            if isinstance(v, Mapping) and isinstance(v.get("instance_type"), str):
+                types[str(n)] = v["instance_type"]
+    return types
+
+
+def _hourly(prices: PriceTable, instance_type: str | None, count: int) -> float | None:
+    price = prices.instance(instance_type) if instance_type else None
+    return None if price is None else price.usd * count
+
+
+def _billing(record: ClusterRecord | None, lines: list[HistoryEntry], prices: PriceTable) -> tuple[Billing, ...]:
+    """The groups the last stop left with nodes (a stop that kept everything sent nothing, and its line
+    still says what stayed up)."""
+    line = _last(lines, "stop", ("ok", "noop", "failed"))
+    if line is None:
+        return ()
+    types = _line_types(line, record)
+    out = []
+    for o in read_outcomes(line.detail).values():
+        if o.current > 0:
+            itype = types.get(o.group)
+            out.append(Billing(o.group, o.current, itype, _hourly(prices, itype, o.current)))
+    return tuple(sorted(out, key=lambda b: -(b.usd_per_hour or 0.0)))  # what costs most first
+
+
+def _hourly_now(
+    state: str,
+    record: ClusterRecord | None,
+    lines: list[HistoryEntry],
+    billing: tuple[Billing, ...],
+    prices: PriceTable,
+) -> float | None:
+    if state == "stopped":
+        return sum(b.usd_per_hour or 0.0 for b in billing)
+    if state != "running":
+        return None
+    # Running: the sizes the last stop recorded (or what the last start restored), priced.
+    stop = _last(lines, "stop", ("ok", "noop", "failed"))
+    sizes: dict[str, int] = {}
+    if record is not None and record.snapshot is not None:
+        sizes = {n: s.count for n, s in record.snapshot.sizes.items()}
+    elif stop is not None and isinstance(stop.detail.get("sizes"), Mapping):
+        sizes = {str(n): int(v.get("count", 0)) for n, v in stop.detail["sizes"].items() if isinstance(v, Mapping)}
+    start = _last(lines, "start", ("ok", "failed"))
+    if start is not None:
+        sizes.update({o.group: o.current for o in read_outcomes(start.detail).values()})
+    if not sizes:
+        return None
+    types = _line_types(stop, record)
+    hourly = [_hourly(prices, types.get(n), c) for n, c in sizes.items() if c]
+    return None if any(h is None for h in hourly) else sum(h or 0.0 for h in hourly)
+
+
+def _flags(
+    record: ClusterRecord | None,
+    lines: list[HistoryEntry],
+    hold: Hold | None,
+    billing: tuple[Billing, ...],
+    now: datetime,
+) -> tuple[Flag, ...]:
+    flags: list[Flag] = []
+    if hold is not None:
+        until = f" until {when(hold.until)}" if hold.until else " until released"
+        flags.append(Flag("held", f"held {hold.state}{until} by {hold.by}"))
+    if billing:
+        flags.append(Flag("kept", "kept overnight: " + ", ".join(count_of(b.count, b.instance_type) for b in billing)))
+    stop = _last(lines, "stop", ("ok", "noop", "blocked", "failed", "refused"))
+    if stop is not None and stop.outcome == "blocked":
+        flags.append(Flag("blocked", f"stop blocked {when(stop.at)}: {sentence(stop).text.split(': ', 1)[-1]}"))
+    if record is not None and record.retry is not None:
+        flags.append(
+            Flag("shortfall", f"start short of capacity, retry {record.retry.attempt} at {when(record.retry.next_at)}")
+        )
+    elif record is not None and any(o.outcome in ("partial", "failed") for o in record.last_outcomes):
+        short = ", ".join(f"{o.group} {o.current} of {o.target}" for o in record.last_outcomes if o.current < o.target)
+        flags.append(Flag("shortfall", f"last start came back short: {short}"))
+    if record is not None and record.refused is not None:
+        flags.append(Flag("refused", f"{record.refused.action} refused {when(record.refused.at)}"))
+    if record is not None and record.ami_changes:
+        flags.append(Flag("ami", "came back on another AMI: " + ", ".join(c.group for c in record.ami_changes)))
+    return tuple(flags)
 
 
 def _state(record: ClusterRecord | None) -> str:
@@ -129,15 +281,21 @@ def _state(record: ClusterRecord | None) -> str:
 
 
 def _kept(
-    ctx: Context, record: ClusterRecord | None, schedule: Schedule | None, now: datetime
+    ctx: Context, record: ClusterRecord | None, lines: list[HistoryEntry], schedule: Schedule | None, now: datetime
 ) -> tuple[KeptGroup, ...]:
-    if record is None or record.snapshot is None:
+    """What the last stop kept: the snapshot's ``kept``, or (a stop that kept every group sends nothing
+    and records no snapshot) the groups its history line says stayed up."""
+    kept: dict[str, int] = dict(record.snapshot.kept) if record is not None and record.snapshot is not None else {}
+    stop = _last(lines, "stop", ("ok", "noop", "failed"))
+    if not kept and stop is not None:
+        kept = {o.group: o.current for o in read_outcomes(stop.detail).values() if o.current > 0}
+    if not kept:
         return ()
+    types = _line_types(stop, record)
     hours = night_hours(schedule, now) if schedule is not None else 0.0
     out = []
-    for group, count in record.snapshot.kept.items():
-        size = record.snapshot.sizes.get(group)
-        itype = size.instance_type if size is not None else None
+    for group, count in kept.items():
+        itype = types.get(group)
         cost = keep_cost_per_night(itype, count, hours, ctx.prices()) if itype and hours else None
         out.append(KeptGroup(group, count, itype, None if cost is None else round(cost, 2)))
     return tuple(out)
@@ -153,8 +311,15 @@ def night_hours(schedule: Schedule, now: datetime) -> float:
 
 
 def state_text(row: StatusRow) -> str:
-    """The state as one cell: ``stopped (held stopped until Mon 08:00Z)``."""
+    """The state as one cell that tells the truth about what bills:
+    ``stopped · 4 × p5.48xlarge kept · $393.28/h`` or ``running (held running until Mon 08:00Z)``."""
+    text = row.state
+    if row.state == "stopped" and row.billing:
+        kept = ", ".join(count_of(b.count, b.instance_type) for b in row.billing)
+        text += f" · {kept} kept"
+        if row.usd_per_hour:
+            text += f" · {usd(row.usd_per_hour)}/h"
     if row.hold is None:
-        return row.state
+        return text
     until = f" until {row.hold.until.astimezone(UTC):%a %H:%M}Z" if row.hold.until else ""
-    return f"{row.state} (held {row.hold.state}{until})"
+    return f"{text} (held {row.hold.state}{until})"

@@ -16,15 +16,16 @@ import yaml
 from rich import box
 from rich.table import Table
 
-from hyperpod_scheduler.aws.clients import s3_client, sagemaker_client
+from hyperpod_scheduler.aws.clients import default_region, s3_client, sagemaker_client
 from hyperpod_scheduler.cli.output import SafeConsole, console, err_console, print_json
 from hyperpod_scheduler.cluster.check import SpecReport
 from hyperpod_scheduler.cluster.create import create_cluster
 from hyperpod_scheduler.cluster.describe import request_from_describe, summarize_groups
 from hyperpod_scheduler.cluster.legacy import FILE_NAME, provisioning_parameters
-from hyperpod_scheduler.cluster.load import load_report
+from hyperpod_scheduler.cluster.load import every_problem, load_report
 from hyperpod_scheduler.cluster.render import spec_from_request
-from hyperpod_scheduler.errors import Problem, UsageError
+from hyperpod_scheduler.cluster.upload import entry_point_problems
+from hyperpod_scheduler.errors import Problem, SpecError, UsageError
 from hyperpod_scheduler.inputs import args
 from hyperpod_scheduler.inputs.text import shortened
 
@@ -66,7 +67,27 @@ def validate(
 
     Exit 0 when valid, 2 when there are errors (or warnings with --strict).
     """
-    report = _checked(spec)
+    report, structural = every_problem(spec)
+    if report is None or structural:
+        # The spec does not parse as written: still every problem found, one a line, then the verdict.
+        problems = structural + (report.problems if report is not None else [])
+        if as_json:
+            shown = [
+                {"severity": p.severity, "field": p.field, "group": p.group, "message": p.message} for p in problems
+            ]
+            print_json({"ok": False, "source": str(spec), "problems": shown})
+        else:
+            for p in problems:
+                (err_console if p.severity == "error" else console).print(
+                    str(p), markup=False, highlight=False, soft_wrap=True
+                )
+            errors = sum(1 for p in problems if p.severity == "error")
+            console.print(
+                f"{spec}: invalid: {errors} error(s), {len(problems) - errors} warning(s)",
+                markup=False,
+                highlight=False,
+            )
+        raise typer.Exit(2)
     failed = bool(report.errors) or (strict and bool(report.warnings))
     if as_json:
         print_json(
@@ -143,8 +164,17 @@ def create(
     for p in report.warnings:
         err_console.print(str(p), markup=False)
     if dry_run:
+        if scripts is not None:
+            # What the real run checks before it uploads anything: the folder and every entry point.
+            if not scripts.is_dir():
+                raise UsageError(f"--upload-scripts: {scripts} is not a folder")
+            problems = entry_point_problems(report.request, scripts)
+            if problems:
+                raise SpecError(problems, source=f"--upload-scripts {scripts}")
+            err_console.print(f"--upload-scripts {scripts}: every entry point is there", markup=False)
         print_json(report.request)
         return
+    region = region or default_region(profile)  # one region rule for every command (docs/scheduler.md)
     scripts_s3 = s3_client(profile=profile, region=region) if scripts else None
     arn = create_cluster(
         report,
@@ -173,7 +203,7 @@ def describe(
     """Show a cluster's status and groups: sizes, lifecycle tier, Slurm role."""
     if as_json and as_spec:
         raise UsageError("--json and --as-spec are exclusive: pick one output")
-    client = sagemaker_client(profile=profile, region=region)
+    client = sagemaker_client(profile=profile, region=region or default_region(profile))
     response: dict[str, Any] = dict(client.describe_cluster(ClusterName=name))
     response.pop("ResponseMetadata", None)
     if as_json:

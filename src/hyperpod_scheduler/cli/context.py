@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import getpass
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from rich.markup import escape
+from rich.text import Text
 
 from hyperpod_scheduler.app.compose import Context, chain_clients
 from hyperpod_scheduler.app.instants import parse_instant
@@ -36,17 +37,24 @@ def printer(as_json: bool) -> Sink:
         if as_json:
             return
         style = STYLE.get(event.kind, "white")
-        console.print(
-            f"[dim]{event.at:%a %Y-%m-%d %H:%M}Z[/] [bold]{escape(event.cluster)}[/] [{style}]{event.kind}[/] "
-            + escape(event.message),
-            highlight=False,
-            soft_wrap=True,
+        line = Text.assemble(
+            (f"{event.at:%a %Y-%m-%d %H:%M}Z ", "dim"), (event.cluster, "bold"), " ", (event.kind, style), " "
         )
+        line.append(event.message)  # plain text: a message is never markup
+        console.print(line, highlight=False, soft_wrap=True)
 
     return emit
 
 
-def make_context(config_path: str | None, state: str | None, as_json: bool, at: str | None = None) -> Context:
+def make_context(
+    config_path: str | None,
+    state: str | None,
+    as_json: bool,
+    at: str | None = None,
+    *,
+    events: Sink | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Context:
     config = load_config(config_path)
     store = open_store(state or config.state)
     fixed = parse_instant(at, "--at") if at else None
@@ -56,8 +64,9 @@ def make_context(config_path: str | None, state: str | None, as_json: bool, at: 
         store,
         chain_clients(),
         now,
-        printer(as_json),
+        events or printer(as_json),
         actor=_whoami(),
+        sleep=sleep,
         warn=lambda m: err_console.print(f"warning: {m}", markup=False),
     )
 

@@ -87,5 +87,8 @@ def register(app: typer.Typer) -> None:
         try:
             with sock:
                 uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+        except KeyboardInterrupt:
+            # Ctrl-C is how a dashboard is ended: uvicorn shuts down, then raises the signal again.
+            pass
         finally:
             dash.close()

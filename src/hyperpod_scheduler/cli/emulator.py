@@ -160,3 +160,40 @@ def serve(
     finally:
         emulator.close()
     print("emulator stopped", file=sys.stderr, flush=True)
+
+
+@app.command()
+def wait(
+    endpoint: str | None = typer.Option(
+        None, "--endpoint", help="The emulator's URL (default: $AWS_ENDPOINT_URL_SAGEMAKER, else $AWS_ENDPOINT_URL)."
+    ),
+    timeout: float = typer.Option(30.0, "--timeout", min=0.1, help="Seconds to wait before giving up."),
+) -> None:
+    """Wait until an emulator started in the background answers (for scripts: `serve ... &` then `wait`).
+
+    Exit 0 once it answers, 1 if it does not within --timeout."""
+    import os
+    import time
+    import urllib.error
+    import urllib.request
+
+    url = endpoint or os.environ.get("AWS_ENDPOINT_URL_SAGEMAKER") or os.environ.get("AWS_ENDPOINT_URL")
+    if not url:
+        raise UsageError("emulator wait: no --endpoint and no $AWS_ENDPOINT_URL to wait for")
+    if not url.startswith(("http://127.", "http://localhost", "http://[::1]")):
+        raise UsageError(f"emulator wait: {url} is not a loopback http:// URL (the emulator listens on loopback)")
+    health = url.rstrip("/") + "/_emulator/health"
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(health, timeout=2) as answer:  # loopback only, checked above
+                if answer.status == 200:
+                    print(f"emulator ready: {url}")
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        if time.monotonic() > deadline:
+            from hyperpod_scheduler.errors import HyperpodSchedulerError
+
+            raise HyperpodSchedulerError(f"emulator wait: nothing answered at {url} within {timeout:g} s")
+        time.sleep(0.2)

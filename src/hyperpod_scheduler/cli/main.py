@@ -24,6 +24,8 @@ app = typer.Typer(
     epilog="Every AWS call has deadlines, set with these options on any command (or the matching "
     "HYPERPOD_SCHEDULER_AWS_* variables): --aws-connect-timeout S (5), --aws-read-timeout S (30, the whole "
     "answer of one attempt), --aws-deadline S (120, the whole call with its retries), --aws-max-answer-mb N (16).",
+    # Plain click help: no boxes, no `<bool>` beside flags, readable piped into less or grep.
+    rich_markup_mode=None,
 )
 app.add_typer(cluster.app, name="cluster", help="Cluster specs: validate, render, create, describe.")
 app.add_typer(emulator.app, name="emulator", help="The local HyperPod control plane (emulator).")
@@ -61,6 +63,7 @@ _CLI_ERROR: type[Exception] = getattr(typer, "TyperException", None) or __import
 
 
 def _cli_error(exc: Any) -> int:
+    """Click's argument errors as one line naming the argument, with where to read more."""
     ctx = getattr(exc, "ctx", None)
     if type(exc).__name__ == "NoArgsIsHelpError":  # a bare group (`hyperpod-scheduler cluster`): its help
         typer.echo(ctx.get_help() if ctx is not None else exc.format_message(), err=True)
@@ -108,6 +111,8 @@ def run(argv: list[str] | None = None) -> int:
         deadlines.use(limits)
         code = app(args=args, prog_name="hyperpod-scheduler", standalone_mode=False)
         return code if isinstance(code, int) else 0
+    except typer.Exit as exc:
+        return int(exc.exit_code)
     except typer.Abort:
         error_line("aborted")
         return 1

@@ -1,4 +1,10 @@
-"""The scheduler commands: stop, start, status, plan, tick, run, history, hold, release."""
+"""The scheduler commands: stop, start, status, plan, tick, run, history, hold, release.
+
+Exit codes (docs/scheduler.md, "Exit codes"): 0 the action happened (or nothing was needed), 1 it was
+refused, blocked or failed, 2 bad input (an unknown cluster, no config where one is needed), 3 nothing
+was done because the cluster is not ready (Creating, Updating, ...; ``--wait`` waits for it instead),
+130 interrupted (the line says whether an update had gone out).
+"""
 
 from __future__ import annotations
 
@@ -13,12 +19,28 @@ from typing import Any
 
 import typer
 from botocore.exceptions import BotoCoreError, ClientError
-from rich.markup import escape
-from rich.table import Table
+from rich.live import Live
 
+from hyperpod_scheduler.app.history import sentence
 from hyperpod_scheduler.app.status import KeptGroup, StatusRow, fleet_status, night_hours, state_text
-from hyperpod_scheduler.cli.context import Context, make_context, parse_instant
-from hyperpod_scheduler.cli.output import console, error_line, print_json
+from hyperpod_scheduler.app.wording import clock, countdown, duration, iso_minute, usd
+from hyperpod_scheduler.cli.context import Context, make_context, parse_instant, printer
+from hyperpod_scheduler.cli.output import (
+    JSON_HELP,
+    Column,
+    Format,
+    Listing,
+    console,
+    emit,
+    error_line,
+    is_terminal,
+    output_format,
+    output_option,
+    print_json,
+    rich_table,
+    warning_line,
+)
+from hyperpod_scheduler.cli.waiting import AdaptivePoll, GroupLine, LiveWait, WaitView
 from hyperpod_scheduler.config.load import config_path, load_config
 from hyperpod_scheduler.config.model import DEFAULT_CONFIG_FILE, SCHEDULE_TAG, Config
 from hyperpod_scheduler.cost.savings import keep_cost_per_night
@@ -26,7 +48,7 @@ from hyperpod_scheduler.engine import fidelity
 from hyperpod_scheduler.engine.fleet import HORIZON, Governed, as_mapping, plan, ref_for
 from hyperpod_scheduler.engine.identity import reach_of
 from hyperpod_scheduler.engine.planner import Action
-from hyperpod_scheduler.engine.runner import ClusterRef, Result
+from hyperpod_scheduler.engine.runner import ClusterRef, Engine, Result
 from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
 from hyperpod_scheduler.guards.capacity import head_warning, protections
 from hyperpod_scheduler.inputs import args
@@ -35,10 +57,26 @@ ConfigOpt = typer.Option(None, "--config", "-c", help="Config file (default: ./h
 StateOpt = typer.Option(
     None, "--state", help="State store: a SQLite path, sqlite:///path, dynamodb://TABLE?region=R, or memory:."
 )
-JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON.")
+JsonOpt = typer.Option(False, "--json", help=JSON_HELP)
 DryRunOpt = typer.Option(False, "--dry-run", help="Show what would be sent; change nothing.")
 RegionOpt = typer.Option(None, "--region", help="AWS region (default: from the config, else the AWS chain).")
 ProfileOpt = typer.Option(None, "--profile", help="AWS profile.")
+ClusterArg = typer.Argument(
+    ...,
+    metavar="CLUSTER",
+    help="Cluster name.",
+    show_default=False,
+    callback=lambda value: args.cluster_name(value, "CLUSTER"),  # before it is looked up, stored or used
+)
+
+EXIT_FAILED, EXIT_USAGE, EXIT_NOT_READY, EXIT_INTERRUPTED = 1, 2, 3, 130
+FAILED_KINDS = ("error", "failed", "refused", "blocked")
+
+
+class NotReady(HyperpodSchedulerError):
+    """Nothing was done: the cluster is Creating, Updating or otherwise busy."""
+
+    exit_code = EXIT_NOT_READY
 
 
 def _cluster_name(value: str) -> str:
@@ -125,18 +163,72 @@ def _one_line(exc: Exception) -> str:
     return " ".join(text.split())
 
 
+def _known_ref(ctx: Context, name: str, region: str | None, what: str) -> ClusterRef:
+    """A cluster ``hold``/``release``/``history`` may name: governed, remembered, or one AWS knows."""
+    ref = _ref(ctx, name, region, None)
+    if ctx.store.get(ref.key) is not None or (ctx.config.targets and ctx.fleet().find(name, region)):
+        return ref
+    try:
+        ctx.engine().describe(ref)
+    except ClientError as exc:
+        if _not_found(exc):
+            raise UsageError(
+                f"{what}: cluster {name!r} not found in {ref.region} (not in the config, the state store or AWS)"
+            ) from None
+        raise
+    return ref
+
+
+def _not_found(exc: ClientError) -> bool:
+    err = exc.response.get("Error", {})
+    return err.get("Code") in ("ResourceNotFound", "ResourceNotFoundException") or (
+        err.get("Code") == "ValidationException" and "not found" in str(err.get("Message", "")).lower()
+    )
+
+
+def _instant(option: str) -> Callable[[str | None], str | None]:
+    """A callback that checks an instant argument as it is parsed (before any config is looked for)."""
+
+    def check(value: str | None) -> str | None:
+        if value:
+            parse_instant(value, option)
+        return value
+
+    return check
+
+
+def _needs_config(config: str | None, command: str) -> None:
+    """``tick``, ``run`` and ``plan`` act on the config's clusters: without one there is nothing to do."""
+    if config_path(config) is None:
+        raise UsageError(
+            f"{command}: no config file: pass -c FILE, set HYPERPOD_SCHEDULER_CONFIG, or create "
+            "./hyperpod-scheduler.yaml (examples/hyperpod-scheduler.yaml shows every key)"
+        )
+
+
+def _governed(ctx: Context, config: str | None, command: str) -> list[Governed]:
+    if not ctx.config.targets:
+        raise UsageError(f"{command}: {config_path(config)} has no targets: it governs no cluster")
+    governed = ctx.fleet().governed()
+    for problem in ctx.fleet().problems:
+        error_line(str(problem))
+    return governed
+
+
 def _exit_for(results: list[Result]) -> None:
     if any(r.kind in ("error", "failed", "refused") for r in results):
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_FAILED)
 
 
 def register(app: typer.Typer) -> None:
     @app.command()
     def stop(
-        cluster: str = typer.Argument(..., help="Cluster name.", callback=_cluster_name),
+        cluster: str = ClusterArg,
         region: str | None = RegionOpt,
         profile: str | None = ProfileOpt,
-        wait: bool = typer.Option(False, "--wait", help="Follow the cluster until every group is at 0."),
+        wait: bool = typer.Option(
+            False, "--wait", help="Wait until the cluster can be updated, then until every group is at 0."
+        ),
         include_protected: bool = typer.Option(
             False, "--include-protected", help="Release protected groups (scarce capacity, keep policies) this once."
         ),
@@ -145,39 +237,53 @@ def register(app: typer.Typer) -> None:
         state: str | None = StateOpt,
         as_json: bool = JsonOpt,
     ) -> None:
-        """Record every group's size, then scale every group to 0 in one UpdateCluster (protected groups stay)."""
+        """Record every group's size, then scale every group to 0 in one UpdateCluster (protected groups stay).
+
+        Exit 0 when sent (settled, with --wait) or already stopped; 1 refused, blocked or failed;
+        3 the cluster is not ready (nothing sent; --wait waits for it).
+        """
         _manual(cluster, "stop", region, profile, wait, dry_run, config, state, as_json, include_protected)
 
     @app.command()
     def start(
-        cluster: str = typer.Argument(..., help="Cluster name.", callback=_cluster_name),
+        cluster: str = ClusterArg,
         region: str | None = RegionOpt,
         profile: str | None = ProfileOpt,
-        wait: bool = typer.Option(False, "--wait", help="Follow the cluster until every group is restored."),
+        wait: bool = typer.Option(
+            False, "--wait", help="Wait until the cluster can be updated, then until every group is restored."
+        ),
         dry_run: bool = DryRunOpt,
         config: str | None = ConfigOpt,
         state: str | None = StateOpt,
         as_json: bool = JsonOpt,
     ) -> None:
-        """Restore every group to its recorded size in one UpdateCluster."""
+        """Restore every group to its recorded size in one UpdateCluster.
+
+        Exit 0 when sent (settled, with --wait) or nothing was needed; 1 refused or failed (a start
+        short of capacity included); 3 the cluster is not ready (nothing sent; --wait waits for it).
+        """
         _manual(cluster, "start", region, profile, wait, dry_run, config, state, as_json)
 
     @app.command("tick")
     def tick_cmd(
-        at: str | None = typer.Option(None, "--at", help="Evaluate schedules at this ISO instant instead of now."),
+        at: str | None = typer.Option(
+            None, "--at", help="Evaluate schedules at this ISO instant instead of now.", callback=_instant("--at")
+        ),
         dry_run: bool = DryRunOpt,
         config: str | None = ConfigOpt,
         state: str | None = StateOpt,
         as_json: bool = JsonOpt,
+        output: str | None = output_option(),
     ) -> None:
-        """One reconcile pass over every governed cluster (for cron)."""
-        ctx = make_context(config, state, as_json, at)
-        governed = ctx.fleet().governed()
-        for problem in ctx.fleet().problems:
-            error_line(str(problem))
-        results = ctx.tick(governed, dry_run=dry_run)
-        if as_json:
-            print_json([r.__dict__ for r in results])
+        """One reconcile pass over every governed cluster (for cron). Exit 1 if any cluster failed."""
+        fmt = output_format(output, as_json)
+        _needs_config(config, "tick")
+        ctx = make_context(config, state, fmt != "table" and fmt != "wide", at)
+        results = ctx.tick(_governed(ctx, config, "tick"), dry_run=dry_run)
+        if fmt in ("json", "yaml"):
+            emit(Listing([]), fmt, [r.__dict__ for r in results])
+        elif not results:
+            console.print("tick: no governed cluster was found (tag-selected targets found none)")
         _exit_for(results)
         if ctx.fleet().problems:
             raise typer.Exit(1)  # a target or cluster was left out: cron should see it
@@ -196,9 +302,12 @@ def register(app: typer.Typer) -> None:
 
         A broken edit is reported and the last good config stays in force; SIGTERM or Ctrl-C ends the
         loop after the current pass."""
+        _needs_config(config, "run")
         ctx = make_context(config, state, False)
         watch = ConfigWatch(config_path(config) or Path(DEFAULT_CONFIG_FILE))
         engine, count = ctx.engine(), 0
+        if not ctx.config.targets:  # refused before the loop, as tick refuses it
+            raise UsageError(f"run: {config_path(config)} has no targets: it governs no cluster")
         with _stop_on_signals() as stopping:
             while not stopping.is_set():
                 reloaded = watch.changed(ctx.config)
@@ -224,113 +333,104 @@ def register(app: typer.Typer) -> None:
         config: str | None = ConfigOpt,
         state: str | None = StateOpt,
         as_json: bool = JsonOpt,
+        output: str | None = output_option(),
+        watch: bool = typer.Option(False, "--watch", "-w", help="Redraw every --interval seconds until Ctrl-C."),
+        interval: float = typer.Option(5.0, "--interval", min=0.1, help="Seconds between redraws with --watch."),
     ) -> None:
-        """A table of governed clusters: schedule, state, recorded sizes, next transition, last outcome."""
-        ctx = make_context(config, state, as_json)
-        rows = fleet_status(ctx)
-        if as_json:
-            print_json([r.document() for r in rows])
+        """Every cluster the config governs or the store remembers: state (and what still bills),
+        schedule, next transition in the schedule's timezone, flags; -o wide adds sizes and outcomes."""
+        fmt = output_format(output, as_json)
+        ctx = make_context(config, state, fmt in ("json", "yaml"))
+        if not watch:
+            _print_status(ctx, fmt)
             return
-        table = Table(title="hyperpod-scheduler status")
-        for col in ("cluster", "schedule", "state", "recorded sizes", "protected", "next transition", "last outcome"):
-            table.add_column(col)
-        for r in rows:
-            table.add_row(
-                r.cluster,
-                r.schedule,
-                state_text(r),
-                ", ".join(f"{n}={c}" for n, c in r.recorded_sizes.items()) or "-",
-                ", ".join(_kept_text(p) for p in r.protected) or "-",
-                _next_text(r.next_transition),
-                escape(_outcome_text(r)),
-            )
-        console.print(table)
-        if not rows:
-            # An empty table alone reads as "broken"; say what makes a cluster show up.
-            console.print(
-                f"no clusters: none is named in the config or tagged {SCHEDULE_TAG}=<schedule> in a target "
-                "with tag_selector: true, and the state store has none from a manual stop or start"
-            )
+        _watch_status(ctx, fmt, interval)
 
     @app.command("plan")
     def plan_cmd(
-        until: str | None = typer.Option(None, "--until", help="Plan up to this ISO instant (default: 7 days)."),
+        until: str | None = typer.Option(
+            None, "--until", help="Plan up to this ISO instant (default: 7 days).", callback=_instant("--until")
+        ),
         describe: bool = typer.Option(
             True, "--describe/--no-describe", help="Describe each cluster (read-only) to list protected groups."
         ),
         config: str | None = ConfigOpt,
         state: str | None = StateOpt,
         as_json: bool = JsonOpt,
+        output: str | None = output_option(),
     ) -> None:
         """What would happen, and when, touching nothing."""
-        ctx = make_context(config, state, as_json)
+        fmt = output_format(output, as_json)
+        _needs_config(config, "plan")
+        ctx = make_context(config, state, fmt in ("json", "yaml"))
         now = ctx.now()
         end = parse_instant(until, "--until") if until else now + HORIZON
-        governed = ctx.fleet().governed()
+        governed = _governed(ctx, config, "plan")
         leads = {g.ref.key: ctx.lead_for(g) for g in governed if g.schedule.ready_by}
         steps = plan(governed, now, end, leads)
         guarded = [_protection_rows(ctx, g) for g in governed] if describe else []
-        if as_json:
-            print_json({"steps": as_mapping(steps), "clusters": guarded})
-            return
-        table = Table(title=f"plan {now:%Y-%m-%d %H:%M}Z .. {end:%Y-%m-%d %H:%M}Z")
-        for col in ("when (UTC)", "cluster", "action", "schedule", "why"):
-            table.add_column(col)
-        for s in steps:
-            table.add_row(f"{s.at.astimezone(UTC):%a %Y-%m-%d %H:%M}", s.cluster, s.action, s.schedule, s.why)
-        console.print(table)
-        for row in guarded:
-            for p in row["protected"]:
-                cost = p["keep_cost_per_night_usd"]
-                priced = f" (about ${cost:,.0f} per {row['night_hours']:.0f} h night)" if cost is not None else ""
-                console.print(
-                    f"[bold]{escape(row['cluster'])}[/] keeps [bold]{escape(p['group'])}[/] at {p['keep_at']}{priced}: "
-                    + escape(p["reason"])
-                )
-            for warning in row["warnings"]:
-                console.print(f"[yellow]{escape(row['cluster'])}: {escape(warning)}[/]")
-            if row.get("error"):
-                console.print(f"[red]{escape(row['cluster'])}: cannot describe: {escape(row['error'])}[/]")
-            if row.get("refused"):
-                console.print(f"[red]{row['cluster']}: no stop or start will be sent: {escape(row['refused'])}[/]")
+        zones = {g.ref.name: g.schedule.timezone for g in governed}
+        listing = Listing(
+            [
+                Column("when (UTC)", keep=True),
+                Column("local"),
+                Column("cluster", keep=True),
+                Column("action", keep=True),
+                Column("schedule", wide_only=True),
+                Column("why"),
+            ],
+            [
+                [iso_minute(s.at), clock(s.at, zones.get(s.cluster)), s.cluster, s.action, s.schedule, s.why]
+                for s in steps
+            ],
+            title=f"plan {iso_minute(now)} .. {iso_minute(end)}",
+            empty="no transitions in this window",
+            notes=[line for row in guarded for line in _protection_lines(row)],
+        )
+        emit(listing, fmt, {"steps": as_mapping(steps), "clusters": guarded})
 
     @app.command()
     def history(
-        cluster: str = typer.Argument(..., help="Cluster name.", callback=_cluster_name),
+        cluster: str = ClusterArg,
         region: str | None = RegionOpt,
         limit: int = typer.Option(20, "--limit", min=1),
         config: str | None = ConfigOpt,
         state: str | None = StateOpt,
         as_json: bool = JsonOpt,
+        output: str | None = output_option(),
     ) -> None:
-        """The actions taken on a cluster, newest first, with timings."""
-        ctx = make_context(config, state, as_json)
+        """The actions taken on a cluster, newest first: what happened, per group, and how long it took."""
+        fmt = output_format(output, as_json)
+        ctx = make_context(config, state, fmt in ("json", "yaml"))
         ref = _ref(ctx, cluster, region, None)
         entries = ctx.store.history(ref.key, limit=limit)
-        if as_json:
-            print_json([e.model_dump(mode="json") for e in entries])
-            return
-        table = Table(title=f"history of {cluster}")
-        for col in ("at (UTC)", "action", "actor", "outcome", "duration", "detail"):
-            table.add_column(col)
+        if not entries and ctx.store.get(ref.key) is None and not (ctx.config.targets and ctx.fleet().find(cluster)):
+            raise UsageError(f"history: no record of cluster {cluster!r} in {ref.region} (key {ref.key})")
+        rows = []
         for e in entries:
-            dur = "" if e.duration_s is None else f"{e.duration_s / 60:.1f} min"
-            table.add_row(
-                f"{e.at.astimezone(UTC):%Y-%m-%d %H:%M}",
-                e.action,
-                e.actor,
-                e.outcome,
-                dur,
-                escape(", ".join(f"{k}={v}" for k, v in e.detail.items())),
-            )
-        console.print(table)
+            said = sentence(e)
+            rows.append([iso_minute(e.at), e.action, e.actor, e.outcome, said.text, duration(e.duration_s)])
+        listing = Listing(
+            [
+                Column("at (UTC)", keep=True),
+                Column("action", keep=True),
+                Column("by"),
+                Column("outcome", wide_only=True),
+                Column("what happened"),
+                Column("took", wide_only=True, right=True),
+            ],
+            rows,
+            title=f"history of {cluster}",
+            empty="no actions recorded yet",
+        )
+        emit(listing, fmt, [{**e.model_dump(mode="json"), "sentence": sentence(e).text} for e in entries])
 
     @app.command()
     def hold(
-        cluster: str = typer.Argument(..., help="Cluster name.", callback=_cluster_name),
+        cluster: str = ClusterArg,
         until: str | None = typer.Option(None, "--until", help="ISO instant the hold ends (default: until released)."),
         hold_state: str = typer.Option("running", "--state-wanted", help="Keep the cluster 'running' or 'stopped'."),
-        reason: str = typer.Option("", "--reason"),
+        reason: str = typer.Option("", "--reason", help="Why (recorded in the history)."),
         region: str | None = RegionOpt,
         dry_run: bool = DryRunOpt,
         config: str | None = ConfigOpt,
@@ -341,16 +441,19 @@ def register(app: typer.Typer) -> None:
             raise UsageError(f"--state-wanted: {hold_state!r} is not 'running' or 'stopped'")
         ctx = make_context(config, state, False)
         end = parse_instant(until, "--until") if until else None
-        ref = _ref(ctx, cluster, region, None)
+        if end is not None and end <= ctx.now():
+            raise UsageError(f"--until: {until!r} is not in the future")
+        ref = _known_ref(ctx, cluster, region, "hold")
+        ends = f" until {iso_minute(end)}" if end else " until released"
         if dry_run:
-            console.print(f"{cluster}: would hold {hold_state}" + (f" until {end.isoformat()}" if end else ""))
+            console.print(f"{cluster}: would hold {hold_state}{ends}")
             return
         ctx.engine().set_hold(ref, hold_state, end, reason)  # type: ignore[arg-type]
-        console.print(f"{cluster}: held {hold_state}" + (f" until {end.isoformat()}" if end else " until released"))
+        console.print(f"{cluster}: held {hold_state}{ends}")
 
     @app.command()
     def release(
-        cluster: str = typer.Argument(..., help="Cluster name.", callback=_cluster_name),
+        cluster: str = ClusterArg,
         region: str | None = RegionOpt,
         dry_run: bool = DryRunOpt,
         config: str | None = ConfigOpt,
@@ -358,11 +461,12 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """End a hold; the next tick applies what the schedule wants."""
         ctx = make_context(config, state, False)
+        ref = _known_ref(ctx, cluster, region, "release")
         if dry_run:
-            record = ctx.store.get(_ref(ctx, cluster, region, None).key)
+            record = ctx.store.get(ref.key)
             console.print(f"{cluster}: " + ("would release the hold" if record and record.hold else "no hold"))
             return
-        released = ctx.engine().release(_ref(ctx, cluster, region, None))
+        released = ctx.engine().release(ref)
         console.print(f"{cluster}: " + ("released" if released else "no hold to release"))
 
     @app.command()
@@ -380,6 +484,9 @@ def register(app: typer.Typer) -> None:
         console.print(ctx.engine().claim(ref), highlight=False)
 
 
+# ---- stop / start -----------------------------------------------------------------------------------
+
+
 def _manual(
     cluster: str,
     action: Action,
@@ -392,22 +499,165 @@ def _manual(
     as_json: bool,
     include_protected: bool = False,
 ) -> None:
-    ctx = make_context(config, state, as_json)
+    poll = AdaptivePoll()
+    view = WaitView(cluster, action)
+    live = wait and not dry_run and not as_json and is_terminal()
+    follower = LiveWait(view, poll, printer(as_json), live)
+    ctx = make_context(config, state, as_json, events=follower, sleep=poll)
     ref = _ref(ctx, cluster, region, profile)
+    engine = ctx.engine(include_protected=include_protected)
+    poll_seconds = ctx.config.defaults.poll_seconds
     now = ctx.now()
-    poll = ctx.config.defaults.poll_seconds
-    result = ctx.engine(include_protected=include_protected).act(
-        ref,
-        action,
-        transition_id=f"manual-{action}@{now.isoformat()}",
-        reason="manual",
-        dry_run=dry_run,
-        wait=wait,
-        poll_seconds=poll,
-    )
+    try:
+        with follower:
+            if wait and not dry_run:
+                _wait_until_ready(ctx, engine, ref, view, poll, poll_seconds)
+            result = engine.act(
+                ref,
+                action,
+                transition_id=f"manual-{action}@{now.isoformat()}",
+                reason="manual",
+                dry_run=dry_run,
+                wait=wait,
+                poll_seconds=poll_seconds,
+            )
+    except KeyboardInterrupt:
+        if view.sent:
+            error_line(
+                f"interrupted: the {action} of {cluster} was sent and goes on in AWS; `hyperpod-scheduler "
+                f"{action} {cluster} --wait` follows it again, and the next tick records how it ended"
+            )
+        else:
+            error_line(
+                f"interrupted before AWS confirmed an update of {cluster}; the next {action} or tick looks at "
+                "the cluster and carries on from what it finds"
+            )
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    except ClientError as exc:
+        if _not_found(exc):
+            raise UsageError(f"{action}: cluster {cluster!r} not found in {ref.region}") from None
+        raise
     if as_json:
         print_json(result.__dict__)
-    _exit_for([result])
+    elif live:
+        console.print(f"{cluster}: {action} {result.kind} after {view.elapsed()}: {result.message}", markup=False)
+    if result.kind in FAILED_KINDS:
+        raise typer.Exit(EXIT_FAILED)
+    if result.kind == "skip":
+        # Nothing was sent: a busy cluster, or another runner has it. Say what would have helped.
+        hint = "" if wait else "; add --wait to wait for it"
+        raise NotReady(f"{action} {cluster}: nothing sent: {result.message}{hint}")
+
+
+def _wait_until_ready(
+    ctx: Context, engine: Engine, ref: ClusterRef, view: WaitView, poll: AdaptivePoll, poll_seconds: float
+) -> None:
+    """``--wait`` on a cluster still Creating (or Updating for someone else) waits for it to settle first.
+    An update of ours in flight is left to the engine, which follows it before acting."""
+    record = ctx.store.get(ref.key)
+    if record is not None and record.pending is not None:
+        return
+    deadline = time.monotonic() + ctx.config.defaults.settle_timeout_minutes * 60
+    poll.reset()
+    last = ""
+    while True:
+        cluster = engine.describe(ref)
+        if cluster.status == "Failed":
+            raise HyperpodSchedulerError(
+                f"{view.action} {ref.name}: the cluster is Failed"
+                + (f" ({cluster.failure_message})" if cluster.failure_message else "")
+                + "; nothing can be sent"
+            )
+        for g in cluster.groups:
+            line = view.groups.setdefault(g.name, GroupLine())
+            line.current, line.target, line.status = g.current, g.target, g.status or ""
+        if not cluster.busy:
+            return
+        reason = cluster.busy_reason()
+        view.status = f"waiting: {reason}"
+        if reason != last:
+            poll.reset()
+            if not is_terminal():
+                console.print(f"{ref.name}: waiting before the {view.action}: {reason}")
+            last = reason
+        if time.monotonic() > deadline:
+            raise NotReady(f"{view.action} {ref.name}: still not ready after the settle timeout: {reason}")
+        poll(poll_seconds)
+
+
+# ---- status -----------------------------------------------------------------------------------------
+
+
+def _status_listing(ctx: Context, rows: list[StatusRow]) -> Listing:
+    now = ctx.now()
+    out = []
+    for r in rows:
+        nxt = r.next_transition
+        zone = _zone(r.timezone)
+        upcoming = f"{nxt[1]} {clock(nxt[0], zone)} ({countdown(nxt[0] - now)})" if nxt else "-"
+        out.append(
+            [
+                r.cluster,
+                state_text(r),
+                r.schedule,
+                upcoming,
+                "; ".join(f.text for f in r.flags if f.kind != "kept") or "-",
+                r.region or "-",
+                "-" if r.usd_per_hour is None else f"{usd(r.usd_per_hour)}/h",
+                ", ".join(f"{n}={c}" for n, c in r.recorded_sizes.items()) or "-",
+                ", ".join(_kept_text(p) for p in r.protected) or "-",
+                _outcome_text(r),
+            ]
+        )
+    return Listing(
+        [
+            Column("cluster", keep=True),
+            Column("state"),
+            Column("schedule"),
+            Column("next transition"),
+            Column("attention"),
+            Column("region", wide_only=True),
+            Column("bills now", wide_only=True, right=True),
+            Column("recorded sizes", wide_only=True),
+            Column("protected", wide_only=True),
+            Column("last outcome", wide_only=True),
+        ],
+        out,
+        title=f"hyperpod-scheduler status, as of {iso_minute(now)}",
+        # An empty table alone reads as "broken"; say what makes a cluster show up.
+        empty=f"no clusters: none is named in the config or tagged {SCHEDULE_TAG}=<schedule> in a target "
+        "with tag_selector: true, and the state store has none from a manual stop or start",
+    )
+
+
+def _print_status(ctx: Context, fmt: Format) -> None:
+    rows = fleet_status(ctx)
+    emit(_status_listing(ctx, rows), fmt, [r.document() for r in rows])
+
+
+def _watch_status(ctx: Context, fmt: Format, interval: float) -> None:
+    """Redraw until Ctrl-C (which ends a watch normally: exit 0). A pipe gets one table per interval."""
+    try:
+        if is_terminal() and fmt in ("table", "wide"):
+            with Live(console=console, refresh_per_second=2, screen=False) as live:
+                while True:
+                    live.update(rich_table(_status_listing(ctx, fleet_status(ctx)), fmt))
+                    time.sleep(interval)
+        while True:
+            _print_status(ctx, fmt)
+            print(flush=True)
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        return
+
+
+def _zone(name: str | None) -> Any:
+    from zoneinfo import ZoneInfo
+
+    return ZoneInfo(name) if name else None
+
+
+# ---- plan -------------------------------------------------------------------------------------------
 
 
 def _protection_rows(ctx: Context, g: Governed) -> dict[str, Any]:
@@ -441,13 +691,23 @@ def _protection_rows(ctx: Context, g: Governed) -> dict[str, Any]:
     return row
 
 
-def _next_text(nxt: tuple[datetime, str] | None) -> str:
-    return f"{nxt[1]} at {nxt[0].astimezone(UTC):%a %H:%M}Z" if nxt else "-"
+def _protection_lines(row: dict[str, Any]) -> list[str]:
+    lines = []
+    for p in row["protected"]:
+        cost = p["keep_cost_per_night_usd"]
+        priced = f" (about {usd(cost, cents=False)} per {row['night_hours']:.0f} h night)" if cost is not None else ""
+        lines.append(f"{row['cluster']} keeps {p['group']} at {p['keep_at']}{priced}: {p['reason']}")
+    lines.extend(f"{row['cluster']}: {w}" for w in row["warnings"])
+    if row.get("error"):
+        lines.append(f"{row['cluster']}: cannot describe: {row['error']}")
+    if row.get("refused"):
+        lines.append(f"{row['cluster']}: no stop or start will be sent: {row['refused']}")
+    return lines
 
 
 def _kept_text(p: KeptGroup) -> str:
     cost = p.keep_cost_per_night_usd
-    return f"{p.group}={p.kept}" + (f" (${cost:,.0f}/night)" if cost else "")
+    return f"{p.group}={p.kept}" + (f" ({usd(cost, cents=False)}/night)" if cost else "")
 
 
 def _outcome_text(r: StatusRow) -> str:
@@ -457,4 +717,4 @@ def _outcome_text(r: StatusRow) -> str:
     return "; ".join([groups, *attention]).strip("; ") or "-"
 
 
-__all__ = ["datetime", "register", "timedelta"]
+__all__ = ["EXIT_NOT_READY", "UTC", "NotReady", "datetime", "register", "timedelta", "warning_line"]

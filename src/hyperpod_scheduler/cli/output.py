@@ -1,23 +1,48 @@
-"""Shared CLI output helpers: Rich for people, ``--json`` for programs, one-line errors on stderr.
+"""Shared CLI output: Rich for people at a terminal, plain aligned columns for pipes and logs,
+``-o json|yaml`` (and ``--json``) for programs, one-line errors on stderr.
 
-Both consoles escape control characters in every string they render (``inputs.text.clean``) and mask the
-credentials of any URL in it (``inputs.redact.scrub``): names, messages and reasons come from files,
-arguments, AWS and Slurm, and none of them may drive the terminal or show a password.
+Every listing command builds one ``Listing`` (columns and rows of text) and one document (plain data)
+and hands both to ``emit``, which picks the form: ``table`` fits the width, ``wide`` adds columns and
+never cuts a cell, ``json``/``yaml`` print the document. Whether stdout is a terminal is asked at the
+moment of printing, so the same code serves a pty, a pipe and a test runner.
+
+Every string shown to a person (console text, table cells, titles, notes, error lines) has its control
+characters escaped (``inputs.text.clean``) and the credentials of any URL in it masked
+(``inputs.redact.scrub``): names, messages and reasons come from files, arguments, AWS and Slurm, and
+none of them may drive the terminal or show a password.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import Any
+from typing import Any, Literal
 
+import typer
+import yaml
+from rich import box
 from rich.console import Console
 from rich.errors import MarkupError
+from rich.table import Table
 from rich.text import Text
 
+from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.inputs.redact import scrub
 from hyperpod_scheduler.inputs.text import clean
+
+Format = Literal["table", "wide", "json", "yaml"]
+FORMATS: tuple[Format, ...] = ("table", "wide", "json", "yaml")
+ELLIPSIS = "\u2026"
+
+
+def safe(text: str) -> str:
+    """``text`` fit for a terminal: control characters escaped, no URL's password."""
+    return scrub(clean(text))
 
 
 class SafeConsole(Console):
@@ -26,16 +51,70 @@ class SafeConsole(Console):
     instead of failing the command."""
 
     def render_str(self, text: str, **kwargs: Any) -> Text:
-        safe = scrub(clean(text))  # and never a URL's password, whoever put it in the text
+        cleaned = safe(text)  # and never a URL's password, whoever put it in the text
         try:
-            return super().render_str(safe, **kwargs)
+            return super().render_str(cleaned, **kwargs)
         except MarkupError:
-            return super().render_str(safe, **{**kwargs, "markup": False})
+            return super().render_str(cleaned, **{**kwargs, "markup": False})
 
 
-# Logs and CI output are not terminals: Rich would wrap them at 80 columns.
-console = SafeConsole(width=None if sys.stdout.isatty() else 150)
+# Rich asks the stream at each print whether it is a terminal; ``soft_wrap`` keeps a piped line whole.
+console = SafeConsole(highlight=False, soft_wrap=not sys.stdout.isatty())
 err_console = SafeConsole(stderr=True, highlight=False, soft_wrap=True)
+
+
+def output_option(default: Format = "table") -> Any:
+    return typer.Option(
+        None,
+        "--output",
+        "-o",
+        metavar="FORMAT",
+        help=f"table (fits the width), wide (more columns, nothing cut), json or yaml (default: {default}).",
+    )
+
+
+JSON_HELP = "Same as -o json."
+
+
+def output_format(output: str | None, as_json: bool = False) -> Format:
+    """The format asked for by ``-o`` (``--json`` is ``-o json``); one line naming the value if unknown."""
+    if output is None:
+        return "json" if as_json else "table"
+    value = output.strip().lower()
+    if value not in FORMATS:
+        raise UsageError(f"-o/--output: {output!r} is not one of {', '.join(FORMATS)}")
+    if as_json and value != "json":
+        raise UsageError(f"--json and -o {value}: choose one output")
+    return value
+
+
+def is_terminal() -> bool:
+    return sys.stdout.isatty()
+
+
+def width() -> int | None:
+    """The width to fit: the terminal's, else ``$COLUMNS`` when set, else none (a pipe takes whole lines)."""
+    if is_terminal():
+        return shutil.get_terminal_size().columns
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) > 0 else None
+
+
+@dataclass(frozen=True)
+class Column:
+    header: str
+    wide_only: bool = False  # shown with -o wide only
+    right: bool = False  # numbers
+    keep: bool = False  # never cut (names people copy into the next command)
+
+
+@dataclass
+class Listing:
+    columns: Sequence[Column]
+    rows: list[list[str]] = field(default_factory=list)
+    title: str | None = None
+    empty: str = ""  # said instead of an empty table
+    notes: list[str] = field(default_factory=list)  # lines printed after the table
 
 
 def _default(value: Any) -> Any:
@@ -48,12 +127,119 @@ def _default(value: Any) -> Any:
     return str(value)
 
 
+def plain_data(data: Any) -> Any:
+    """``data`` as JSON types only (datetimes as ISO text), for JSON and YAML alike."""
+    return json.loads(json.dumps(data, default=_default))
+
+
 def print_json(data: Any) -> None:
     """Plain JSON on stdout (no Rich markup, so it pipes cleanly into jq; control characters are escaped
     by JSON itself)."""
     print(json.dumps(data, indent=2, default=_default, sort_keys=False))
 
 
+def print_yaml(data: Any) -> None:
+    print(yaml.safe_dump(plain_data(data), sort_keys=False, allow_unicode=True, width=1_000_000), end="")
+
+
+def emit(listing: Listing, fmt: Format, document: Any) -> None:
+    """Print ``listing`` as a table, or ``document`` as JSON/YAML."""
+    if fmt == "json":
+        print_json(document)
+        return
+    if fmt == "yaml":
+        print_yaml(document)
+        return
+    columns = [i for i, c in enumerate(listing.columns) if fmt == "wide" or not c.wide_only]
+    if not listing.rows and listing.empty:
+        if listing.title:
+            print(safe(listing.title))
+        print(safe(listing.empty))
+    elif is_terminal():
+        SafeConsole(highlight=False, width=None if fmt == "table" else 10_000).print(rich_table(listing, fmt))
+    else:
+        for line in plain_table(listing, columns, None if fmt == "wide" else width()):
+            print(line)
+    for note in listing.notes:
+        print(safe(note))
+
+
+def rich_table(listing: Listing, fmt: Format) -> Table:
+    """The listing as a Rich table for a terminal (``-o wide``: no cell is wrapped)."""
+    columns = [i for i, c in enumerate(listing.columns) if fmt == "wide" or not c.wide_only]
+    table = Table(
+        title=None if listing.title is None else Text(safe(listing.title)),
+        box=box.SIMPLE_HEAD,
+        title_justify="left",
+        pad_edge=False,
+    )
+    for i in columns:
+        c = listing.columns[i]
+        table.add_column(c.header, justify="right" if c.right else "left", no_wrap=c.keep or fmt == "wide")
+    for row in listing.rows:
+        table.add_row(*(Text(safe(row[i])) for i in columns))  # cells are text, never markup
+    return table
+
+
+def plain_table(listing: Listing, columns: list[int], fit: int | None) -> list[str]:
+    """Aligned columns separated by two spaces, no boxes; with ``fit`` the widest cuttable cells are
+    shortened (``…``) until each line fits."""
+    heads = [listing.columns[i].header.upper() for i in columns]
+    cells = [[" ".join(safe(row[i]).split()) for i in columns] for row in listing.rows]
+    widths = [max([len(h), *(len(r[k]) for r in cells)]) for k, h in enumerate(heads)]
+    if fit is not None:
+        gap = 2 * (len(widths) - 1)
+        cuttable = [k for k, i in enumerate(columns) if not listing.columns[i].keep]
+        while sum(widths) + gap > fit and cuttable:
+            k = max(cuttable, key=lambda j: widths[j])
+            floor = max(len(heads[k]), 8)
+            if widths[k] <= floor:
+                cuttable.remove(k)
+                continue
+            widths[k] = max(floor, widths[k] - (sum(widths) + gap - fit))
+    out = [] if listing.title is None else [safe(listing.title)]
+
+    def line(values: list[str]) -> str:
+        parts = []
+        for k, value in enumerate(values):
+            text = value if len(value) <= widths[k] else value[: widths[k] - 1] + ELLIPSIS
+            right = listing.columns[columns[k]].right
+            parts.append(text.rjust(widths[k]) if right else text.ljust(widths[k]))
+        return "  ".join(parts).rstrip()
+
+    out.append(line(heads))
+    out.extend(line(r) for r in cells)
+    return out
+
+
 def error_line(message: str) -> None:
     """``error: ...`` on stderr, always one line: newlines and control characters are escaped."""
     err_console.print(f"error: {scrub(clean(message, one_line=True))}", markup=False)
+
+
+def warning_line(message: str) -> None:
+    err_console.print(f"warning: {scrub(clean(message, one_line=True))}", markup=False)
+
+
+__all__ = [
+    "FORMATS",
+    "Column",
+    "Format",
+    "Listing",
+    "SafeConsole",
+    "console",
+    "emit",
+    "err_console",
+    "error_line",
+    "is_terminal",
+    "output_format",
+    "output_option",
+    "plain_data",
+    "plain_table",
+    "print_json",
+    "print_yaml",
+    "rich_table",
+    "safe",
+    "warning_line",
+    "width",
+]

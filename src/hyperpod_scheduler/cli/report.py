@@ -12,12 +12,21 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.table import Table
 
 from hyperpod_scheduler.app import report as reports
+from hyperpod_scheduler.app.wording import iso_minute, usd
 from hyperpod_scheduler.aws.clients import AwsClients
 from hyperpod_scheduler.cli.context import Context, make_context, parse_instant
-from hyperpod_scheduler.cli.output import console, print_json
+from hyperpod_scheduler.cli.output import (
+    JSON_HELP,
+    Column,
+    Format,
+    Listing,
+    console,
+    emit,
+    output_format,
+    output_option,
+)
 from hyperpod_scheduler.cost import pricelist, sources, summary
 from hyperpod_scheduler.cost.price_file import update_file
 from hyperpod_scheduler.cost.savings import PERIODS, Report
@@ -72,35 +81,35 @@ def make_report(
     return reports.build(ctx.store, table, finder, start, end, notes)
 
 
-def _usd(value: float) -> str:
-    return f"${value:,.2f}"
-
-
-def print_table(report: Report) -> None:
+def report_listing(report: Report) -> Listing:
+    """The report as rows: per cluster and in total, the window, a night and a month."""
     doc = summary.as_document(report)
-    table = Table(
-        title=f"savings {report.since:%Y-%m-%d %H:%M}Z .. {report.until:%Y-%m-%d %H:%M}Z (USD)", caption=CAPTION
-    )
-    for col in COLUMNS:
-        table.add_column(col, justify="left" if col in ("cluster", "period") else "right")
-    rows = [(c["cluster"], c) for c in doc["clusters"]] + [("TOTAL", doc["total"])]
-    for name, entry in rows:
+    rows = []
+    for name, entry in [(c["cluster"], c) for c in doc["clusters"]] + [("TOTAL", doc["total"])]:
         for period in PERIODS:
             f = entry[period]
-            table.add_row(
-                name if period == "window" else "",
-                period.replace("_", " "),
-                str(entry["nights"]) if period == "window" else "",
-                f"{f['avoided_node_hours']:,.1f}",
-                _usd(f["saving"]),
-                _usd(f["fsx_while_stopped"]),
-                _usd(f["kept_cost"]),
-                str(entry["shortfall_nodes"]) if period == "window" else "",
-                end_section=period == PERIODS[-1],
+            rows.append(
+                [
+                    name,
+                    period.replace("_", " "),
+                    str(entry["nights"]) if period == "window" else "",
+                    f"{f['avoided_node_hours']:,.1f}",
+                    usd(f["saving"]),
+                    usd(f["fsx_while_stopped"]),
+                    usd(f["kept_cost"]),
+                    str(entry["shortfall_nodes"]) if period == "window" else "",
+                ]
             )
-    console.print(table)
-    for line in detail_lines(doc):
-        console.print(line, highlight=False, markup=False)
+    columns = [
+        Column(c, keep=c in ("cluster", "period"), right=c not in ("cluster", "period"), wide_only=c == "nights")
+        for c in COLUMNS
+    ]
+    title = f"savings {iso_minute(report.since)} .. {iso_minute(report.until)} (USD)"
+    return Listing(columns, rows, title=title, notes=[CAPTION, *detail_lines(doc)])
+
+
+def print_table(report: Report, fmt: Format = "table") -> None:
+    emit(report_listing(report), fmt, summary.as_document(report))
 
 
 def detail_lines(doc: dict[str, Any]) -> list[str]:
@@ -110,7 +119,7 @@ def detail_lines(doc: dict[str, Any]) -> list[str]:
         kept = c["per_night"]["kept_cost"]
         if kept > 0:
             groups = sorted({g for n in c["stopped_intervals"] for g, v in n["groups"].items() if v["running"] > 0})
-            lines.append(f"{c['cluster']}: kept {_usd(kept)} a night (not saved): {', '.join(groups)} stayed up")
+            lines.append(f"{c['cluster']}: kept {usd(kept)} a night (not saved): {', '.join(groups)} stayed up")
         for fs in c["file_systems"]:
             lines.append(
                 f"{c['cluster']}: {fs['label']} {fs['id']}, {fs['storage_gib']:,} GiB (found by "
@@ -119,8 +128,8 @@ def detail_lines(doc: dict[str, Any]) -> list[str]:
         if c["fsx_per_month"]:
             night, month = c["per_night"]["fsx_while_stopped"], c["per_month"]["fsx_while_stopped"]
             lines.append(
-                f"{c['cluster']}: FSx bills {_usd(c['fsx_per_month'])} a month in all; while stopped "
-                f"{_usd(night)} a night, {_usd(month)} a month"
+                f"{c['cluster']}: FSx bills {usd(c['fsx_per_month'])} a month in all; while stopped "
+                f"{usd(night)} a night, {usd(month)} a month"
             )
         for s in c["shortfalls"]:
             lines.append(
@@ -154,7 +163,8 @@ def register(app: typer.Typer) -> None:
             None, "--since", help="ISO start of the window (default: 30 days before --until)."
         ),
         until: str | None = typer.Option(None, "--until", help="ISO end of the window (default: now)."),
-        as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
+        as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+        output: str | None = output_option(),
         csv_file: Path | None = typer.Option(None, "--csv", help="Write one CSV row per cluster and period to FILE."),
         html_file: Path | None = typer.Option(
             None, "--html", help="Write the dashboard's views as one self-contained HTML file to share."
@@ -171,11 +181,12 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Per cluster and in total, per night and per month: the saving (instance cost avoided), and beside
         it the FSx that kept billing and the groups kept running; start shortfalls; every price's source."""
-        if as_json and csv_file:
-            raise UsageError("--json and --csv: choose one output")
+        fmt = output_format(output, as_json)
+        if (output or as_json) and (csv_file or html_file):
+            raise UsageError(f"-o {fmt} and --{'csv' if csv_file else 'html'}: choose one output")
         if price_source not in (None, "bundled", "api"):
             raise UsageError(f"--price-source: {price_source!r} is not 'bundled' or 'api'")
-        ctx = make_context(config, state, as_json)
+        ctx = make_context(config, state, fmt in ("json", "yaml"))
         settings = settings_from(ctx)
         changes: dict[str, Any] = {}
         if prices is not None:
@@ -191,16 +202,14 @@ def register(app: typer.Typer) -> None:
             console.print(f"wrote {written}", highlight=False)
             return
         result = make_report(ctx, since, until, settings, with_fsx=not no_fsx)
-        if as_json:
-            print_json(summary.as_document(result))
-        elif csv_file is not None:
+        if csv_file is not None:
             try:
                 summary.write_csv(result, csv_file)
             except OSError as exc:
                 raise UsageError(f"--csv {str(csv_file)!r}: {exc.strerror or exc}") from None
             console.print(f"wrote {len(summary.csv_rows(result))} rows to {csv_file}", highlight=False)
         else:
-            print_table(result)
+            print_table(result, fmt)
 
     prices_app = typer.Typer(no_args_is_help=True, help="Prices the report uses: update from the AWS Price List API.")
     app.add_typer(prices_app, name="prices")

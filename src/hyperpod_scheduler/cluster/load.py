@@ -6,12 +6,15 @@ Two input forms: the project's YAML spec, and a raw CreateCluster request in JSO
 
 from __future__ import annotations
 
+import copy
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from hyperpod_scheduler.cluster.check import SpecReport, check_request, check_spec
 from hyperpod_scheduler.cluster.spec import read_spec_file, spec_from_dict
+from hyperpod_scheduler.errors import Problem, SpecError
 
 
 def is_raw_request(data: Any) -> bool:
@@ -35,3 +38,40 @@ def load_request(path: str | Path) -> dict[str, Any]:
     report = load_report(path)
     report.raise_for_errors(str(path))
     return report.request
+
+
+_STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def _without(data: Any, field: str) -> bool:
+    """Remove the key at ``field`` (``instance_groups[1].instance_typ``) from ``data``; False if absent."""
+    steps: list[str | int] = [int(i) if i else key for key, i in _STEP.findall(field)]
+    node = data
+    for step in steps[:-1]:
+        try:
+            node = node[step]
+        except (KeyError, IndexError, TypeError):
+            return False
+    if isinstance(node, dict) and steps and steps[-1] in node:
+        del node[steps[-1]]
+        return True
+    return False
+
+
+def every_problem(path: str | Path) -> tuple[SpecReport | None, list[Problem]]:
+    """For ``cluster validate``: the report and, when the spec does not parse, every structural problem;
+    unknown fields are set aside and the rest is still judged by the rules, so one typo does not hide
+    the other problems."""
+    try:
+        return load_report(path), []
+    except SpecError as exc:
+        structural = list(exc.problems)
+    data = copy.deepcopy(read_spec_file(path))
+    if is_raw_request(data) or not all(p.message.startswith("unknown field") for p in structural):
+        return None, structural
+    if not all(_without(data, p.field) for p in structural):
+        return None, structural
+    try:
+        return check_spec(spec_from_dict(data, str(path))), structural
+    except SpecError as again:
+        return None, structural + list(again.problems)

@@ -710,9 +710,18 @@ class Engine:
             if isinstance(verdict, planner.Settled):
                 crashpoints.reached("before-settle")
                 return self._settle(ref, record, verdict, view)
-            if verdict.detail != self._last_progress.get(ref.key):
-                self._emit(ref, "progress", f"{pending.action}: {verdict.detail}", counts=view.currents())
-                self._last_progress[ref.key] = verdict.detail
+            # Reported when the verdict or any group's count or status moves (a live display follows it).
+            seen = f"{verdict.detail}|{view.currents()}|{[g.status for g in view.groups]}"
+            if seen != self._last_progress.get(ref.key):
+                self._emit(
+                    ref,
+                    "progress",
+                    f"{pending.action}: {verdict.detail}",
+                    counts=view.currents(),
+                    target_counts=targets,
+                    statuses={g.name: g.status for g in view.groups},
+                )
+                self._last_progress[ref.key] = seen
             if not wait:
                 return Result(ref.name, "in-progress", verdict.detail)
             self.sleep(poll_seconds)
@@ -838,7 +847,7 @@ class Engine:
             base = rec or ClusterRecord.new(ref.key, now)
             return base.evolve(hold=Hold(state=state, until=until, by=self.actor, reason=reason), updated_at=now)
 
-        line = self._entry(ref, "hold", "ok", state=state, until=until.isoformat() if until else None)
+        line = self._entry(ref, "hold", "ok", state=state, until=until.isoformat() if until else None, reason=reason)
         self._update(ref, change, line)
 
     def release(self, ref: ClusterRef) -> bool:

@@ -148,10 +148,28 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
         """Every governed cluster: schedule, state, hold, next transition, protected groups, month's net saving."""
         return dash.fleet()
 
+    @app.get("/api/fleet/summary", tags=["read"], responses=ERRORS)
+    def api_fleet_summary() -> dict[str, Any]:
+        """The Fleet page's strip (counts, $ an hour now, the next 24 hours, the month's saving, FSx) and
+        the week's events worth a flag (blocked stops, shortfalls and how they ended, refusals)."""
+        page = dash.fleet_page()
+        return {"as_of": page["as_of"], "summary": page["summary"], "week": page["week"]}
+
     @app.get("/api/clusters/{name}", tags=["read"], responses=ERRORS)
-    def api_cluster(name: str) -> dict[str, Any]:
-        """One cluster: groups, week timeline, recorded sizes, history, checkpoint audits, ready-by lead."""
-        return dash.cluster(name)
+    def api_cluster(
+        name: str,
+        from_: Annotated[str | None, Query(alias="from", description="ISO start of the timeline window")] = None,
+    ) -> dict[str, Any]:
+        """One cluster: groups, timeline (a week back, two days ahead, or from ``from``), history as
+        sentences, checkpoint audits, ready-by lead."""
+        return dash.cluster(name, from_ or None)
+
+    @app.get("/api/clusters/{name}/preview/{action}", tags=["read"], responses=ERRORS)
+    def api_preview(name: str, action: str) -> dict[str, Any]:
+        """What a stop or start would do per group, and its cost per hour (nothing is sent)."""
+        if action not in ("stop", "start"):
+            raise NotFound(f"action: {action!r} has no preview (stop or start)")
+        return dash.preview(name, action)
 
     @app.get("/api/savings", tags=["read"], responses=ERRORS)
     def api_savings(
@@ -204,11 +222,11 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
     # ---- pages --------------------------------------------------------------------------------------
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def fleet_page(request: Request) -> Response:
-        return page(request, "fleet.html", rows=dash.fleet(), now=dash.now())
+        return page(request, "fleet.html", f=dash.fleet_page())
 
     @app.get("/clusters/{name}", response_class=HTMLResponse, include_in_schema=False)
-    def cluster_page(request: Request, name: str) -> Response:
-        return page(request, "cluster.html", c=dash.cluster(name), actions=ACTIONS)
+    def cluster_page(request: Request, name: str, from_: Annotated[str | None, Query(alias="from")] = None) -> Response:
+        return page(request, "cluster.html", c=dash.cluster(name, from_ or None))
 
     @app.get("/savings", response_class=HTMLResponse, include_in_schema=False)
     def savings_page(request: Request, since: str | None = None, until: str | None = None) -> Response:
@@ -231,7 +249,8 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
     def confirm_page(request: Request, name: str, action: str) -> Response:
         if action not in ACTIONS:
             raise NotFound(f"action: {action!r} is not one of {', '.join(ACTIONS)}")
-        return page(request, "confirm.html", c=dash.cluster(name), action=action)
+        preview = dash.preview(name, action) if action in ("stop", "start") else None
+        return page(request, "confirm.html", c=dash.cluster(name), action=action, p=preview)
 
     @app.post("/clusters/{name}/actions/{action}", response_class=HTMLResponse, include_in_schema=False)
     def do_action(

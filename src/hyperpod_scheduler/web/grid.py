@@ -151,3 +151,22 @@ def edited_entry(name: str, value: Any, grid: Grid, timezone: str) -> dict[str, 
 
 def day_names() -> tuple[str, ...]:
     return tuple(DAY_NAMES)
+
+
+def holiday_names(specs: Sequence[str], start: date, end: date) -> list[tuple[date, str]]:
+    """Public holidays of the ``CC``/``CC-SUB`` calendars in ``[start, end)``, with their names, for the
+    editor's overlay (the schedule itself stays stopped on them whatever the grid says)."""
+    import holidays  # large; only schedules with holidays need it
+
+    found: dict[date, str] = {}
+    years = list(range(start.year, end.year + 1))
+    for spec in specs:
+        country, _, sub = spec.partition("-")
+        try:
+            calendar = holidays.country_holidays(country, subdiv=sub or None, years=years)
+        except (NotImplementedError, KeyError, ValueError):
+            continue  # the config check already refused a bad calendar; never fail a page over it
+        for day, name in calendar.items():
+            if start <= day < end:
+                found.setdefault(day, str(name))
+    return sorted(found.items())

@@ -22,7 +22,8 @@ HERE = Path(__file__).parent
 
 def render_report(dash: Dashboard, since: str | None = None, until: str | None = None, tz: str | None = None) -> str:
     env = Environment(loader=FileSystemLoader(str(HERE / "templates")), autoescape=select_autoescape(["html"]))
-    rows = dash.fleet()
+    fleet = dash.fleet_page()
+    rows = fleet["rows"]
     values: dict[str, Any] = {
         "standalone": True,
         "read_only": True,
@@ -30,7 +31,7 @@ def render_report(dash: Dashboard, since: str | None = None, until: str | None =
         "Markup": Markup,
         "css": Markup((HERE / "static" / "style.css").read_text(encoding="utf-8")),
         "generated": dash.now().astimezone(UTC).isoformat(),
-        "rows": rows,
+        "f": fleet,
         "clusters": [dash.cluster(r["cluster"]) for r in rows],
         "s": dash.savings(since, until),
         "g": dash.schedules(tz),

@@ -4,21 +4,28 @@ label is escaped. Sizes are in viewBox units so the charts scale to the page (la
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from html import escape
 
-from hyperpod_scheduler.web.timeline import GroupRow
+from hyperpod_scheduler.web.timeline import LABELS, GroupRow, Marker
 
 LABEL_W = 150
 CHART_W = 1000
 ROW_H = 26
+MARK_H = 14  # the band of event markers above the rows
 COLORS = {
     "running": "#2f855a",
-    "stopped": "#a0aec0",
+    "stopped": "#cbd5e0",
+    "kept": "#b7791f",
+    "blocked": "#c05621",
+    "held": "#6b46c1",
     "shortfall": "#c53030",
     "planned-running": "#9ae6b4",
-    "planned-stopped": "#e2e8f0",
+    "planned-stopped": "#edf2f7",
+    "planned-kept": "#f6e05e",
+    "planned-held": "#d6bcfa",
 }
+MARK_COLORS = {"ok": "#2f855a", "info": "#2b6cb0", "warn": "#b7791f", "bad": "#c53030"}
 
 
 def _x(at: datetime, start: datetime, end: datetime) -> float:
@@ -26,26 +33,49 @@ def _x(at: datetime, start: datetime, end: datetime) -> float:
     return LABEL_W + (CHART_W - LABEL_W) * (at - start).total_seconds() / span
 
 
-def timeline_svg(rows: Sequence[GroupRow], start: datetime, end: datetime, now: datetime) -> str:
-    """One row per instance group, day lines at UTC midnights and a line at ``now``."""
-    height = 24 + ROW_H * len(rows) + 6
+def timeline_svg(
+    rows: Sequence[GroupRow],
+    start: datetime,
+    end: datetime,
+    now: datetime,
+    marks: Sequence[Marker] = (),
+    zone: tzinfo | None = None,
+) -> str:
+    """One row per instance group, a line at each midnight (in ``zone``, default UTC), history markers
+    above the rows and a line at ``now``. Every segment and marker carries a ``<title>`` (hover, screen
+    readers) and a class naming its kind."""
+    zone = zone or UTC
+    top = 20 + MARK_H
+    height = top + ROW_H * len(rows) + 8
+    label = f"timeline per instance group, {start.astimezone(zone):%a %d %b} to {end.astimezone(zone):%a %d %b}"
     out = [
         f'<svg class="timeline" viewBox="0 0 {CHART_W} {height}" role="img" '
-        f'aria-label="week timeline per instance group" xmlns="http://www.w3.org/2000/svg">'
+        f'aria-label="{escape(label)}" xmlns="http://www.w3.org/2000/svg">'
     ]
-    day = (start.astimezone(UTC) + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+    local = start.astimezone(zone)
+    day = (local + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
     while day < end:
         x = _x(day, start, end)
-        out.append(f'<line x1="{x:.1f}" y1="14" x2="{x:.1f}" y2="{height}" stroke="#cbd5e0"/>')
-        out.append(f'<text x="{x + 3:.1f}" y="12" font-size="11" fill="#4a5568">{day:%a %d}</text>')
-        day += timedelta(days=1)
+        out.append(f'<line x1="{x:.1f}" y1="14" x2="{x:.1f}" y2="{height}" stroke="#a0aec0"/>')
+        out.append(f'<text x="{x + 3:.1f}" y="12" font-size="12" fill="#2d3748">{day:%a %d}</text>')
+        day = (day + timedelta(days=1, hours=2)).replace(hour=0)  # one local day on, across DST too
+    for m in marks:
+        if not (start <= m.at <= end):
+            continue
+        x = _x(m.at, start, end)
+        colour = MARK_COLORS.get(m.kind, "#4a5568")
+        out.append(
+            f'<path class="mark {m.kind}" d="M{x - 5:.1f} 17 L{x + 5:.1f} 17 L{x:.1f} {17 + MARK_H - 3}Z" '
+            f'fill="{colour}"><title>{escape(f"{m.at.astimezone(zone):%a %d %b %H:%M %Z}: {m.label}")}</title></path>'
+        )
     for i, row in enumerate(rows):
-        y = 20 + i * ROW_H
+        y = top + i * ROW_H
         out.append(f'<g class="group-row" data-group="{escape(row.group)}">')
-        out.append(f'<text x="4" y="{y + 16}" font-size="12">{escape(row.group)}</text>')
+        out.append(f'<text x="4" y="{y + 17}" font-size="13" fill="#1a202c">{escape(row.group)}</text>')
         for s in row.segments:
             x1, x2 = _x(max(s.start, start), start, end), _x(min(s.end, end), start, end)
-            title = f"{s.kind} {s.start:%a %H:%M}Z - {s.end:%a %H:%M}Z"
+            what = LABELS.get(s.kind, s.kind)
+            title = f"{what}: {s.start.astimezone(zone):%a %H:%M} - {s.end.astimezone(zone):%a %H:%M %Z}"
             out.append(
                 f'<rect class="seg {s.kind}" x="{x1:.1f}" y="{y + 3}" width="{max(x2 - x1, 0.5):.1f}" '
                 f'height="{ROW_H - 8}" fill="{COLORS.get(s.kind, "#718096")}"><title>{escape(title)}</title></rect>'
@@ -53,8 +83,8 @@ def timeline_svg(rows: Sequence[GroupRow], start: datetime, end: datetime, now: 
         out.append("</g>")
     if start <= now <= end:
         x = _x(now, start, end)
-        out.append(f'<line x1="{x:.1f}" y1="14" x2="{x:.1f}" y2="{height}" stroke="#2b6cb0" stroke-width="2"/>')
-        out.append(f'<text x="{x + 3:.1f}" y="{height - 2}" font-size="10" fill="#2b6cb0">now</text>')
+        out.append(f'<line x1="{x:.1f}" y1="14" x2="{x:.1f}" y2="{height}" stroke="#1a365d" stroke-width="2"/>')
+        out.append(f'<text x="{x + 3:.1f}" y="{height - 1}" font-size="11" fill="#1a365d">now</text>')
     out.append("</svg>")
     return "".join(out)
 

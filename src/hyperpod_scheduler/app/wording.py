@@ -1,0 +1,69 @@
+"""How every face writes times, durations and money for people: one place, so the CLI, the dashboard
+and the shared report never disagree (no microseconds, no ``$-130.57``, a timezone on every time)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, tzinfo
+
+
+def when(at: datetime, zone: tzinfo | None = None, *, year: bool = False) -> str:
+    """``Tue 1 Dec 22:00 UTC`` (in ``zone``, default UTC); minutes are the finest a person needs."""
+    local = at.astimezone(zone or UTC)
+    abbrev = local.tzname() or "UTC"
+    day = f"{local:%a} {local.day} {local:%b}" + (f" {local.year}" if year else "")
+    return f"{day} {local:%H:%M} {abbrev}"
+
+
+def clock(at: datetime, zone: tzinfo | None = None) -> str:
+    """``Tue 22:00 UTC``: a time within the coming week."""
+    local = at.astimezone(zone or UTC)
+    return f"{local:%a %H:%M} {local.tzname() or 'UTC'}"
+
+
+def iso_minute(at: datetime) -> str:
+    """``2026-12-01T22:00Z``: machine-readable and still short (tables piped into other tools)."""
+    utc = at.astimezone(UTC)
+    return f"{utc:%Y-%m-%dT%H:%M}Z"
+
+
+def duration(seconds: float | None) -> str:
+    """``45 s``, ``10 min``, ``1 h 20 min``, ``2 d 3 h``; empty for None."""
+    if seconds is None:
+        return ""
+    s = max(round(seconds), 0)
+    if s < 60:
+        return f"{s} s"
+    minutes = s // 60
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h" + (f" {minutes} min" if minutes else "")
+    days, hours = divmod(hours, 24)
+    return f"{days} d" + (f" {hours} h" if hours else "")
+
+
+def countdown(delta: timedelta) -> str:
+    """``in 5 h 20 min`` or ``2 min ago``."""
+    seconds = delta.total_seconds()
+    if abs(seconds) < 60:
+        return "now"
+    text = duration(abs(seconds))
+    return f"in {text}" if seconds > 0 else f"{text} ago"
+
+
+def usd(value: float | None, *, cents: bool = True) -> str:
+    """``$1,234.57``; a negative figure reads ``−$130.57``; None (no price) reads ``-``."""
+    if value is None:
+        return "-"
+    shown = f"${abs(value):,.2f}" if cents else f"${abs(value):,.0f}"
+    return ("\u2212" + shown) if value < 0 and shown.strip("$0.,") else shown
+
+
+def count_of(count: int, instance_type: str | None) -> str:
+    """``4 × p5.48xlarge`` (the ``ml.`` prefix says nothing a person needs)."""
+    kind = (instance_type or "nodes").removeprefix("ml.")
+    return f"{count} \u00d7 {kind}"
+
+
+__all__ = ["clock", "count_of", "countdown", "duration", "iso_minute", "usd", "when"]
