@@ -25,11 +25,13 @@ from hyperpod_scheduler.cost.savings import keep_cost_per_night
 from hyperpod_scheduler.engine import fidelity
 from hyperpod_scheduler.engine.fleet import HORIZON, Governed, as_mapping, plan, ref_for
 from hyperpod_scheduler.engine.identity import reach_of
+from hyperpod_scheduler.engine.phases import summary as phase_summary
 from hyperpod_scheduler.engine.planner import Action
 from hyperpod_scheduler.engine.runner import ClusterRef, Result
 from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
 from hyperpod_scheduler.guards.capacity import head_warning, protections
 from hyperpod_scheduler.inputs import args
+from hyperpod_scheduler.store.outcomes import read_phases
 
 ConfigOpt = typer.Option(None, "--config", "-c", help="Config file (default: ./hyperpod-scheduler.yaml if present).")
 StateOpt = typer.Option(
@@ -315,13 +317,16 @@ def register(app: typer.Typer) -> None:
             table.add_column(col)
         for e in entries:
             dur = "" if e.duration_s is None else f"{e.duration_s / 60:.1f} min"
+            detail = dict(e.detail)
+            if started := read_phases(e.detail):
+                detail["phases"] = phase_summary(started)
             table.add_row(
                 f"{e.at.astimezone(UTC):%Y-%m-%d %H:%M}",
                 e.action,
                 e.actor,
                 e.outcome,
                 dur,
-                escape(", ".join(f"{k}={v}" for k, v in e.detail.items())),
+                escape(", ".join(f"{k}={v}" for k, v in detail.items())),
             )
         console.print(table)
 

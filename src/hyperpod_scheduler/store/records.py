@@ -137,6 +137,72 @@ class Snapshot(Stored):
     kept: dict[str, Count] = Field(default_factory=dict)  # groups a guard left running, at this count
 
 
+# The phases of a start, in order: nodes asked for, launched, lifecycle setup passed, deep health
+# checks passed (only when the group has them), joined Slurm (only when an agent can tell).
+StartPhase = Literal["requested", "launched", "lifecycle", "health_checks", "slurm"]
+START_PHASES: tuple[StartPhase, ...] = ("requested", "launched", "lifecycle", "health_checks", "slurm")
+# Where a phase's times come from: node times and cluster events (Continuous mode), or what each look
+# at DescribeCluster / ListClusterNodes found (the time is then when the look saw it, not when it happened).
+PhaseSource = Literal["events", "nodes", "describe"]
+
+
+class GroupPhases(Stored):
+    """When one group's start passed each phase (the moment its last needed node did), and its counts at
+    the latest look. A phase time is None until it is passed; ``health_checks`` stays None without
+    deep health checks (``checks`` False), ``slurm`` when no Slurm agent answered."""
+
+    group: str
+    target: Count
+    checks: bool = False
+    source: PhaseSource = "describe"
+    requested: AwareDatetime
+    launched: AwareDatetime | None = None
+    lifecycle: AwareDatetime | None = None
+    health_checks: AwareDatetime | None = None
+    slurm: AwareDatetime | None = None
+    # Counts at the latest look: nodes launched, in lifecycle setup, in health checks, running; the
+    # rest of the target has no instance yet (waiting for capacity).
+    in_setup: Count = 0
+    in_checks: Count = 0
+    running: Count = 0
+    seen_at: AwareDatetime | None = None
+
+    @property
+    def waiting(self) -> int:
+        return max(0, self.target - self.in_setup - self.in_checks - self.running)
+
+    def at(self, phase: StartPhase) -> datetime | None:
+        value: datetime | None = getattr(self, phase)
+        return value
+
+    def ready_at(self) -> datetime | None:
+        """When the group was ready: joined Slurm if that was seen, else its last API phase."""
+        last = self.health_checks if self.checks else self.lifecycle
+        return self.slurm or last
+
+    def durations_s(self) -> dict[StartPhase, float]:
+        """Seconds each passed phase took after the one before it (``requested`` is the origin)."""
+        out: dict[StartPhase, float] = {}
+        before = self.requested
+        for phase in START_PHASES[1:]:
+            at = self.at(phase)
+            if at is None:
+                continue
+            out[phase] = max(0.0, (at - before).total_seconds())
+            before = at
+        return out
+
+
+class ChecksWait(Stored):
+    """An update refused because deep health checks were running: waited for and sent again, not a
+    failure, until ``since`` + the settle timeout."""
+
+    transition_id: str
+    action: Action
+    since: AwareDatetime
+    attempts: Count = 1
+
+
 class PendingAction(Stored):
     """Write-ahead intent for one UpdateCluster.
 
@@ -157,6 +223,8 @@ class PendingAction(Stored):
     transition_at: AwareDatetime | None = None
     # What asked for it. None only in records written before this field: see ``served_by``.
     origin: Origin | None = None
+    # A start's phases per restored group, as the latest look found them (see ``GroupPhases``).
+    phases: dict[str, GroupPhases] = Field(default_factory=dict)
 
     def served_by(self) -> Origin:
         """The intent's origin; records from before ``origin`` existed are read from their transition id."""
@@ -232,6 +300,9 @@ class ClusterRecord(Stored):
     hold: Hold | None = None
     retry: RetryState | None = None
     start_durations_s: list[Seconds] = Field(default_factory=list)
+    # Per group, request-to-ready seconds of its recent starts (phases seen), for per-group ready-by.
+    group_start_s: dict[str, list[Seconds]] = Field(default_factory=dict)
+    checks_wait: ChecksWait | None = None
     refused: Refusal | None = None
     ami_changes: list[AmiChange] = Field(default_factory=list)  # found when the last start settled
     updated_at: AwareDatetime
@@ -248,13 +319,23 @@ class ClusterRecord(Stored):
         # Trim rather than reject: an older row kept under a larger bound must still load.
         return durations[-MAX_START_DURATIONS:]
 
+    @field_validator("group_start_s")
+    @classmethod
+    def _bounded_groups(cls, durations: dict[str, list[float]]) -> dict[str, list[float]]:
+        return {g: d[-MAX_START_DURATIONS:] for g, d in durations.items()}
+
     @classmethod
     def new(cls, key: str, now: datetime) -> ClusterRecord:
         """A record never stored yet (version 0)."""
         return cls(key=key, updated_at=now)
 
-    def add_start_duration(self, seconds: float, now: datetime) -> ClusterRecord:
-        return self.evolve(start_durations_s=[*self.start_durations_s, seconds], updated_at=now)
+    def add_start_duration(
+        self, seconds: float, now: datetime, groups: Mapping[str, float] | None = None
+    ) -> ClusterRecord:
+        by_group = {g: list(d) for g, d in self.group_start_s.items()}
+        for g, d in (groups or {}).items():
+            by_group.setdefault(g, []).append(d)
+        return self.evolve(start_durations_s=[*self.start_durations_s, seconds], group_start_s=by_group, updated_at=now)
 
 
 class HistoryEntry(Stored):

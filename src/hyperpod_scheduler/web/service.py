@@ -26,10 +26,12 @@ from hyperpod_scheduler.cost.fsx import FileSystem
 from hyperpod_scheduler.cost.savings import Report
 from hyperpod_scheduler.cost.settings import CostSettings
 from hyperpod_scheduler.engine.fleet import Governed, ref_for
+from hyperpod_scheduler.engine.phases import summary as phase_summary
 from hyperpod_scheduler.engine.runner import ClusterRef
 from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
 from hyperpod_scheduler.guards.capacity import protections
 from hyperpod_scheduler.store import open_store
+from hyperpod_scheduler.store.outcomes import read_phases
 from hyperpod_scheduler.store.records import HistoryEntry
 from hyperpod_scheduler.web import grid as grids
 from hyperpod_scheduler.web.config_edit import read_document, write_schedule
@@ -346,6 +348,10 @@ class Dashboard:
 
 
 def history_row(e: HistoryEntry) -> dict[str, Any]:
+    detail = dict(e.detail)
+    started = read_phases(e.detail)
+    if started:  # the phases read as one line; the typed values stay in "phases"
+        detail["phases"] = phase_summary(started)
     return {
         "at": e.at.isoformat(),
         "action": e.action,
@@ -353,7 +359,8 @@ def history_row(e: HistoryEntry) -> dict[str, Any]:
         "outcome": e.outcome,
         "duration_s": e.duration_s,
         "duration_text": "" if e.duration_s is None else f"{e.duration_s / 60:.1f} min",
-        "detail": e.detail,
+        "detail": detail,
+        "phases": {g: p.model_dump(mode="json") for g, p in started.items()},
     }
 
 

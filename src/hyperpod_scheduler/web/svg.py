@@ -15,6 +15,7 @@ ROW_H = 26
 COLORS = {
     "running": "#2f855a",
     "stopped": "#a0aec0",
+    "starting": "#d69e2e",
     "shortfall": "#c53030",
     "planned-running": "#9ae6b4",
     "planned-stopped": "#e2e8f0",
@@ -45,7 +46,7 @@ def timeline_svg(rows: Sequence[GroupRow], start: datetime, end: datetime, now: 
         out.append(f'<text x="4" y="{y + 16}" font-size="12">{escape(row.group)}</text>')
         for s in row.segments:
             x1, x2 = _x(max(s.start, start), start, end), _x(min(s.end, end), start, end)
-            title = f"{s.kind} {s.start:%a %H:%M}Z - {s.end:%a %H:%M}Z"
+            title = f"{s.kind} {s.start:%a %H:%M}Z - {s.end:%a %H:%M}Z" + (f": {s.note}" if s.note else "")
             out.append(
                 f'<rect class="seg {s.kind}" x="{x1:.1f}" y="{y + 3}" width="{max(x2 - x1, 0.5):.1f}" '
                 f'height="{ROW_H - 8}" fill="{COLORS.get(s.kind, "#718096")}"><title>{escape(title)}</title></rect>'

@@ -11,11 +11,17 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from hyperpod_scheduler.schedule import Schedule
-from hyperpod_scheduler.store.outcomes import read_outcomes
-from hyperpod_scheduler.store.records import HistoryEntry
+from hyperpod_scheduler.store.outcomes import read_outcomes, read_phases
+from hyperpod_scheduler.store.records import HistoryEntry, StartPhase
 
-# running | stopped | shortfall | planned-running | planned-stopped
+# running | stopped | starting | shortfall | planned-running | planned-stopped
 Kind = str
+_PHASE_LABELS: dict[StartPhase, str] = {
+    "launched": "launched",
+    "lifecycle": "lifecycle setup passed",
+    "health_checks": "health checks passed",
+    "slurm": "joined Slurm",
+}
 
 
 @dataclass(frozen=True)
@@ -23,6 +29,7 @@ class Segment:
     start: datetime
     end: datetime
     kind: Kind
+    note: str = ""  # a starting segment: when each phase was passed
 
 
 @dataclass(frozen=True)
@@ -47,7 +54,7 @@ def _merge(segments: Iterable[Segment]) -> tuple[Segment, ...]:
     for s in segments:
         if s.end <= s.start:
             continue
-        if out and out[-1].kind == s.kind and out[-1].end == s.start:
+        if out and out[-1].kind == s.kind and out[-1].end == s.start and not s.note and not out[-1].note:
             out[-1] = Segment(out[-1].start, s.end, s.kind)
         else:
             out.append(s)
@@ -70,18 +77,23 @@ def group_rows(
     rows = []
     for group in groups:
         state: Kind = "running"
-        points: list[tuple[datetime, Kind]] = []
+        points: list[tuple[datetime, Kind, str]] = []
         for e in changes:
             if e.at <= start:
                 state = _state_after(e, group)
-            else:
-                points.append((e.at, _state_after(e, group)))
+                continue
+            gp = read_phases(e.detail).get(group) if e.action == "start" else None
+            if gp is not None and start < gp.requested < e.at:
+                # From the request until the start settled the group was coming up, phase by phase.
+                marks = [f"{label} {gp.at(p):%H:%M}Z" for p, label in _PHASE_LABELS.items() if gp.at(p)]
+                points.append((gp.requested, "starting", f"requested {gp.requested:%H:%M}Z; " + "; ".join(marks)))
+            points.append((e.at, _state_after(e, group), ""))
         segments: list[Segment] = []
-        cursor = start
-        for at, kind in points:
-            segments.append(Segment(cursor, at, state))
-            cursor, state = at, kind
-        segments.append(Segment(cursor, now, state))
+        cursor, note = start, ""
+        for at, kind, why in sorted(points, key=lambda p: p[0]):
+            segments.append(Segment(cursor, at, state, note))
+            cursor, state, note = at, kind, why
+        segments.append(Segment(cursor, now, state, note))
         if schedule is not None:
             planned = "planned-running" if schedule.is_running(now) else "planned-stopped"
             cursor = now
