@@ -96,7 +96,8 @@ def test_a_group_without_health_checks_passes_lifecycle_when_it_runs() -> None:
         assert gp.ready_at() == gp.lifecycle
         # Learned per group: request-to-ready of this group, kept for its ready-by lead.
         record = store.get(engine.identify(ref)[0].key)
-        assert record is not None and record.group_start_s["gpu"] == [(gp.lifecycle - gp.requested).total_seconds()]
+        assert record is not None and record.group_phase_s["gpu"] == [gp.durations_s()]
+        assert sum(gp.durations_s().values()) == (gp.lifecycle - gp.requested).total_seconds()
 
 
 def test_waiting_for_capacity_is_shown_while_a_continuous_group_is_short() -> None:
@@ -229,7 +230,10 @@ def test_health_checks_past_the_settle_timeout_make_the_update_a_failure() -> No
         late = engine.act(ref, "stop", transition_id="evening")
         assert late.kind == "failed" and "still refused after 11m00s" in late.message
         key = engine.identify(ref)[0].key
-        assert [h.outcome for h in sorted(store.history(key), key=lambda h: h.at) if h.action == "stop"] == ["waiting", "failed"]
+        assert [h.outcome for h in sorted(store.history(key), key=lambda h: h.at) if h.action == "stop"] == [
+            "waiting",
+            "failed",
+        ]
         record = store.get(key)
         assert record is not None and record.checks_wait is None
 

@@ -21,7 +21,7 @@ from hyperpod_scheduler.config.model import SCHEDULE_TAG, Config, Policy, ReadyB
 from hyperpod_scheduler.engine.events import Event
 from hyperpod_scheduler.engine.identity import arn_account, reach_of
 from hyperpod_scheduler.engine.planner import Action, ScheduleState
-from hyperpod_scheduler.engine.readiness import Lead, lead_time
+from hyperpod_scheduler.engine.readiness import Lead, cluster_lead, histories, lead_time
 from hyperpod_scheduler.engine.runner import ClusterRef, Engine, Result
 from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
 from hyperpod_scheduler.schedule import Schedule, load_schedules, resolve
@@ -247,8 +247,18 @@ def tick(
 
 
 def lead_for(engine: Engine, g: Governed, settings: ReadyBy | None) -> Lead:
-    record = engine.store.get(g.ref.key)
-    return lead_time(record.start_durations_s if record else [], settings or ReadyBy())
+    # The record lives under the account's key once the account is known: read it there, from the
+    # store alone (a tick with nothing due makes no API call).
+    ref = engine.accounts.known(g.ref) or g.ref
+    record = engine.store.get(ref.key)
+    if record is None:
+        return lead_time([], settings or ReadyBy())
+    sizes = record.snapshot.sizes if record.snapshot is not None else {}
+    kept = record.snapshot.kept if record.snapshot is not None else {}
+    # The groups the morning start raises: recorded above what the stop kept running.
+    raised = {n: (s.instance_type, s.health_checks, s.count - kept.get(n, 0)) for n, s in sizes.items()}
+    groups = histories(raised, record.group_phase_s)
+    return cluster_lead(groups, record.start_durations_s, settings or ReadyBy())
 
 
 @dataclass(frozen=True)

@@ -171,11 +171,6 @@ def _family(instance_type: str | None) -> str:
     return parts[1] if len(parts) >= 2 else instance_type
 
 
-def ready_durations(phases: Mapping[str, GroupPhases]) -> dict[str, float]:
-    """Per group, request-to-ready seconds, for groups whose start finished every phase it has."""
-    out: dict[str, float] = {}
-    for g, gp in phases.items():
-        ready = gp.ready_at()
-        if ready is not None:
-            out[g] = (ready - gp.requested).total_seconds()
-    return out
+def ready_durations(phases: Mapping[str, GroupPhases]) -> dict[str, dict[StartPhase, float]]:
+    """Per group whose start finished every phase it has, the seconds each phase took."""
+    return {g: gp.durations_s() for g, gp in phases.items() if gp.ready_at() is not None}

@@ -141,6 +141,7 @@ def snapshot_for_stop(
             instance_type=g.instance_type,
             image_id=g.image_id,
             image_release=g.image_release,
+            health_checks=bool(g.details.get("OnStartDeepHealthChecks")),
         )
     return Snapshot(taken_at=now, sizes=sizes, transition_id=transition_id, reason="stop"), tuple(notes)
 

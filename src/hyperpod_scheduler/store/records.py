@@ -125,6 +125,7 @@ class GroupSize(Stored):
     instance_type: str | None = None  # for cost reports: what the recorded nodes were
     image_id: str | None = None  # CurrentImageId at the stop: a start that brings back another is reported
     image_release: str | None = None  # CurrentImageReleaseVersion at the stop
+    health_checks: bool = False  # the group runs deep health checks on start (OnStartDeepHealthChecks)
 
 
 class Snapshot(Stored):
@@ -300,8 +301,8 @@ class ClusterRecord(Stored):
     hold: Hold | None = None
     retry: RetryState | None = None
     start_durations_s: list[Seconds] = Field(default_factory=list)
-    # Per group, request-to-ready seconds of its recent starts (phases seen), for per-group ready-by.
-    group_start_s: dict[str, list[Seconds]] = Field(default_factory=dict)
+    # Per group, its recent starts' seconds per phase (``GroupPhases.durations_s``), for ready-by.
+    group_phase_s: dict[str, list[dict[StartPhase, Seconds]]] = Field(default_factory=dict)
     checks_wait: ChecksWait | None = None
     refused: Refusal | None = None
     ami_changes: list[AmiChange] = Field(default_factory=list)  # found when the last start settled
@@ -319,10 +320,10 @@ class ClusterRecord(Stored):
         # Trim rather than reject: an older row kept under a larger bound must still load.
         return durations[-MAX_START_DURATIONS:]
 
-    @field_validator("group_start_s")
+    @field_validator("group_phase_s")
     @classmethod
-    def _bounded_groups(cls, durations: dict[str, list[float]]) -> dict[str, list[float]]:
-        return {g: d[-MAX_START_DURATIONS:] for g, d in durations.items()}
+    def _bounded_groups(cls, starts: dict[str, list[dict[str, float]]]) -> dict[str, list[dict[str, float]]]:
+        return {g: d[-MAX_START_DURATIONS:] for g, d in starts.items()}
 
     @classmethod
     def new(cls, key: str, now: datetime) -> ClusterRecord:
@@ -330,12 +331,12 @@ class ClusterRecord(Stored):
         return cls(key=key, updated_at=now)
 
     def add_start_duration(
-        self, seconds: float, now: datetime, groups: Mapping[str, float] | None = None
+        self, seconds: float, now: datetime, groups: Mapping[str, Mapping[StartPhase, float]] | None = None
     ) -> ClusterRecord:
-        by_group = {g: list(d) for g, d in self.group_start_s.items()}
+        by_group = {g: list(d) for g, d in self.group_phase_s.items()}
         for g, d in (groups or {}).items():
-            by_group.setdefault(g, []).append(d)
-        return self.evolve(start_durations_s=[*self.start_durations_s, seconds], group_start_s=by_group, updated_at=now)
+            by_group.setdefault(g, []).append(dict(d))
+        return self.evolve(start_durations_s=[*self.start_durations_s, seconds], group_phase_s=by_group, updated_at=now)
 
 
 class HistoryEntry(Stored):
