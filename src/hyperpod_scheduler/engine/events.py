@@ -7,8 +7,24 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+# waiting: an update refused while deep health checks run (sent again, not a failure); plan: a training
+# plan's expiry warning or activation problem; approval: a release that waits for a person's approval.
 Kind = Literal[
-    "skip", "noop", "sent", "dry-run", "progress", "settled", "failed", "note", "error", "blocked", "refused", "drift"
+    "skip",
+    "noop",
+    "sent",
+    "dry-run",
+    "progress",
+    "settled",
+    "failed",
+    "note",
+    "error",
+    "blocked",
+    "refused",
+    "drift",
+    "waiting",
+    "plan",
+    "approval",
 ]
 
 

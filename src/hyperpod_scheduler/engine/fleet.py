@@ -20,6 +20,7 @@ from hyperpod_scheduler.aws.clients import default_region
 from hyperpod_scheduler.config.model import SCHEDULE_TAG, Config, Policy, ReadyBy, Target, merge_policies
 from hyperpod_scheduler.engine.events import Event
 from hyperpod_scheduler.engine.identity import arn_account, reach_of
+from hyperpod_scheduler.engine.plan_watch import watch_plans
 from hyperpod_scheduler.engine.planner import Action, ScheduleState
 from hyperpod_scheduler.engine.readiness import Lead, cluster_lead, histories, lead_time
 from hyperpod_scheduler.engine.runner import ClusterRef, Engine, Result
@@ -234,11 +235,17 @@ def tick(
         try:
             lead = lead_for(engine, g, ready_by).lead if g.schedule.ready_by else None
             state = schedule_state(g.schedule, now, lead)
-            return engine.reconcile(g.ref, state, enforced=g.enforced, dry_run=dry_run)
+            result = engine.reconcile(g.ref, state, enforced=g.enforced, dry_run=dry_run)
         except Exception as exc:  # e.g. a damaged record met while working out a ready-by lead
             message = _one_line(exc)
             engine.events(Event(now, g.ref.name, "error", message))
             return Result(g.ref.name, "error", message)
+        if not dry_run:
+            try:
+                watch_plans(engine, g.ref, now)
+            except Exception as exc:  # the plan watch is an extra: it never costs the cluster its turn
+                engine.events(Event(now, g.ref.name, "error", f"training plan watch: {_one_line(exc)}"))
+        return result
 
     if concurrency <= 1:
         return [one(g) for g in governed]

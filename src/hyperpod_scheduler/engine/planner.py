@@ -188,6 +188,21 @@ def plan_start(view: ClusterView, record: ClusterRecord | None) -> Plan:
     return Send("start", counts, None, tuple(notes))
 
 
+def plan_raise(view: ClusterView, wanted: Mapping[str, int]) -> Plan:
+    """Raise the named groups to ``wanted`` (a training plan's group whose reserved block became
+    Active); a group already there, or above, is left as it is."""
+    if view.busy:
+        return Skip(f"{view.busy_reason()}: not touched this tick")
+    counts: dict[str, tuple[int, int | None]] = {}
+    for name, count in wanted.items():
+        g = view.group(name)
+        if g is not None and g.target < count:
+            counts[name] = (count, g.min_count)
+    if not counts:
+        return Noop("running", "already at the plan's reserved count")
+    return Send("start", counts, None, ())
+
+
 def apply_floors(plan: Send, view: ClusterView, floors: Mapping[str, int]) -> Send | Noop:
     """A stop that leaves ``floors`` groups running at those counts (they are remembered as kept)."""
     if not floors:

@@ -113,6 +113,7 @@ class Engine:
         # The cluster's merged policy: what an update may accept losing, and whether it pins the AMI.
         self.policy_for = policy_for or (lambda ref: Policy())
         self.accounts = Accounts(store, now, self._entry, lambda ref, m: self._emit(ref, "note", m))
+        self._plan_groups: dict[tuple[str | None, str | None, str], dict[str, tuple[list[str], str | None]]] = {}
 
     # ---- reporting -------------------------------------------------------------------------------
     def _emit(self, ref: ClusterRef, kind: Any, message: str, **detail: Any) -> None:
@@ -140,11 +141,26 @@ class Engine:
         client: SageMakerClient = no_blind_retries(answers.watch(self.client_for(ref)))
         return client
 
+    def sagemaker(self, ref: ClusterRef) -> SageMakerClient:
+        """The checked client the engine itself uses for this cluster (for read-only watches)."""
+        return self._client(ref)
+
+    def plan_groups(self, ref: ClusterRef) -> dict[str, tuple[list[str], str | None]]:
+        """Training plans seen on this cluster's groups by this engine's describes: ARN -> (groups, type)."""
+        return dict(self._plan_groups.get((ref.region, ref.profile, ref.name), {}))
+
     def describe(self, ref: ClusterRef) -> ClusterView:
         """The cluster as AWS reports it; an answer from another account than the record's is refused."""
         answer = self._client(ref).describe_cluster(ClusterName=ref.name)
         view = parse_cluster(answer)  # parse_cluster checks the shape itself
         self.accounts.check(ref, view)
+        plans: dict[str, tuple[list[str], str | None]] = {}
+        for g in view.groups:
+            if g.training_plan_arn:
+                groups, _ = plans.get(g.training_plan_arn, ([], None))
+                plans[g.training_plan_arn] = ([*groups, g.name], g.instance_type)
+        if plans:  # for the plan watch: a tick with nothing due makes no DescribeCluster of its own
+            self._plan_groups[(ref.region, ref.profile, ref.name)] = plans
         return view
 
     def identify(self, ref: ClusterRef, *, dry_run: bool = False) -> tuple[ClusterRef, ClusterView | None]:
@@ -352,6 +368,16 @@ class Engine:
 
         return work() if dry_run else self._with_lease(ref, work)
 
+    def raise_groups(self, ref: ClusterRef, counts: Mapping[str, int], *, transition_id: str, reason: str) -> Result:
+        """Start only these groups, to these counts (holding the lease; the usual intent and follow)."""
+        ref, _ = self.identify(ref)
+        return self._with_lease(
+            ref,
+            lambda: self._act(
+                ref, "start", transition_id=transition_id, origin="schedule", reason=reason, raise_to=counts
+            ),
+        )
+
     def follow(self, ref: ClusterRef, *, wait: bool, poll_seconds: float = 30.0) -> Result:
         """Follow an update in flight until it settles (``wait``) or for one look."""
         ref, _ = self.identify(ref)
@@ -383,8 +409,10 @@ class Engine:
         poll_seconds: float = 30.0,
         replan: bool = False,
         view: ClusterView | None = None,
+        raise_to: Mapping[str, int] | None = None,
     ) -> Result:
-        """``replan``: the record's pending intent never went out and is replaced by this one."""
+        """``replan``: the record's pending intent never went out and is replaced by this one.
+        ``raise_to``: a start of only these groups, to these counts (``planner.plan_raise``)."""
         record = self.store.get(ref.key)
         if record is not None and record.pending is not None and not replan:
             earlier = self._earlier(ref, record, action, dry_run, wait, poll_seconds)
@@ -400,11 +428,12 @@ class Engine:
             return self._refuse(ref, record, action, refused, view, transition_at or now, dry_run)
         for u in view.unknown_members:  # all accepted by the policy, or refusal would have said so
             self._emit(ref, "note", f"accepting the loss of {u.path} (policy accept_unknown_members)", member=u.path)
-        plan = (
-            planner.plan_stop(view, record, now, transition_id)
-            if action == "stop"
-            else planner.plan_start(view, record)
-        )
+        if raise_to is not None:
+            plan = planner.plan_raise(view, raise_to)
+        elif action == "stop":
+            plan = planner.plan_stop(view, record, now, transition_id)
+        else:
+            plan = planner.plan_start(view, record)
         if isinstance(plan, planner.Skip):
             self._emit(ref, "skip", plan.reason)
             return Result(ref.name, "skip", plan.reason)

@@ -23,8 +23,13 @@ SNS_ENV = "HYPERPOD_SCHEDULER_SNS_TOPIC_ARN"
 WEBHOOK_ENV = "HYPERPOD_SCHEDULER_WEBHOOK_URL"
 LOOPBACK_ENV = "HYPERPOD_SCHEDULER_WEBHOOK_ALLOW_LOOPBACK"  # tests and local receivers only
 # The events worth waking someone for.
-NOTIFY_KINDS = frozenset({"blocked", "failed", "refused", "drift"})
-_SUBJECTS = {"blocked": "stop blocked", "refused": "update refused", "drift": "AMI changed"}
+NOTIFY_KINDS = frozenset({"blocked", "failed", "refused", "drift", "plan"})
+_SUBJECTS = {
+    "blocked": "stop blocked",
+    "refused": "update refused",
+    "drift": "AMI changed",
+    "plan": "training plan",
+}
 
 
 @dataclass(frozen=True)

@@ -204,6 +204,34 @@ class ChecksWait(Stored):
     attempts: Count = 1
 
 
+PlanStatus = Literal["Pending", "Active", "Scheduled", "Expired", "Failed"]
+
+
+class PlanWatch(Stored):
+    """A training plan a group of this cluster runs on, as the last DescribeTrainingPlan showed it, and
+    what the scheduler did about it: expiry warnings given (days before the end), the moment its group
+    was started when a block became Active, and the reserved instance-seconds that ran idle per UTC day
+    (``AvailableInstanceCount`` between looks while Active: paid for, not used)."""
+
+    arn: str
+    groups: list[str] = Field(default_factory=list)
+    instance_type: str | None = None
+    status: PlanStatus | None = None
+    end: AwareDatetime | None = None
+    total: Count = 0
+    in_use: Count = 0
+    available: Count = 0
+    reserved_active: Count = 0  # instances of its type in Active blocks at the last look
+    upfront_fee: float | None = None  # as DescribeTrainingPlan gives it (a string amount), if readable
+    currency: str | None = None
+    hours: float | None = None  # DurationHours + DurationMinutes / 60
+    seen_at: AwareDatetime | None = None
+    next_look: AwareDatetime | None = None
+    warned: list[int] = Field(default_factory=list)
+    activated_at: AwareDatetime | None = None
+    idle_s_by_day: dict[str, Seconds] = Field(default_factory=dict)
+
+
 class PendingAction(Stored):
     """Write-ahead intent for one UpdateCluster.
 
@@ -304,6 +332,7 @@ class ClusterRecord(Stored):
     # Per group, its recent starts' seconds per phase (``GroupPhases.durations_s``), for ready-by.
     group_phase_s: dict[str, list[dict[StartPhase, Seconds]]] = Field(default_factory=dict)
     checks_wait: ChecksWait | None = None
+    plans: dict[str, PlanWatch] = Field(default_factory=dict)  # by plan ARN
     refused: Refusal | None = None
     ami_changes: list[AmiChange] = Field(default_factory=list)  # found when the last start settled
     updated_at: AwareDatetime
