@@ -35,6 +35,8 @@ class Event:
     kind: Kind
     message: str
     detail: dict[str, Any] = field(default_factory=dict)
+    # For notification channels only (an approval link with its token): never in as_dict, logs or JSON.
+    private: str = field(default="", repr=False)
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -18,6 +18,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from hyperpod_scheduler.agent.settings import CheckpointSettings
 from hyperpod_scheduler.aws.clients import default_region
 from hyperpod_scheduler.config.model import SCHEDULE_TAG, Config, Policy, ReadyBy, Target, merge_policies
+from hyperpod_scheduler.engine.approvals import ask_if_due, lapse_due
 from hyperpod_scheduler.engine.events import Event
 from hyperpod_scheduler.engine.identity import arn_account, reach_of
 from hyperpod_scheduler.engine.plan_watch import watch_plans
@@ -225,8 +226,11 @@ def tick(
     dry_run: bool = False,
     ready_by: ReadyBy | None = None,
     concurrency: int = 1,
+    dashboard_url: str | None = None,
 ) -> list[Result]:
     """One reconcile pass: each cluster is judged on its own; one failure never stops the others.
+    Around each cluster's turn: approvals asked before a stop that needs one (links to
+    ``dashboard_url``), requests nobody answered marked lapsed, and its training plans watched.
 
     With ``concurrency`` > 1 clusters are handled by that many threads (the AWS calls overlap; every
     cluster still has its own lease and compare-and-set, so the outcome is the same as in series)."""
@@ -235,22 +239,37 @@ def tick(
         try:
             lead = lead_for(engine, g, ready_by).lead if g.schedule.ready_by else None
             state = schedule_state(g.schedule, now, lead)
+            if not dry_run and g.policy.approve_release:
+                _contained(
+                    engine,
+                    g,
+                    now,
+                    "approval",
+                    lambda: ask_if_due(engine, g.ref, g.schedule, g.policy, now, dashboard_url),
+                )
             result = engine.reconcile(g.ref, state, enforced=g.enforced, dry_run=dry_run)
         except Exception as exc:  # e.g. a damaged record met while working out a ready-by lead
             message = _one_line(exc)
             engine.events(Event(now, g.ref.name, "error", message))
             return Result(g.ref.name, "error", message)
         if not dry_run:
-            try:
-                watch_plans(engine, g.ref, now)
-            except Exception as exc:  # the plan watch is an extra: it never costs the cluster its turn
-                engine.events(Event(now, g.ref.name, "error", f"training plan watch: {_one_line(exc)}"))
+            if g.policy.approve_release:
+                _contained(engine, g, now, "approval", lambda: lapse_due(engine, g.ref, now))
+            _contained(engine, g, now, "training plan watch", lambda: watch_plans(engine, g.ref, now))
         return result
 
     if concurrency <= 1:
         return [one(g) for g in governed]
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="tick") as pool:
         return list(pool.map(one, governed))
+
+
+def _contained(engine: Engine, g: Governed, now: datetime, what: str, step: Callable[[], object]) -> None:
+    # Approvals and plan watches come beside the cluster's turn: their failure never costs it that turn.
+    try:
+        step()
+    except Exception as exc:
+        engine.events(Event(now, g.ref.name, "error", f"{what}: {_one_line(exc)}"))
 
 
 def lead_for(engine: Engine, g: Governed, settings: ReadyBy | None) -> Lead:

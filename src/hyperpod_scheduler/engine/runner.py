@@ -440,7 +440,7 @@ class Engine:
         if isinstance(plan, planner.Noop):
             return self._noop(ref, record, action, plan, transition_at or now, dry_run)
         if action == "stop":
-            guarded = self._guard(ref, record, view, plan, transition_at or now, dry_run)
+            guarded = self._guard(ref, record, view, plan, transition_at or now, dry_run, origin)
             if isinstance(guarded, Result):
                 return guarded
             if isinstance(guarded, planner.Noop):
@@ -597,6 +597,7 @@ class Engine:
         plan: planner.Send,
         transition_at: datetime,
         dry_run: bool,
+        origin: Origin = "manual",
     ) -> planner.Send | planner.Noop | Result:
         """Ask every guard about this stop: a block skips it (until the next transition), keeps leave groups up."""
         ctx = StopContext(
@@ -607,6 +608,8 @@ class Engine:
             groups_to_zero=tuple(n for n, (c, _) in plan.counts.items() if c == 0 and view.targets().get(n, 0) > 0),
             now=self.now(),
             dry_run=dry_run,
+            transition_at=transition_at,
+            origin=origin,
         )
         guards = list(self.guards_for(ref))
         # Guards with side effects (the checkpoint guard signals, drains and requeues on allow) run last,

@@ -232,6 +232,29 @@ class PlanWatch(Stored):
     idle_s_by_day: dict[str, Seconds] = Field(default_factory=dict)
 
 
+ApprovalState = Literal["pending", "approved", "refused", "lapsed"]
+MAX_APPROVALS = 20
+
+
+class Approval(Stored):
+    """A request to release scarce groups at one scheduled stop. The token that answers it is sent only
+    in the notification; the store keeps its SHA-256 (so a reader of the store cannot approve). It is
+    good once, until ``expires_at`` (the stop time): no answer by then keeps the groups."""
+
+    id: str = Field(min_length=6, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
+    token_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    groups: list[str]
+    transition_at: AwareDatetime
+    asked_at: AwareDatetime
+    expires_at: AwareDatetime
+    state: ApprovalState = "pending"
+    by: str | None = None
+    decided_at: AwareDatetime | None = None
+
+    def state_at(self, now: datetime) -> ApprovalState:
+        return "lapsed" if self.state == "pending" and now >= self.expires_at else self.state
+
+
 class PendingAction(Stored):
     """Write-ahead intent for one UpdateCluster.
 
@@ -333,6 +356,7 @@ class ClusterRecord(Stored):
     group_phase_s: dict[str, list[dict[StartPhase, Seconds]]] = Field(default_factory=dict)
     checks_wait: ChecksWait | None = None
     plans: dict[str, PlanWatch] = Field(default_factory=dict)  # by plan ARN
+    approvals: list[Approval] = Field(default_factory=list)  # newest last, the latest MAX_APPROVALS
     refused: Refusal | None = None
     ami_changes: list[AmiChange] = Field(default_factory=list)  # found when the last start settled
     updated_at: AwareDatetime
