@@ -237,8 +237,13 @@ def tick(
 
     def one(g: Governed) -> Result:
         try:
-            lead = lead_for(engine, g, ready_by).lead if g.schedule.ready_by else None
-            state = schedule_state(g.schedule, now, lead)
+            lead = lead_for(engine, g, ready_by) if g.schedule.ready_by else None
+            state = schedule_state(g.schedule, now, lead.lead if lead else None)
+            if lead is not None and state.last_transition_at is not None and state.last_transition_at > now:
+                at = state.last_transition_at
+                state = dataclasses.replace(
+                    state, why=f"ready by {at:%a %H:%M}Z: {lead.lead.total_seconds() / 60:.0f} min early ({lead.why})"
+                )
             if not dry_run and g.policy.approve_release:
                 _contained(
                     engine,

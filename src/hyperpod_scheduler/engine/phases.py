@@ -146,14 +146,21 @@ def progress(phases: Mapping[str, GroupPhases], at: datetime, instance_types: Ma
 
 
 def summary(phases: Mapping[str, GroupPhases]) -> str:
-    """How long each phase took, per group: "p5: launched +9m, lifecycle +6m, health checks +48m"."""
+    """How long each phase took, per group: "p5: launched +9m, lifecycle +6m, health checks +48m"; where
+    the times are only as good as the looks, it says so once at the end."""
     labels = {"launched": "launched", "lifecycle": "lifecycle", "health_checks": "health checks", "slurm": "Slurm"}
     out = []
+    notes = []
     for g, gp in phases.items():
         steps = [f"{labels[p]} +{s / 60:.0f}m" for p, s in gp.durations_s().items()]
-        how = "" if gp.source == "events" else f" ({_SOURCE_NOTE[gp.source]})"
-        out.append(f"{g}: {', '.join(steps) or 'no phase passed'}{how}")
-    return "; ".join(out)
+        if steps:
+            out.append(f"{g}: {', '.join(steps)}")
+        note = _SOURCE_NOTE[gp.source]
+        if note and note not in notes:
+            notes.append(note)
+    if not out:
+        return "no phase passed yet"
+    return "; ".join(out) + (f" ({'; '.join(notes)})" if notes else "")
 
 
 _SOURCE_NOTE = {

@@ -30,6 +30,7 @@ class ScheduleState:
     desired: State
     last_transition_at: datetime | None
     allowed: frozenset[Action] = frozenset({"stop", "start"})
+    why: str = ""  # a ready-by start issued early: by how much and why
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,8 @@ def due(record: ClusterRecord | None, sched: ScheduleState, *, enforced: bool, n
     assert record is not None and record.applied_transition_at is not None
     at = sched.last_transition_at
     if at is not None and at > record.applied_transition_at:
-        return Due(action, f"{action}@{at.isoformat()}", f"schedule turned {sched.desired} at {at.isoformat()}", at)
+        said = sched.why or f"schedule turned {sched.desired} at {at.isoformat()}"
+        return Due(action, f"{action}@{at.isoformat()}", said, at)
     if enforced:
         return Due("check", f"{action}@{(at or now).isoformat()}", f"enforced: keep {sched.desired}", at)
     return None

@@ -107,7 +107,9 @@ def cluster_lead(groups: Sequence[GroupHistory], cluster_durations_s: Sequence[f
         return lead_time(cluster_durations_s, settings)
     leads = [(group_lead(g, cluster_durations_s, settings), g.group) for g in groups]
     lead, name = max(leads, key=lambda pair: pair[0].lead)
-    return Lead(lead.lead, f"{name}: {lead.why}" if len(groups) > 1 else lead.why)
+    if len({(one.lead, one.why) for one, _ in leads}) == 1:
+        return lead  # every group the same (a default, or the cluster's own history): no one to name
+    return Lead(lead.lead, f"{name}: {lead.why}")
 
 
 def histories(

@@ -942,15 +942,28 @@ class Engine:
         groups = ", ".join(f"{o.group} {o.outcome} {o.current}/{o.target}" for o in verdict.outcomes)
         how = "settled" if verdict.ok else f"did not settle ({verdict.detail}{retry_note})"
         said = f"{pending.action} {how} after {_fmt_duration(duration)}: {groups}"
+        due = pending.transition_at
+        readiness: dict[str, Any] = {}
+        if pending.action == "start" and verdict.ok and due is not None and pending.served_by() != "manual":
+            # Ready when the schedule's day began, or how long after it (a ready-by start is meant to be early).
+            spare = (due - now).total_seconds()
+            readiness = {"ready_for": {"at": due.isoformat(), "spare_s": spare}}
+            said += (
+                f"; ready {_fmt_duration(spare)} before {due:%a %H:%M}Z"
+                if spare >= 0
+                else f"; ready {_fmt_duration(-spare)} after {due:%a %H:%M}Z"
+            )
         if seen:
             types = {g.name: g.instance_type for g in view.groups}
-            said += f" [{phases.progress(seen, now, types)}; phases {phases.summary(seen)}]"
+            passed = any(p.durations_s() for p in seen.values())
+            said += f" [{phases.progress(seen, now, types)}" + (f"; phases {phases.summary(seen)}]" if passed else "]")
         self._emit(
             ref,
             kind,
             said,
             outcomes=outcomes,
             **({"phases": {g: p.model_dump(mode="json") for g, p in seen.items()}} if seen else {}),
+            **readiness,
         )
         if changes:
             self._emit(ref, "drift", fidelity.describe_changes(changes), ami_changes=[c.model_dump() for c in changes])
