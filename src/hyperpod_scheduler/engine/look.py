@@ -34,7 +34,7 @@ def look(client: SageMakerClient, view: ClusterView, since: datetime, now: datet
                 status=str((n.get("InstanceStatus") or {}).get("Status", "")),
                 launched=n.get("LaunchTime") if isinstance(n.get("LaunchTime"), datetime) else None,
             )
-            for n in _pages(client.list_cluster_nodes, "ClusterNodeSummaries", ClusterName=view.name)
+            for n in _pages(lambda **kw: client.list_cluster_nodes(**kw), "ClusterNodeSummaries", ClusterName=view.name)
         ]
     except (ClientError, BotoCoreError) as exc:
         nodes = None
@@ -52,7 +52,11 @@ def look(client: SageMakerClient, view: ClusterView, since: datetime, now: datet
 
 def _events(client: SageMakerClient, name: str, since: datetime) -> Iterator[NodeEvent]:
     for e in _pages(
-        client.list_cluster_events, "Events", ClusterName=name, ResourceType="Instance", EventTimeAfter=since
+        lambda **kw: client.list_cluster_events(**kw),
+        "Events",
+        ClusterName=name,
+        ResourceType="Instance",
+        EventTimeAfter=since,
     ):
         instance, at, text = e.get("InstanceId"), e.get("EventTime"), str(e.get("Description", "")).lower()
         if not isinstance(instance, str) or not isinstance(at, datetime):
