@@ -97,6 +97,35 @@ def test_a_scheduled_plans_group_is_started_when_its_block_becomes_active() -> N
         assert rig.watch().in_use == 2 and rig.watch().available == 0
 
 
+def test_an_activation_interrupted_before_its_start_is_started_at_the_next_tick() -> None:
+    capacity = {"training_plans": {"later": {"instance_type": P5, "count": 2, "start": "+30h", "duration_hours": 96}}}
+    with running_emulator(virtual_start=START, seed=35, capacity=capacity) as emu:
+        rig = Rig(emu)
+        rig.client.create_cluster(**_plan_cluster("later", 0))
+        settle(emu, rig.client, "reserved")
+        rig.run(24)
+        real = rig.engine.raise_groups
+        calls: list[str] = []
+
+        def dies_once(*args: Any, **kwargs: Any) -> Any:
+            calls.append(kwargs["transition_id"])
+            if len(calls) == 1:
+                raise RuntimeError("the process died here")
+            return real(*args, **kwargs)
+
+        rig.engine.raise_groups = dies_once  # type: ignore[method-assign]
+        rig.run(8, step_s=600)
+        assert len(rig.lines("active")) == 1 and len(set(calls)) == 1 and len(calls) == 2
+        rig.run(1, step_s=300)
+        assert rig.watch().start_wanted is None
+        gpu = next(
+            g
+            for g in rig.client.describe_cluster(ClusterName="reserved")["InstanceGroups"]
+            if g["InstanceGroupName"] == "gpu"
+        )
+        assert gpu["TargetCount"] == 2
+
+
 def test_expiry_is_warned_7_3_and_1_days_before_once_each_even_across_a_restart() -> None:
     capacity = {"training_plans": {"ending": {"instance_type": P5, "count": 2, "start": "+0s", "duration_hours": 200}}}
     with running_emulator(virtual_start=START, seed=32, capacity=capacity) as emu:

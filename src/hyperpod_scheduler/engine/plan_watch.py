@@ -35,13 +35,12 @@ def watch_plans(engine: Engine, ref: ClusterRef, now: datetime) -> None:
             watches[arn] = base.evolve(groups=sorted(groups), instance_type=itype)
         lines: list[HistoryEntry] = []
         events: list[Event] = []
-        starts: list[tuple[str, dict[str, int], str]] = []
         for arn, watch in list(watches.items()):
             if watch.next_look is not None and now < watch.next_look:
                 continue
-            watches[arn] = _look(engine, known, watch, now, lines, events, starts)
+            watches[arn] = _look(engine, known, watch, now, lines, events)
         if watches == record.plans and not lines:
-            return
+            break
         try:
             engine.store.put(
                 record.evolve(plans=watches, updated_at=now), expected_version=record.version, history=lines
@@ -50,11 +49,39 @@ def watch_plans(engine: Engine, ref: ClusterRef, now: datetime) -> None:
             continue
         for event in events:
             engine.events(event)
-        for name, counts, transition_id in starts:
-            engine.raise_groups(
-                known, counts, transition_id=transition_id, reason=f"training plan {name}: reserved block Active"
-            )
-        return
+        break
+    _start_wanted(engine, known, now)
+
+
+def _start_wanted(engine: Engine, ref: ClusterRef, now: datetime) -> None:
+    """Send the starts activations decided (remembered first, so a crash between the decision and the
+    start retries it, under the same transition id); forget each once the engine took it."""
+    record = engine.store.get(ref.key)
+    for arn, watch in (record.plans if record else {}).items():
+        if watch.start_wanted is None or not watch.groups or watch.start_id is None:
+            continue
+        name = plans.plan_name(arn)
+        result = engine.raise_groups(
+            ref,
+            {watch.groups[0]: watch.start_wanted},
+            transition_id=watch.start_id,
+            reason=f"training plan {name}: reserved block Active",
+        )
+        if result.kind not in ("sent", "noop", "settled", "failed", "refused"):
+            continue  # not taken (an error, someone else's update in flight): the next tick tries again
+        for _ in range(5):
+            current = engine.store.get(ref.key)
+            if current is None or arn not in current.plans:
+                break
+            done = current.plans[arn].evolve(start_wanted=None, start_id=None)
+            try:
+                engine.store.put(
+                    current.evolve(plans={**current.plans, arn: done}, updated_at=now),
+                    expected_version=current.version,
+                )
+                break
+            except ConflictError:
+                continue
 
 
 def _look(
@@ -64,7 +91,6 @@ def _look(
     now: datetime,
     lines: list[HistoryEntry],
     events: list[Event],
-    starts: list[tuple[str, dict[str, int], str]],
 ) -> PlanWatch:
     name = plans.plan_name(watch.arn)
     try:
@@ -101,8 +127,7 @@ def _look(
                 )
             )
             lines.append(_line(engine, ref, now, "active", plan=watch.arn, group=group, count=activate))
-            starts.append((name, {group: activate}, f"plan-{name}-{now:%Y%m%dT%H%M}"))
-            updated = updated.evolve(activated_at=now)
+            updated = updated.evolve(activated_at=now, start_wanted=activate, start_id=f"plan-{name}-{now:%Y%m%dT%H%M}")
         else:
             events.append(
                 Event(

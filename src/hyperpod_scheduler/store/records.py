@@ -229,6 +229,9 @@ class PlanWatch(Stored):
     next_look: AwareDatetime | None = None
     warned: list[int] = Field(default_factory=list)
     activated_at: AwareDatetime | None = None
+    # A start decided at activation and not yet taken by the engine (so a crash in between retries it).
+    start_wanted: Count | None = None
+    start_id: str | None = None
     idle_s_by_day: dict[str, Seconds] = Field(default_factory=dict)
 
 
