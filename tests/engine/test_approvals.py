@@ -123,6 +123,8 @@ def test_an_approved_release_goes_ahead_and_says_who_approved(rig: Rig) -> None:
     assert not [e for e in rig.events.events if e.kind == "approval"]  # not asked before the hour
     rig.tick_until(17, 5)
     link = rig.link()
+    shown = rig.web().get("/api/clusters/p5").json()["approval"]
+    assert shown["state"] == "pending" and shown["groups"] == ["gpu"] and "token_sha256" not in shown
     page = rig.web().get(link)
     assert page.status_code == 200 and "would release" in page.text and "gpu" in page.text
     assert page.headers["referrer-policy"] == "no-referrer"

@@ -17,7 +17,16 @@ from hyperpod_scheduler.cost.savings import keep_cost_per_night
 from hyperpod_scheduler.engine.fleet import Governed, next_transition
 from hyperpod_scheduler.engine.planner import effective_hold
 from hyperpod_scheduler.schedule import Schedule
-from hyperpod_scheduler.store.records import AmiChange, ClusterRecord, GroupOutcome, Hold, Refusal, RetryState
+from hyperpod_scheduler.store.records import (
+    AmiChange,
+    Approval,
+    ClusterRecord,
+    GroupOutcome,
+    Hold,
+    PlanWatch,
+    Refusal,
+    RetryState,
+)
 
 NOT_GOVERNED = "(not governed)"
 # Records the agent channel keeps in a shared store: they are messages, not clusters.
@@ -50,6 +59,8 @@ class StatusRow:
     retry: RetryState | None
     refused: Refusal | None = None  # the last stop or start the engine would not send, and why
     ami_changes: tuple[AmiChange, ...] = ()  # groups the last start brought back on another AMI
+    approval: Approval | None = None  # the latest request to approve a release (its token's hash never shown)
+    plans: tuple[PlanWatch, ...] = ()  # training plans the cluster's groups run on, as last read
 
     @property
     def governed(self) -> bool:
@@ -81,6 +92,28 @@ class StatusRow:
             "retry": None if self.retry is None else self.retry.model_dump(mode="json"),
             "refused": None if self.refused is None else self.refused.model_dump(mode="json"),
             "ami_changes": [c.model_dump(mode="json") for c in self.ami_changes],
+            "approval": None
+            if self.approval is None
+            else {
+                "id": self.approval.id,
+                "groups": list(self.approval.groups),
+                "stop": self.approval.transition_at.isoformat(),
+                "expires": self.approval.expires_at.isoformat(),
+                "state": self.approval.state,
+                "by": self.approval.by,
+            },
+            "training_plans": [
+                {
+                    "plan": p.arn,
+                    "groups": list(p.groups),
+                    "status": p.status,
+                    "ends": p.end.isoformat() if p.end else None,
+                    "total": p.total,
+                    "in_use": p.in_use,
+                    "warned_days": list(p.warned),
+                }
+                for p in self.plans
+            ],
         }
 
 
@@ -119,7 +152,16 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
         retry=record.retry if record else None,
         refused=record.refused if record else None,
         ami_changes=tuple(record.ami_changes) if record else (),
+        approval=_latest_approval(record, now),
+        plans=tuple(record.plans.values()) if record else (),
     )
+
+
+def _latest_approval(record: ClusterRecord | None, now: datetime) -> Approval | None:
+    if record is None or not record.approvals:
+        return None
+    latest = record.approvals[-1]
+    return latest.evolve(state=latest.state_at(now))
 
 
 def _state(record: ClusterRecord | None) -> str:
