@@ -5,6 +5,7 @@ stop; who answered, or that nobody did, is in the history."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,9 +17,11 @@ import boto3
 import pytest
 import yaml
 from fastapi.testclient import TestClient
+from typer.testing import CliRunner
 
 from hyperpod_scheduler.app.compose import Context, chain_clients
 from hyperpod_scheduler.aws.clients import AwsClients
+from hyperpod_scheduler.cli.main import app
 from hyperpod_scheduler.cluster.samples import slurm_request
 from hyperpod_scheduler.config.load import load_config
 from hyperpod_scheduler.emulator import Emulator, running_emulator
@@ -192,3 +195,13 @@ def test_a_stop_asked_for_by_a_person_needs_no_approval(rig: Rig) -> None:
     ref = ctx.fleet().governed()[0].ref
     result = ctx.engine().act(ref, "stop", transition_id="manual-1", wait=True, poll_seconds=60)
     assert result.kind == "settled" and rig.gpu()["TargetCount"] == 0
+
+
+def test_plan_says_which_groups_wait_for_an_approval(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER", rig.emu.endpoint)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "t")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "t")
+    out = CliRunner().invoke(app, ["plan", "--json", "--config", str(rig.config), "--state", str(rig.state)])
+    assert out.exit_code == 0, out.output
+    (row,) = json.loads(out.output)["clusters"]
+    assert any("releases gpu only with a person's approval (asked 60 min before" in w for w in row["warnings"])
