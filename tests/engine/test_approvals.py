@@ -205,3 +205,12 @@ def test_plan_says_which_groups_wait_for_an_approval(rig: Rig, monkeypatch: pyte
     assert out.exit_code == 0, out.output
     (row,) = json.loads(out.output)["clusters"]
     assert any("releases gpu only with a person's approval (asked 60 min before" in w for w in row["warnings"])
+
+
+def test_no_approval_is_asked_for_a_stop_a_hold_keeps_from_happening(rig: Rig) -> None:
+    ctx = rig.context()
+    ref = ctx.fleet().governed()[0].ref
+    ctx.engine().set_hold(ref, "running", rig.emu.clock.now() + timedelta(days=1), "demo day")
+    rig.tick_until(17, 30)
+    assert not [e for e in rig.events.events if e.kind == "approval"]
+    assert rig.history("approval") == []

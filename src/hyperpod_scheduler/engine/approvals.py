@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 from hyperpod_scheduler.config.model import Policy
 from hyperpod_scheduler.engine.events import Event
+from hyperpod_scheduler.engine.planner import effective_hold
 from hyperpod_scheduler.engine.runner import ClusterRef, Engine
 from hyperpod_scheduler.errors import HyperpodSchedulerError
 from hyperpod_scheduler.guards.approval import needs_approval
@@ -61,6 +62,8 @@ def ask_if_due(
     record = engine.store.get(known.key)
     if record is not None and any(a.transition_at == stop_at for a in record.approvals):
         return None
+    if record is not None and effective_hold(record, stop_at) == "running":
+        return None  # held running through that stop: nothing will be released, nothing to ask
     if now >= stop_at:
         return None  # too late to ask: the stop keeps the groups (the guard says why)
     known, _ = engine.identify(ref)
