@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -72,9 +73,16 @@ def test_manual_stop_start_status_history(live: tuple[Emulator, Path]) -> None:
 
     code, out = invoke("start", "c1", "--wait", "--state", str(state))
     assert code == 0 and "start settled" in out and "train restored 3/3" in out
+    # --wait shows the start coming up group by group, and the settled line its phases.
+    assert re.search(r"\d\d:\d\d: .*\d of 3 trn1 up", out), out
+    assert "train: launched +" in out
     code, out = invoke("history", "c1", "--json", "--state", str(state))
-    actions = [e["action"] for e in json.loads(out)]
+    entries = json.loads(out)
+    actions = [e["action"] for e in entries]
     assert actions[:2] == ["start", "stop"]
+    assert set(entries[0]["detail"]["phases"]) == {"controller", "dev", "train"}
+    code, out = invoke("history", "c1", "-o", "wide", "--state", str(state))  # wide: never cut
+    assert code == 0 and "launched +" in out and "'requested'" not in out  # one line, not the raw dict
 
 
 def test_hold_and_release(live: tuple[Emulator, Path]) -> None:

@@ -29,6 +29,23 @@ def test_four_virtual_days_of_the_demo() -> None:
     assert g5["failures"] >= 1 and g5["starts"] > g5["restores"] >= 1
     assert any("sufficient capacity" in e.message and "retry 1" in e.message for e in result.events)
     assert rows["trn1-research"]["failures"] == 0
+    # The fourth risk: g5-dev's ready-by start is issued early by its lead and is ready when the Berlin
+    # day begins, every morning but Wednesday's shortage; the phases of each start are in its line.
+    ready = g5["ready_by"]
+    assert ready["mornings"] >= 3 and ready["on_time"] == ready["mornings"] - 1
+    assert "p90 of" in ready["lead"] and "margin" in ready["lead"]
+    early = [e for e in result.events if e.cluster == "g5-dev" and e.kind == "sent" and "min early" in e.message]
+    assert len(early) == ready["mornings"]
+    settled = [e for e in result.events if e.cluster == "g5-dev" and e.kind == "settled" and "ready_for" in e.detail]
+    assert settled and all("g5-workers: launched +" in e.message for e in settled)
+    assert sum(e.detail["ready_for"]["spare_s"] >= 0 for e in settled) == ready["on_time"]
+    # trn1-research has a Slurm agent: its starts' last phase is the nodes joining Slurm, after lifecycle.
+    trn1 = [e for e in result.events if e.cluster == "trn1-research" and e.kind == "settled" and "phases" in e.detail]
+    assert trn1
+    for e in trn1:
+        workers = e.detail["phases"]["trn1-workers"]
+        assert workers["slurm"] is not None and workers["slurm"] >= workers["lifecycle"]
+    assert not any(e.detail["phases"]["g5-workers"]["slurm"] for e in settled)  # no agent: never claimed
     # Tuesday 22:00Z: a job checkpointing to local NVMe blocks the Trn1 stop; Wednesday's goes ahead
     blocked = [e for e in result.events if e.kind == "blocked"]
     assert [(e.cluster, e.at.isoformat()[:13]) for e in blocked] == [("trn1-research", "2026-12-01T22")]

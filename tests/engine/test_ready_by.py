@@ -6,12 +6,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from hyperpod_scheduler.cluster.samples import slurm_request
 from hyperpod_scheduler.config.model import ReadyBy
 from hyperpod_scheduler.emulator import running_emulator
 from hyperpod_scheduler.emulator.protocol import DEFAULT_ACCOUNT
 from hyperpod_scheduler.engine.events import Collector
 from hyperpod_scheduler.engine.fleet import Governed, lead_for, plan, ref_for, schedule_state, tick
-from hyperpod_scheduler.engine.readiness import lead_time, percentile
+from hyperpod_scheduler.engine.readiness import GroupHistory, cluster_lead, group_lead, lead_time, percentile
 from hyperpod_scheduler.engine.runner import Engine
 from hyperpod_scheduler.schedule import load_schedules
 from hyperpod_scheduler.store.memory import MemoryStore
@@ -81,3 +82,71 @@ def test_ready_by_cluster_is_ready_at_eight_and_plan_says_when_and_why() -> None
         start_step = next(s for s in steps if s.action == "start")
         assert start_step.at == datetime(2026, 12, 7, 8, 0, tzinfo=UTC) - lead.lead
         assert "ready by Mon 08:00Z" in start_step.why
+
+
+def _group(name: str, itype: str, checks: bool, minutes: list[float]) -> GroupHistory:
+    return GroupHistory(name, itype, checks, [{"launched": 300.0, "health_checks": m * 60 - 300} for m in minutes])
+
+
+@pytest.mark.parametrize(
+    ("group", "lead_min", "why"),
+    [
+        (_group("w", "ml.p5.48xlarge", True, []), 105, "45 min + 60 min of deep health checks for ml.p5.48xlarge"),
+        (_group("w", "ml.p6-b200.48xlarge", True, [50]), 120, "+ 75 min of deep health checks"),
+        (_group("w", "ml.g5.12xlarge", True, []), 70, "+ 25 min of deep health checks"),
+        (_group("w", "ml.c5.xlarge", True, []), 60, "+ 15 min"),
+        (_group("w", "ml.p5.48xlarge", False, []), 45, "default 45 min"),
+        (_group("w", "ml.p5.48xlarge", True, [60, 62, 70]), 80, "p90 of 3 starts 70 min"),
+    ],
+)
+def test_a_groups_lead_is_its_own_history_or_a_family_default_with_health_checks(
+    group: GroupHistory, lead_min: float, why: str
+) -> None:
+    lead = group_lead(group, [], SETTINGS)
+    assert lead.lead == timedelta(minutes=lead_min)
+    assert why in lead.why
+
+
+def test_the_cluster_lead_is_its_slowest_groups_and_names_it() -> None:
+    groups = [_group("cpu", "ml.c5.xlarge", False, [10, 11, 12]), _group("p5", "ml.p5.48xlarge", True, [70, 75, 80])]
+    lead = cluster_lead(groups, [15, 16, 17], SETTINGS)
+    assert lead.lead == timedelta(minutes=90) and lead.why.startswith("p5: p90 of 3 starts 80 min")
+    # A group without its own history yet uses the cluster's (records from before per-group phases).
+    older = cluster_lead([_group("p5", "ml.p5.48xlarge", True, [])], [2400, 2460, 2520], SETTINGS)
+    assert older.lead == timedelta(minutes=52) and "(whole cluster)" in older.why
+
+
+def test_a_ready_by_cluster_with_deep_health_checks_is_ready_at_eight_from_its_first_morning() -> None:
+    timing = {"provisioning": [300, 420], "ami_setup": [200, 260], "deep_health_check": [2100, 2400]}
+    with running_emulator(virtual_start=START, seed=22, capacity={"timing": timing}) as emu:
+        client = CountingClient(emu.endpoint)
+        request = slurm_request("hc", {"gpu": ("ml.g5.12xlarge", 2)}, continuous=True)
+        request["InstanceGroups"][1]["OnStartDeepHealthChecks"] = ["InstanceStress"]
+        client.client.create_cluster(**request)
+        settle(emu, client.client, "hc")
+        store, events = MemoryStore(), Collector()
+        engine = Engine(store, lambda r: client.client, emu.clock.now, events=events)
+        governed = [
+            Governed(ref_for("hc", "us-east-1", account=DEFAULT_ACCOUNT), "office", _schedules()["office"], False)
+        ]
+        whys: dict[str, str] = {}
+        ready_at: dict[str, datetime] = {}
+        while emu.clock.now() < START + timedelta(days=5):
+            now = emu.clock.now()
+            if now.hour == 6 and now.minute < 5:
+                whys[now.date().isoformat()] = lead_for(engine, governed[0], SETTINGS).why
+            tick(engine, governed, now, ready_by=SETTINGS)
+            for e in events.events:
+                if e.kind == "settled" and e.message.startswith("start"):
+                    ready_at.setdefault(e.at.date().isoformat(), e.at)
+            emu.advance(300)
+        late = [d for d, t in ready_at.items() if t > datetime.fromisoformat(f"{d}T08:00:00+00:00")]
+        assert len(ready_at) == 5 and not late, ready_at
+        # 40 to 50 minutes a morning: the old 45-minute default would have been late; the family's is not.
+        days = sorted(whys)
+        assert "deep health checks for ml.g5.12xlarge" in whys[days[0]]
+        assert "p90 of 3 starts" in whys["2026-12-03"] and whys["2026-12-03"].startswith("gpu: "), whys
+        record = store.get(governed[0].ref.key)
+        assert record is not None and len(record.group_phase_s["gpu"]) == 5
+        assert all(40 * 60 <= sum(d.values()) <= 52 * 60 for d in record.group_phase_s["gpu"])
+        assert all(30 * 60 <= d["health_checks"] <= 40 * 60 for d in record.group_phase_s["gpu"])

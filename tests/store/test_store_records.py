@@ -81,7 +81,14 @@ def test_history_detail_is_stored_in_its_json_form() -> None:
     assert entry.detail == {
         "until": "2026-03-02T08:00:00+00:00",
         "groups": ["workers", "login"],
-        "sizes": {"count": 3, "min_count": None, "instance_type": None, "image_id": None, "image_release": None},
+        "sizes": {
+            "count": 3,
+            "min_count": None,
+            "instance_type": None,
+            "image_id": None,
+            "image_release": None,
+            "health_checks": False,
+        },
         "n": 1,
     }
     with pytest.raises(ValidationError, match="detail"):

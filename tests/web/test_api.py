@@ -116,7 +116,12 @@ def test_painting_the_grid_writes_windows_to_the_config(fleet: DemoFleet) -> Non
     answer = _client(fleet).put("/api/schedules/berlin-office", json={"grid": grid}, headers=AUTH)
     assert answer.json()["windows"] == ["Mon-Fri 06:00-18:00"], answer.text
     saved = yaml.safe_load(fleet.config.read_text())["schedules"]["berlin-office"]
-    assert saved == {"windows": ["Mon-Fri 06:00-18:00"], "timezone": "Europe/Berlin", "holidays": "DE-BE"}
+    assert saved == {
+        "windows": ["Mon-Fri 06:00-18:00"],
+        "timezone": "Europe/Berlin",
+        "holidays": "DE-BE",
+        "ready_by": True,  # the grid paints windows; the rest of the schedule stays
+    }
     assert load_config(fleet.config).schedules["berlin-office"]["windows"] == ["Mon-Fri 06:00-18:00"]
     shown = _client(fleet).get("/api/schedules").json()["schedules"]
     assert next(s for s in shown if s["name"] == "berlin-office")["grid"] == grid

@@ -45,6 +45,11 @@ def test_demo_with_dashboard_serves_the_fleet_page() -> None:
                 time.sleep(0.2)
         for cluster in ("p5-training", "g5-dev", "trn1-research"):
             assert cluster in page
+        # Monday's ready-by start of g5-dev: its lead and its phases on the cluster page.
+        g5 = urllib.request.urlopen(url + "clusters/g5-dev", timeout=5).read().decode()
+        assert "Ready-by lead time" in g5 and "this schedule does not use ready_by" not in g5
+        assert 'class="seg starting"' in g5 and "requested 06:20Z; launched" in g5
+        assert "g5-workers: launched +" in g5  # the history's phases line
     finally:
         proc.send_signal(signal.SIGINT)
         try:

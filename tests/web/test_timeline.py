@@ -117,3 +117,34 @@ def test_negative_nights_hang_below_the_zero_line() -> None:
     assert y_pos + h_pos == pytest.approx(y_neg, abs=0.2)  # both bars meet at the zero line
     assert h_pos == pytest.approx(2 * h_neg, abs=0.2)
     assert "net &lt;per night&gt;" in svg
+
+
+def test_a_start_with_phases_shows_the_group_starting_from_its_request_with_each_phase() -> None:
+    requested = T0 + timedelta(hours=31)
+    phases = {
+        "p5": {
+            "group": "p5",
+            "target": 4,
+            "checks": True,
+            "source": "events",
+            "requested": requested.isoformat(),
+            "launched": (requested + timedelta(minutes=8)).isoformat(),
+            "lifecycle": (requested + timedelta(minutes=20)).isoformat(),
+            "health_checks": (requested + timedelta(minutes=55)).isoformat(),
+            "running": 4,
+        }
+    }
+    stop = _entry(20, "stop", {"p5": "stopped 0/0"})
+    start = HistoryEntry(
+        key=KEY,
+        at=T0 + timedelta(hours=32),
+        action="start",
+        actor="s",
+        outcome="ok",
+        detail={"outcomes": {"p5": "restored 4/4"}, "phases": phases},
+    )
+    end = T0 + timedelta(hours=40)
+    rows = group_rows(["p5"], [stop, start], None, T0, end, end)
+    assert _kinds(rows[0]) == [(0, 20, "running"), (20, 31, "stopped"), (31, 32, "starting"), (32, 40, "running")]
+    svg = timeline_svg(rows, T0, end, end)
+    assert "requested 07:00Z; launched 07:08Z; lifecycle setup passed 07:20Z; health checks passed 07:55Z" in svg

@@ -31,12 +31,14 @@ from hyperpod_scheduler.engine.events import Sink, discard
 from hyperpod_scheduler.engine.fleet import Fleet, Governed, lead_for, tick
 from hyperpod_scheduler.engine.readiness import Lead
 from hyperpod_scheduler.engine.runner import ClusterRef, Engine, Result
+from hyperpod_scheduler.guards.approval import ApprovalGuard
 from hyperpod_scheduler.guards.base import StopGuard
 from hyperpod_scheduler.guards.capacity import CapacityGuard
 from hyperpod_scheduler.guards.checkpoints import AgentLink, ChannelLink, CheckpointGuard, LocalLink
 from hyperpod_scheduler.notify.channels import Notifier, channels_from
 from hyperpod_scheduler.slurm.commands import SubprocessSlurm
 from hyperpod_scheduler.store import open_store
+from hyperpod_scheduler.store.records import Approval
 
 if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient
@@ -183,14 +185,21 @@ class Context:
         engine = engine or self.engine()
         defaults = self.config.defaults
         now = self.now()
+        url = self.config.notifications.dashboard_url
         if on_error is None:
             return tick(
-                engine, governed, now, dry_run=dry_run, ready_by=defaults.ready_by, concurrency=defaults.concurrency
+                engine,
+                governed,
+                now,
+                dry_run=dry_run,
+                ready_by=defaults.ready_by,
+                concurrency=defaults.concurrency,
+                dashboard_url=url,
             )
 
         def one(g: Governed) -> Result:
             try:
-                return tick(engine, [g], now, dry_run=dry_run, ready_by=defaults.ready_by)[0]
+                return tick(engine, [g], now, dry_run=dry_run, ready_by=defaults.ready_by, dashboard_url=url)[0]
             except Exception as exc:  # one cluster's failure, whatever it is, is that cluster's alone
                 return on_error(g, exc)
 
@@ -204,10 +213,16 @@ class Context:
     def guards_for(self, ref: ClusterRef, include_protected: bool = False) -> list[StopGuard]:
         policy = self.fleet().policy_for(ref)
         guards: list[StopGuard] = [CapacityGuard(policy, include_protected)]
+        if policy.approve_release:
+            guards.append(ApprovalGuard(policy, self._approvals))
         checkpoints = self.fleet().checkpoints_for(ref)
         if checkpoints is not None:
             guards.append(self._checkpoint_guard(ref, checkpoints, policy.keep_slurm_head))
         return guards
+
+    def _approvals(self, key: str) -> list[Approval]:
+        record = self.store.get(key)
+        return list(record.approvals) if record else []
 
     def _checkpoint_guard(self, ref: ClusterRef, settings: CheckpointSettings, keep_head: bool | None) -> StopGuard:
         if self.agent is not None:

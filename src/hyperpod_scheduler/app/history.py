@@ -13,13 +13,27 @@ from datetime import datetime
 from typing import Any, Literal
 
 from hyperpod_scheduler.app.wording import duration, when
-from hyperpod_scheduler.store.outcomes import read_outcomes
+from hyperpod_scheduler.engine.phases import summary as phase_summary
+from hyperpod_scheduler.store.outcomes import read_outcomes, read_phases
 from hyperpod_scheduler.store.records import GroupOutcome, HistoryEntry
 
 Tone = Literal["ok", "info", "warn", "bad"]
 NotableKind = Literal["blocked", "shortfall", "refused", "failed", "ami", "held", "manual"]
 # Keys of a line's detail that the sentence already says, or that only the cost report reads.
-_SAID = {"outcomes", "message", "reason", "sizes", "kept", "verdicts", "error", "state", "until", "members"}
+_SAID = {
+    "outcomes",
+    "message",
+    "reason",
+    "sizes",
+    "kept",
+    "verdicts",
+    "error",
+    "state",
+    "until",
+    "members",
+    "phases",
+    "ready_for",
+}
 
 
 @dataclass(frozen=True)
@@ -58,7 +72,11 @@ def sentence(e: HistoryEntry) -> Sentence:
     took = f" in {duration(e.duration_s)}" if e.duration_s else ""
     reason, message, error = _text(d, "reason"), _text(d, "message"), _text(d, "error")
     if e.action in ("stop", "start"):
-        return _transition(e, outcomes, took, reason, message, error)
+        line = _transition(e, outcomes, took, reason, message, error)
+        started = read_phases(d)
+        if started:  # how long each phase of the start took, per group
+            return Sentence(f"{line.text}; phases: {phase_summary(started)}", line.tone, line.outcomes)
+        return line
     if e.action == "hold":
         until = d.get("until")
         end = f" until {when(datetime.fromisoformat(until))}" if isinstance(until, str) and until else " until released"

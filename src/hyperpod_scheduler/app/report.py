@@ -22,9 +22,11 @@ from hyperpod_scheduler.config.model import Config
 from hyperpod_scheduler.cost import fsx, pricelist, sources
 from hyperpod_scheduler.cost.fsx import FileSystem
 from hyperpod_scheduler.cost.prices import PriceTable
-from hyperpod_scheduler.cost.savings import Report, build_report
+from hyperpod_scheduler.cost.savings import Report, ReservedIdle, build_report
 from hyperpod_scheduler.cost.settings import CostSettings, PriceSettings
+from hyperpod_scheduler.engine import plans
 from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.store.records import ClusterRecord
 
 if TYPE_CHECKING:
     from hyperpod_scheduler.store.base import StateStore
@@ -169,7 +171,32 @@ def build(
     records = {k: store.get(k) for k in keys}
     said = list(notes)
     systems = file_systems(keys, said)
-    return build_report(entries, records, systems, table, since, until, said)
+    report = build_report(entries, records, systems, table, since, until, said)
+    # Beside the saving: reserved hours paid for and not used (clusters with a watched training plan).
+    planned = sorted({e.key for e in entries if e.action == "plan"})
+    report.reserved_idle = reserved_idle({k: records.get(k) or store.get(k) for k in planned}, since, until)
+    return report
+
+
+def reserved_idle(records: Mapping[str, ClusterRecord | None], since: datetime, until: datetime) -> list[ReservedIdle]:
+    out: list[ReservedIdle] = []
+    for key, record in records.items():
+        for watch in (record.plans if record else {}).values():
+            hours = plans.idle_hours(watch, since, until)
+            if hours <= 0:
+                continue
+            rate = plans.hourly_rate(watch)
+            out.append(
+                ReservedIdle(
+                    key=key,
+                    plan=plans.plan_name(watch.arn),
+                    instance_type=watch.instance_type,
+                    idle_instance_hours=hours,
+                    cost=None if rate is None else rate * hours,
+                    currency=watch.currency,
+                )
+            )
+    return out
 
 
 __all__ = [

@@ -23,10 +23,12 @@ from hyperpod_scheduler.schedule import Schedule
 from hyperpod_scheduler.store.outcomes import read_outcomes
 from hyperpod_scheduler.store.records import (
     AmiChange,
+    Approval,
     ClusterRecord,
     GroupOutcome,
     HistoryEntry,
     Hold,
+    PlanWatch,
     Refusal,
     RetryState,
 )
@@ -86,6 +88,8 @@ class StatusRow:
     usd_per_hour: float | None = None  # what the cluster bills now, by its recorded sizes and outcomes
     flags: tuple[Flag, ...] = ()
     timezone: str | None = None  # the schedule's, for local times beside UTC
+    approval: Approval | None = None  # the latest request to approve a release (its token's hash never shown)
+    plans: tuple[PlanWatch, ...] = ()  # training plans the cluster's groups run on, as last read
 
     @property
     def governed(self) -> bool:
@@ -125,6 +129,28 @@ class StatusRow:
             "usd_per_hour": None if self.usd_per_hour is None else round(self.usd_per_hour, 2),
             "flags": [{"kind": f.kind, "text": f.text} for f in self.flags],
             "timezone": self.timezone,
+            "approval": None
+            if self.approval is None
+            else {
+                "id": self.approval.id,
+                "groups": list(self.approval.groups),
+                "stop": self.approval.transition_at.isoformat(),
+                "expires": self.approval.expires_at.isoformat(),
+                "state": self.approval.state,
+                "by": self.approval.by,
+            },
+            "training_plans": [
+                {
+                    "plan": p.arn,
+                    "groups": list(p.groups),
+                    "status": p.status,
+                    "ends": p.end.isoformat() if p.end else None,
+                    "total": p.total,
+                    "in_use": p.in_use,
+                    "warned_days": list(p.warned),
+                }
+                for p in self.plans
+            ],
         }
 
 
@@ -173,6 +199,8 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
         usd_per_hour=_hourly_now(state, record, lines, billing, prices),
         flags=_flags(record, lines, hold, billing, now),
         timezone=g.schedule.timezone.key if g is not None else None,
+        approval=_latest_approval(record, now),
+        plans=tuple(record.plans.values()) if record else (),
     )
 
 
@@ -272,6 +300,13 @@ def _flags(
     if record is not None and record.ami_changes:
         flags.append(Flag("ami", "came back on another AMI: " + ", ".join(c.group for c in record.ami_changes)))
     return tuple(flags)
+
+
+def _latest_approval(record: ClusterRecord | None, now: datetime) -> Approval | None:
+    if record is None or not record.approvals:
+        return None
+    latest = record.approvals[-1]
+    return latest.evolve(state=latest.state_at(now))
 
 
 def _state(record: ClusterRecord | None) -> str:

@@ -29,6 +29,9 @@ STYLE = {
     "dry-run": "magenta",
     "progress": "blue",
     "note": "white",
+    "waiting": "yellow",
+    "plan": "bold yellow",
+    "approval": "bold yellow",
 }
 
 

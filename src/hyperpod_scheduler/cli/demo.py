@@ -31,6 +31,15 @@ def show(result: DemoResult, days: float) -> None:
             f"{r['saved_pct']:.0f}%",
         )
     console.print(table)
+    for r in summary_rows(result):
+        if "ready_by" in r:
+            rb = r["ready_by"]
+            console.print(
+                f"{r['cluster']} (ready_by): ready when the day began on {rb['on_time']} of {rb['mornings']} "
+                f"mornings; its lead now: {rb['lead']}",
+                highlight=False,
+                markup=False,
+            )
     print_table(result.report)
 
 

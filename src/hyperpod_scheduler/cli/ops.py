@@ -45,11 +45,13 @@ from hyperpod_scheduler.config.load import config_path, load_config
 from hyperpod_scheduler.config.model import DEFAULT_CONFIG_FILE, SCHEDULE_TAG, Config
 from hyperpod_scheduler.cost.savings import keep_cost_per_night
 from hyperpod_scheduler.engine import fidelity
+from hyperpod_scheduler.engine.approvals import DEFAULT_APPROVAL_MINUTES
 from hyperpod_scheduler.engine.fleet import HORIZON, Governed, as_mapping, plan, ref_for
 from hyperpod_scheduler.engine.identity import reach_of
 from hyperpod_scheduler.engine.planner import Action
 from hyperpod_scheduler.engine.runner import ClusterRef, Engine, Result
 from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
+from hyperpod_scheduler.guards.approval import needs_approval
 from hyperpod_scheduler.guards.capacity import head_warning, protections
 from hyperpod_scheduler.inputs import args
 
@@ -687,6 +689,13 @@ def _protection_rows(ctx: Context, g: Governed) -> dict[str, Any]:
     warning = head_warning(view.groups, g.policy)
     if warning:
         row["warnings"].append(warning)
+    needing = needs_approval(view, g.policy)
+    if needing:
+        minutes = g.policy.approval_minutes or DEFAULT_APPROVAL_MINUTES
+        row["warnings"].append(
+            f"a scheduled stop releases {', '.join(needing)} only with a person's approval (asked {minutes:g} min "
+            "before the stop; no answer keeps them)"
+        )
     row["refused"] = fidelity.refusal(view, g.policy)
     return row
 

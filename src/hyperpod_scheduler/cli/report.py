@@ -138,6 +138,12 @@ def detail_lines(doc: dict[str, Any]) -> list[str]:
             )
         if c["unpriced"]:
             lines.append(f"{c['cluster']}: no price for {', '.join(c['unpriced'])} (not counted)")
+    for r in doc.get("reserved_idle", []):
+        paid = "" if r["cost"] is None else f" ({r['cost']:,.2f} {r['currency'] or 'USD'} of the plan's upfront fee)"
+        lines.append(
+            f"{r['cluster']}: training plan {r['plan']}: {r['idle_instance_hours']:,.1f} reserved instance-hours "
+            f"paid and idle{paid}; reserved capacity bills whether or not it runs"
+        )
     lines.extend(f"note: {note}" for note in doc["notes"])
     if doc["prices"]:
         by_source: dict[str, list[dict[str, Any]]] = {}

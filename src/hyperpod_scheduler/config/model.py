@@ -58,6 +58,10 @@ class Policy(_Strict):
     # Members an answer carries that the installed botocore does not know, whose loss an update may accept
     # (by member name, e.g. "FancyNewSetting", or by path, e.g. "InstanceGroups[1].FancyNewSetting").
     accept_unknown_members: list[str] | None = None
+    # A scheduled stop releases these groups (or every scarce one) only if a person approved it first:
+    # the scheduler asks approval_minutes before the stop; no approval by the stop time keeps them.
+    approve_release: list[str] | Literal["scarce"] | None = None
+    approval_minutes: float | None = Field(default=None, gt=0, le=WEEK_MINUTES)
 
     @field_validator("groups")
     @classmethod
@@ -118,6 +122,8 @@ class Notifications(_Strict):
     sns_topic_arn: str | None = None
     webhook_url: str | None = None  # Slack-compatible incoming webhook (https); never logged
     webhook_allow_loopback: bool = False  # accept http:// to this machine: tests and local receivers only
+    # Where the dashboard is reached, for the approval links notifications carry (e.g. https://ops/hps).
+    dashboard_url: str | None = None
 
     @model_validator(mode="after")
     def _webhook_is_safe(self) -> Notifications:

@@ -157,6 +157,19 @@ class ClusterCost:
         return any(n.figures.avoided_node_hours > 0 for n in self.nights)
 
 
+@dataclass(frozen=True)
+class ReservedIdle:
+    """Reserved training-plan capacity that was paid for and ran idle in the window (not a saving:
+    reserved hours bill whether or not they run)."""
+
+    key: str
+    plan: str
+    instance_type: str | None
+    idle_instance_hours: float
+    cost: float | None  # the plan's upfront fee per reserved instance-hour times the idle hours
+    currency: str | None
+
+
 @dataclass
 class Report:
     since: datetime
@@ -165,6 +178,7 @@ class Report:
     total: Periods
     price_sources: tuple[str, ...]
     notes: list[str] = field(default_factory=list)
+    reserved_idle: list[ReservedIdle] = field(default_factory=list)
 
     @property
     def window_hours(self) -> float:

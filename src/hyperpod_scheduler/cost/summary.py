@@ -123,6 +123,18 @@ def as_document(report: Report) -> dict[str, Any]:
             "fsx_per_month": round(sum(c.fsx_hourly for c in report.clusters) * HOURS_PER_MONTH, 2),
         },
         "nightly": [{"night": day, **figures(f)} for day, f in nightly(report)],
+        "reserved_idle": [
+            {
+                "cluster": r.key.rsplit("/", 1)[-1],
+                "key": r.key,
+                "plan": r.plan,
+                "instance_type": r.instance_type,
+                "idle_instance_hours": round(r.idle_instance_hours, 2),
+                "cost": None if r.cost is None else round(r.cost, 2),
+                "currency": r.currency,
+            }
+            for r in report.reserved_idle
+        ],
     }
 
 

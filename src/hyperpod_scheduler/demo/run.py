@@ -62,6 +62,10 @@ class ClusterSummary:
     always_on_hours: float = 0.0
     recorded: dict[str, int] = field(default_factory=dict)
     restored: dict[str, str] = field(default_factory=dict)
+    # Ready-by schedules: mornings ready when the day began, of all mornings, and the lead now.
+    ready_on_time: int = 0
+    ready_mornings: int = 0
+    lead: str = ""
 
     @property
     def saved_pct(self) -> float:
@@ -250,6 +254,10 @@ def run_demo(
                 s.recorded = {g: size.count for g, size in record.snapshot.sizes.items()}
             if record:
                 s.restored = {o.group: f"{o.outcome} {o.current}/{o.target}" for o in record.last_outcomes}
+        for g in governed:
+            if g.schedule.ready_by and g.ref.name in summaries:
+                lead = ctx.lead_for(g)
+                summaries[g.ref.name].lead = f"{lead.lead.total_seconds() / 60:.0f} min ({lead.why})"
         for e in collector.events:
             s = summaries[e.cluster]
             if e.kind == "sent":
@@ -259,6 +267,10 @@ def run_demo(
                     s.starts += 1
             elif e.kind == "settled" and e.message.startswith("start"):
                 s.restores += 1
+                ready = e.detail.get("ready_for")
+                if isinstance(ready, dict) and SCHEDULES.get(s.schedule, {}).get("ready_by"):
+                    s.ready_mornings += 1
+                    s.ready_on_time += ready.get("spare_s", -1) >= 0
             elif e.kind in ("failed", "error"):
                 s.failures += 1
         # The week's report, as `report` would print it: FSx found through the emulator's own APIs.
@@ -288,6 +300,11 @@ def summary_rows(result: DemoResult) -> list[dict[str, Any]]:
             "saved_pct": round(s.saved_pct, 1),
             "recorded_sizes": s.recorded,
             "last_outcomes": s.restored,
+            **(
+                {"ready_by": {"on_time": s.ready_on_time, "mornings": s.ready_mornings, "lead": s.lead}}
+                if s.lead
+                else {}
+            ),
         }
         for s in result.clusters
     ]

@@ -29,22 +29,29 @@ SCHEDULES: dict[str, Any] = {
         "timezone": "America/Los_Angeles",
         "holidays": "US-CA",
     },
-    "berlin-office": {"windows": ["Mon-Fri 08:00-19:00"], "timezone": "Europe/Berlin", "holidays": "DE-BE"},
+    # Ready by 08:00 in Berlin: the start is issued early by a lead learned from g5-dev's own starts.
+    "berlin-office": {
+        "windows": ["Mon-Fri 08:00-19:00"],
+        "timezone": "Europe/Berlin",
+        "holidays": "DE-BE",
+        "ready_by": True,
+    },
     "research-cron": {"timezone": "UTC", "start": ["0 6 * * 1-6"], "stop": ["0 22 * * 1-6"]},
 }
 
 # Sunday noon: the clusters are created and come up before the week starts.
 VIRTUAL_START = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
-# Wednesday morning someone else takes most of the region's G5 capacity for an hour: the 08:00 Berlin
-# start of g5-dev (07:00 UTC, all-or-nothing) rolls back and is retried until the pool refills.
+# Wednesday morning someone else takes most of the region's G5 capacity for an hour: g5-dev's early
+# ready-by start (for 08:00 Berlin, 07:00 UTC; all-or-nothing) rolls back and is retried until the pool
+# refills, and is late that one morning; every other morning it is ready before 08:00.
 CAPACITY: dict[str, Any] = {
     "instance_types": {
         "ml.g5.12xlarge": {
             "available": 64,
             "schedule": [
-                {"at": "2026-12-02T06:30:00Z", "available": 3},
-                {"at": "2026-12-02T07:40:00Z", "available": 64},
+                {"at": "2026-12-02T06:00:00Z", "available": 3},
+                {"at": "2026-12-02T07:10:00Z", "available": 64},
             ],
         }
     }

@@ -7,8 +7,24 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+# waiting: an update refused while deep health checks run (sent again, not a failure); plan: a training
+# plan's expiry warning or activation problem; approval: a release that waits for a person's approval.
 Kind = Literal[
-    "skip", "noop", "sent", "dry-run", "progress", "settled", "failed", "note", "error", "blocked", "refused", "drift"
+    "skip",
+    "noop",
+    "sent",
+    "dry-run",
+    "progress",
+    "settled",
+    "failed",
+    "note",
+    "error",
+    "blocked",
+    "refused",
+    "drift",
+    "waiting",
+    "plan",
+    "approval",
 ]
 
 
@@ -19,6 +35,8 @@ class Event:
     kind: Kind
     message: str
     detail: dict[str, Any] = field(default_factory=dict)
+    # For notification channels only (an approval link with its token): never in as_dict, logs or JSON.
+    private: str = field(default="", repr=False)
 
     def as_dict(self) -> dict[str, Any]:
         return {

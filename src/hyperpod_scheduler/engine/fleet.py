@@ -18,10 +18,12 @@ from botocore.exceptions import BotoCoreError, ClientError
 from hyperpod_scheduler.agent.settings import CheckpointSettings
 from hyperpod_scheduler.aws.clients import default_region
 from hyperpod_scheduler.config.model import SCHEDULE_TAG, Config, Policy, ReadyBy, Target, merge_policies
+from hyperpod_scheduler.engine.approvals import ask_if_due, lapse_due
 from hyperpod_scheduler.engine.events import Event
 from hyperpod_scheduler.engine.identity import arn_account, reach_of
+from hyperpod_scheduler.engine.plan_watch import watch_plans
 from hyperpod_scheduler.engine.planner import Action, ScheduleState
-from hyperpod_scheduler.engine.readiness import Lead, lead_time
+from hyperpod_scheduler.engine.readiness import Lead, cluster_lead, histories, lead_time
 from hyperpod_scheduler.engine.runner import ClusterRef, Engine, Result
 from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
 from hyperpod_scheduler.schedule import Schedule, load_schedules, resolve
@@ -224,21 +226,42 @@ def tick(
     dry_run: bool = False,
     ready_by: ReadyBy | None = None,
     concurrency: int = 1,
+    dashboard_url: str | None = None,
 ) -> list[Result]:
     """One reconcile pass: each cluster is judged on its own; one failure never stops the others.
+    Around each cluster's turn: approvals asked before a stop that needs one (links to
+    ``dashboard_url``), requests nobody answered marked lapsed, and its training plans watched.
 
     With ``concurrency`` > 1 clusters are handled by that many threads (the AWS calls overlap; every
     cluster still has its own lease and compare-and-set, so the outcome is the same as in series)."""
 
     def one(g: Governed) -> Result:
         try:
-            lead = lead_for(engine, g, ready_by).lead if g.schedule.ready_by else None
-            state = schedule_state(g.schedule, now, lead)
-            return engine.reconcile(g.ref, state, enforced=g.enforced, dry_run=dry_run)
+            lead = lead_for(engine, g, ready_by) if g.schedule.ready_by else None
+            state = schedule_state(g.schedule, now, lead.lead if lead else None)
+            if lead is not None and state.last_transition_at is not None and state.last_transition_at > now:
+                at = state.last_transition_at
+                state = dataclasses.replace(
+                    state, why=f"ready by {at:%a %H:%M}Z: {lead.lead.total_seconds() / 60:.0f} min early ({lead.why})"
+                )
+            if not dry_run and g.policy.approve_release:
+                _contained(
+                    engine,
+                    g,
+                    now,
+                    "approval",
+                    lambda: ask_if_due(engine, g.ref, g.schedule, g.policy, now, dashboard_url),
+                )
+            result = engine.reconcile(g.ref, state, enforced=g.enforced, dry_run=dry_run)
         except Exception as exc:  # e.g. a damaged record met while working out a ready-by lead
             message = _one_line(exc)
             engine.events(Event(now, g.ref.name, "error", message))
             return Result(g.ref.name, "error", message)
+        if not dry_run:
+            if g.policy.approve_release:
+                _contained(engine, g, now, "approval", lambda: lapse_due(engine, g.ref, now))
+            _contained(engine, g, now, "training plan watch", lambda: watch_plans(engine, g.ref, now))
+        return result
 
     if concurrency <= 1:
         return [one(g) for g in governed]
@@ -246,9 +269,27 @@ def tick(
         return list(pool.map(one, governed))
 
 
+def _contained(engine: Engine, g: Governed, now: datetime, what: str, step: Callable[[], object]) -> None:
+    # Approvals and plan watches come beside the cluster's turn: their failure never costs it that turn.
+    try:
+        step()
+    except Exception as exc:
+        engine.events(Event(now, g.ref.name, "error", f"{what}: {_one_line(exc)}"))
+
+
 def lead_for(engine: Engine, g: Governed, settings: ReadyBy | None) -> Lead:
-    record = engine.store.get(g.ref.key)
-    return lead_time(record.start_durations_s if record else [], settings or ReadyBy())
+    # The record lives under the account's key once the account is known: read it there, from the
+    # store alone (a tick with nothing due makes no API call).
+    ref = engine.accounts.known(g.ref) or g.ref
+    record = engine.store.get(ref.key)
+    if record is None:
+        return lead_time([], settings or ReadyBy())
+    sizes = record.snapshot.sizes if record.snapshot is not None else {}
+    kept = record.snapshot.kept if record.snapshot is not None else {}
+    # The groups the morning start raises: recorded above what the stop kept running.
+    raised = {n: (s.instance_type, s.health_checks, s.count - kept.get(n, 0)) for n, s in sizes.items()}
+    groups = histories(raised, record.group_phase_s)
+    return cluster_lead(groups, record.start_durations_s, settings or ReadyBy())
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ class ScheduleState:
     desired: State
     last_transition_at: datetime | None
     allowed: frozenset[Action] = frozenset({"stop", "start"})
+    why: str = ""  # a ready-by start issued early: by how much and why
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,8 @@ def due(record: ClusterRecord | None, sched: ScheduleState, *, enforced: bool, n
     assert record is not None and record.applied_transition_at is not None
     at = sched.last_transition_at
     if at is not None and at > record.applied_transition_at:
-        return Due(action, f"{action}@{at.isoformat()}", f"schedule turned {sched.desired} at {at.isoformat()}", at)
+        said = sched.why or f"schedule turned {sched.desired} at {at.isoformat()}"
+        return Due(action, f"{action}@{at.isoformat()}", said, at)
     if enforced:
         return Due("check", f"{action}@{(at or now).isoformat()}", f"enforced: keep {sched.desired}", at)
     return None
@@ -141,6 +143,7 @@ def snapshot_for_stop(
             instance_type=g.instance_type,
             image_id=g.image_id,
             image_release=g.image_release,
+            health_checks=bool(g.details.get("OnStartDeepHealthChecks")),
         )
     return Snapshot(taken_at=now, sizes=sizes, transition_id=transition_id, reason="stop"), tuple(notes)
 
@@ -185,6 +188,21 @@ def plan_start(view: ClusterView, record: ClusterRecord | None) -> Plan:
     if all(view.targets().get(n) == c for n, (c, _) in counts.items()):
         return Noop("running", "already at the recorded sizes")
     return Send("start", counts, None, tuple(notes))
+
+
+def plan_raise(view: ClusterView, wanted: Mapping[str, int]) -> Plan:
+    """Raise the named groups to ``wanted`` (a training plan's group whose reserved block became
+    Active); a group already there, or above, is left as it is."""
+    if view.busy:
+        return Skip(f"{view.busy_reason()}: not touched this tick")
+    counts: dict[str, tuple[int, int | None]] = {}
+    for name, count in wanted.items():
+        g = view.group(name)
+        if g is not None and g.target < count:
+            counts[name] = (count, g.min_count)
+    if not counts:
+        return Noop("running", "already at the plan's reserved count")
+    return Send("start", counts, None, ())
 
 
 def apply_floors(plan: Send, view: ClusterView, floors: Mapping[str, int]) -> Send | Noop:

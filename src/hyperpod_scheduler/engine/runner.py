@@ -23,9 +23,10 @@ from hyperpod_scheduler.aws import answers
 from hyperpod_scheduler.aws.clients import no_blind_retries
 from hyperpod_scheduler.cluster.view import ClusterView, parse_cluster
 from hyperpod_scheduler.config.model import Policy, Retry
-from hyperpod_scheduler.engine import crashpoints, fidelity, planner
+from hyperpod_scheduler.engine import crashpoints, fidelity, phases, planner
 from hyperpod_scheduler.engine.events import Event, Sink, discard
 from hyperpod_scheduler.engine.identity import Accounts
+from hyperpod_scheduler.engine.look import look
 from hyperpod_scheduler.engine.update_request import build_update
 from hyperpod_scheduler.errors import HyperpodSchedulerError, SpecError
 from hyperpod_scheduler.guards.base import StopContext, StopGuard, Verdict
@@ -34,6 +35,7 @@ from hyperpod_scheduler.store.base import lease_owner_id
 from hyperpod_scheduler.store.errors import ConflictError
 from hyperpod_scheduler.store.outcomes import outcomes_detail
 from hyperpod_scheduler.store.records import (
+    ChecksWait,
     ClusterRecord,
     GroupOutcome,
     HistoryEntry,
@@ -73,7 +75,9 @@ class ClusterRef:
 @dataclass(frozen=True)
 class Result:
     cluster: str
-    kind: str  # skip | noop | sent | dry-run | in-progress | settled | failed | error | quiet | blocked | refused
+    # skip | noop | sent | dry-run | in-progress | settled | failed | error | quiet | blocked | refused | waiting
+    # (waiting: refused while deep health checks run; sent again at the next look, not a failure)
+    kind: str
     message: str
 
 
@@ -109,6 +113,7 @@ class Engine:
         # The cluster's merged policy: what an update may accept losing, and whether it pins the AMI.
         self.policy_for = policy_for or (lambda ref: Policy())
         self.accounts = Accounts(store, now, self._entry, lambda ref, m: self._emit(ref, "note", m))
+        self._plan_groups: dict[tuple[str | None, str | None, str], dict[str, tuple[list[str], str | None]]] = {}
 
     # ---- reporting -------------------------------------------------------------------------------
     def _emit(self, ref: ClusterRef, kind: Any, message: str, **detail: Any) -> None:
@@ -136,11 +141,26 @@ class Engine:
         client: SageMakerClient = no_blind_retries(answers.watch(self.client_for(ref)))
         return client
 
+    def sagemaker(self, ref: ClusterRef) -> SageMakerClient:
+        """The checked client the engine itself uses for this cluster (for read-only watches)."""
+        return self._client(ref)
+
+    def plan_groups(self, ref: ClusterRef) -> dict[str, tuple[list[str], str | None]]:
+        """Training plans seen on this cluster's groups by this engine's describes: ARN -> (groups, type)."""
+        return dict(self._plan_groups.get((ref.region, ref.profile, ref.name), {}))
+
     def describe(self, ref: ClusterRef) -> ClusterView:
         """The cluster as AWS reports it; an answer from another account than the record's is refused."""
         answer = self._client(ref).describe_cluster(ClusterName=ref.name)
         view = parse_cluster(answer)  # parse_cluster checks the shape itself
         self.accounts.check(ref, view)
+        plans: dict[str, tuple[list[str], str | None]] = {}
+        for g in view.groups:
+            if g.training_plan_arn:
+                groups, _ = plans.get(g.training_plan_arn, ([], None))
+                plans[g.training_plan_arn] = ([*groups, g.name], g.instance_type)
+        if plans:  # for the plan watch: a tick with nothing due makes no DescribeCluster of its own
+            self._plan_groups[(ref.region, ref.profile, ref.name)] = plans
         return view
 
     def identify(self, ref: ClusterRef, *, dry_run: bool = False) -> tuple[ClusterRef, ClusterView | None]:
@@ -328,19 +348,35 @@ class Engine:
         ref, _ = self.identify(ref, dry_run=dry_run)
 
         def work() -> Result:
-            return self._act(
-                ref,
-                action,
-                transition_id=transition_id,
-                transition_at=transition_at,
-                origin="manual",
-                reason=reason,
-                dry_run=dry_run,
-                wait=wait,
-                poll_seconds=poll_seconds,
-            )
+            while True:
+                result = self._act(
+                    ref,
+                    action,
+                    transition_id=transition_id,
+                    transition_at=transition_at,
+                    origin="manual",
+                    reason=reason,
+                    dry_run=dry_run,
+                    wait=wait,
+                    poll_seconds=poll_seconds,
+                )
+                if result.kind != "waiting" or not wait:
+                    return result
+                self.sleep(poll_seconds)  # deep health checks still running: look again, send again
+                if not self._keep_lease(ref):
+                    return Result(ref.name, "skip", "lost this cluster's lease while waiting for health checks")
 
         return work() if dry_run else self._with_lease(ref, work)
+
+    def raise_groups(self, ref: ClusterRef, counts: Mapping[str, int], *, transition_id: str, reason: str) -> Result:
+        """Start only these groups, to these counts (holding the lease; the usual intent and follow)."""
+        ref, _ = self.identify(ref)
+        return self._with_lease(
+            ref,
+            lambda: self._act(
+                ref, "start", transition_id=transition_id, origin="schedule", reason=reason, raise_to=counts
+            ),
+        )
 
     def follow(self, ref: ClusterRef, *, wait: bool, poll_seconds: float = 30.0) -> Result:
         """Follow an update in flight until it settles (``wait``) or for one look."""
@@ -373,8 +409,10 @@ class Engine:
         poll_seconds: float = 30.0,
         replan: bool = False,
         view: ClusterView | None = None,
+        raise_to: Mapping[str, int] | None = None,
     ) -> Result:
-        """``replan``: the record's pending intent never went out and is replaced by this one."""
+        """``replan``: the record's pending intent never went out and is replaced by this one.
+        ``raise_to``: a start of only these groups, to these counts (``planner.plan_raise``)."""
         record = self.store.get(ref.key)
         if record is not None and record.pending is not None and not replan:
             earlier = self._earlier(ref, record, action, dry_run, wait, poll_seconds)
@@ -390,18 +428,19 @@ class Engine:
             return self._refuse(ref, record, action, refused, view, transition_at or now, dry_run)
         for u in view.unknown_members:  # all accepted by the policy, or refusal would have said so
             self._emit(ref, "note", f"accepting the loss of {u.path} (policy accept_unknown_members)", member=u.path)
-        plan = (
-            planner.plan_stop(view, record, now, transition_id)
-            if action == "stop"
-            else planner.plan_start(view, record)
-        )
+        if raise_to is not None:
+            plan = planner.plan_raise(view, raise_to)
+        elif action == "stop":
+            plan = planner.plan_stop(view, record, now, transition_id)
+        else:
+            plan = planner.plan_start(view, record)
         if isinstance(plan, planner.Skip):
             self._emit(ref, "skip", plan.reason)
             return Result(ref.name, "skip", plan.reason)
         if isinstance(plan, planner.Noop):
             return self._noop(ref, record, action, plan, transition_at or now, dry_run)
         if action == "stop":
-            guarded = self._guard(ref, record, view, plan, transition_at or now, dry_run)
+            guarded = self._guard(ref, record, view, plan, transition_at or now, dry_run, origin)
             if isinstance(guarded, Result):
                 return guarded
             if isinstance(guarded, planner.Noop):
@@ -558,6 +597,7 @@ class Engine:
         plan: planner.Send,
         transition_at: datetime,
         dry_run: bool,
+        origin: Origin = "manual",
     ) -> planner.Send | planner.Noop | Result:
         """Ask every guard about this stop: a block skips it (until the next transition), keeps leave groups up."""
         ctx = StopContext(
@@ -568,6 +608,8 @@ class Engine:
             groups_to_zero=tuple(n for n, (c, _) in plan.counts.items() if c == 0 and view.targets().get(n, 0) > 0),
             now=self.now(),
             dry_run=dry_run,
+            transition_at=transition_at,
+            origin=origin,
         )
         guards = list(self.guards_for(ref))
         # Guards with side effects (the checkpoint guard signals, drains and requeues on allow) run last,
@@ -605,8 +647,10 @@ class Engine:
         except Exception as exc:  # a check that cannot run must not let instances be terminated
             return Verdict(guard.name, "block", f"guard {guard.name} failed: {exc}")
 
-    def _after_start(self, ref: ClusterRef, view: ClusterView, expected: Mapping[str, int]) -> None:
-        """Let guards with a Slurm side resume what a stop drained and report readiness (nodes idle in Slurm)."""
+    def _after_start(self, ref: ClusterRef, view: ClusterView, expected: Mapping[str, int]) -> bool:
+        """Let guards with a Slurm side resume what a stop drained and report readiness (nodes idle in
+        Slurm). True when a Slurm agent said the restored nodes joined."""
+        joined = False
         for guard in self.guards_for(ref):
             after = getattr(guard, "after_start", None)
             if after is None:
@@ -620,7 +664,9 @@ class Engine:
                 self._emit(ref, "note", f"{guard.name}: the Slurm agent did not answer after the start")
             else:
                 ready = getattr(answer, "ready", None)
+                joined = joined or bool(ready)
                 self._emit(ref, "note" if ready else "failed", f"{guard.name}: {getattr(answer, 'reason', '')}")
+        return joined
 
     def _send(
         self,
@@ -643,6 +689,8 @@ class Engine:
             # A refusal may also be what a retry met after the first attempt was applied: look first.
             fate = None if code == "ResourceNotFound" else self._fate_now(ref, targets)
             if fate != "out":
+                if code in _CHECK_REFUSALS and fate is not None and _health_checks_running(err):
+                    return self._checks_wait(ref, record, action, answer)
                 if code in _REFUSALS and (fate is not None or code == "ResourceNotFound"):
                     # Not accepted: nothing is in flight, so the intent is withdrawn (the snapshot stays),
                     # and anything a guard drained for this stop is given back.
@@ -667,11 +715,24 @@ class Engine:
         crashpoints.reached("after-send")
         pending = record.pending
         assert pending is not None
+        now = self.now()
+        sent = pending.evolve(phase="sent", updated_at=now)
+        if action == "start":
+            checks = {g.name: bool(g.details.get("OnStartDeepHealthChecks")) for g in view.groups}
+            sent = sent.evolve(phases=phases.begin(targets, view.currents(), checks, now))
+        waited = record.checks_wait
         record = self.store.put(
-            record.evolve(pending=pending.evolve(phase="sent", updated_at=self.now()), updated_at=self.now()),
+            record.evolve(pending=sent, checks_wait=None, updated_at=now),
             expected_version=record.version,
         )
         crashpoints.reached("after-sent")
+        if waited is not None:
+            self._emit(
+                ref,
+                "note",
+                f"{action} sent after waiting {_fmt_duration((now - waited.since).total_seconds())} "
+                "for deep health checks",
+            )
         self._emit(ref, "sent", f"{action} sent ({reason}): {_fmt_targets(view, targets)}", targets=dict(targets))
         if wait:
             return self._follow(ref, wait=True, poll_seconds=poll_seconds)
@@ -704,22 +765,37 @@ class Engine:
                     return self._someone_else(ref, pending.action, view)
                 self._mark_sent(ref, record, f"{pending.action} had gone out before an interruption; following it")
                 continue
+            if pending.action == "start" and pending.phases:
+                record = self._look(ref, record, view)
+                assert record.pending is not None
+                pending = record.pending
             verdict = planner.assess(
                 view, pending.action, targets, pending.created_at, self.now(), self.settle_timeout, kept
             )
             if isinstance(verdict, planner.Settled):
                 crashpoints.reached("before-settle")
                 return self._settle(ref, record, verdict, view)
-            # Reported when the verdict or any group's count or status moves (a live display follows it).
-            seen = f"{verdict.detail}|{view.currents()}|{[g.status for g in view.groups]}"
+            # Reported when the verdict, the phases or any group's count or status moves (a live
+            # display follows it).
+            line = verdict.detail
+            if pending.phases:
+                types = {g.name: g.instance_type for g in view.groups}
+                line = phases.progress(pending.phases, self.now(), types)
+            said = line.split(": ", 1)[-1] if pending.phases else line  # the time alone is no news
+            seen = f"{said}|{view.currents()}|{[g.status for g in view.groups]}"
             if seen != self._last_progress.get(ref.key):
                 self._emit(
                     ref,
                     "progress",
-                    f"{pending.action}: {verdict.detail}",
+                    f"{pending.action}: {line}",
                     counts=view.currents(),
                     target_counts=targets,
                     statuses={g.name: g.status for g in view.groups},
+                    **(
+                        {"phases": {g: p.model_dump(mode="json") for g, p in pending.phases.items()}}
+                        if pending.phases
+                        else {}
+                    ),
                 )
                 self._last_progress[ref.key] = seen
             if not wait:
@@ -731,6 +807,71 @@ class Engine:
                 self._emit(ref, "skip", message)
                 return Result(ref.name, "skip", message)
 
+    def _look(self, ref: ClusterRef, record: ClusterRecord, view: ClusterView) -> ClusterRecord:
+        """Bring the start's phases up to date from one look at its nodes and events (never fatal:
+        a look that fails leaves the phases as they were)."""
+        pending = record.pending
+        assert pending is not None
+        try:
+            seen = look(self._client(ref), view, pending.created_at, self.now())
+        except Exception as exc:  # phases are for seeing; following the start must go on without them
+            self._emit(ref, "note", f"phases not updated: {_describe_error(exc)}")
+            return record
+        if seen.note and seen.note != self._last_progress.get(ref.key + "#look"):
+            self._emit(ref, "note", f"phases: {seen.note}")
+            self._last_progress[ref.key + "#look"] = seen.note
+        updated = phases.advance(pending.phases, seen)
+        if updated == pending.phases:
+            return record
+        try:
+            return self.store.put(
+                record.evolve(pending=pending.evolve(phases=updated), updated_at=self.now()),
+                expected_version=record.version,
+            )
+        except ConflictError:
+            return self.store.get(ref.key) or record
+
+    def _checks_wait(self, ref: ClusterRef, record: ClusterRecord, action: planner.Action, answer: str) -> Result:
+        """UpdateCluster refused while deep health checks run: not a failure. The intent is withdrawn
+        (nothing went out) and the same transition is sent again at the next look, until the settle
+        timeout after the first refusal; then it is a failure."""
+        pending = record.pending
+        assert pending is not None
+        now = self.now()
+        earlier = record.checks_wait
+        if earlier is not None and earlier.transition_id == pending.transition_id and earlier.action == action:
+            wait = earlier.evolve(attempts=earlier.attempts + 1)
+        else:
+            wait = ChecksWait(transition_id=pending.transition_id, action=action, since=now)
+        waited = (now - wait.since).total_seconds()
+        if now - wait.since >= self.settle_timeout:
+            message = (
+                f"{action} still refused after {_fmt_duration(waited)} of deep health checks "
+                f"(settle timeout {_fmt_duration(self.settle_timeout.total_seconds())}): {answer}"
+            )
+            line = self._entry(ref, action, "failed", waited, error=message, attempts=wait.attempts)
+            updated = record.evolve(
+                pending=None, checks_wait=None, applied_transition_at=pending.transition_at, updated_at=now
+            )
+            with contextlib.suppress(ConflictError):
+                self.store.put(updated, expected_version=record.version, history=[line])
+            self._emit(ref, "failed", message)
+            return Result(ref.name, "failed", message)
+        message = (
+            f"{action} waits: deep health checks are in progress (attempt {wait.attempts}); sent again at the next look"
+        )
+        history = []
+        if wait.attempts == 1:  # one line per wait, not one per look
+            history = [self._entry(ref, action, "waiting", error=answer, reason="deep health checks in progress")]
+        with contextlib.suppress(ConflictError):
+            self.store.put(
+                record.evolve(pending=None, checks_wait=wait, updated_at=now),
+                expected_version=record.version,
+                history=history,
+            )
+        self._emit(ref, "waiting", message)
+        return Result(ref.name, "waiting", message)
+
     def _keep_lease(self, ref: ClusterRef) -> bool:
         # A lease that lapsed unclaimed (a slow poll, a suspended laptop) is simply taken again.
         now = self.now()
@@ -741,9 +882,14 @@ class Engine:
     def _settle(self, ref: ClusterRef, record: ClusterRecord, verdict: planner.Settled, view: ClusterView) -> Result:
         pending = record.pending
         assert pending is not None
-        if pending.action == "start" and verdict.ok:
-            # Ready means joined Slurm and idle, not just Running in the API: ask before timing the start.
-            self._after_start(ref, view, {o.group: o.current for o in verdict.outcomes})
+        seen = dict(pending.phases)
+        # Ready means joined Slurm and idle, not just Running in the API: ask before timing the start.
+        if (
+            pending.action == "start"
+            and verdict.ok
+            and self._after_start(ref, view, {o.group: o.current for o in verdict.outcomes})
+        ):
+            seen = phases.joined_slurm(seen, self.now())
         now = self.now()
         duration = (now - pending.created_at).total_seconds()
         applied_at: datetime | None = pending.transition_at or now
@@ -759,7 +905,7 @@ class Engine:
             updated_at=now,
         )
         if pending.action == "start" and verdict.ok:
-            updated = updated.add_start_duration(duration, now).evolve(retry=None)
+            updated = updated.add_start_duration(duration, now, phases.ready_durations(seen)).evolve(retry=None)
         changes = (
             fidelity.ami_changes(record.snapshot.sizes, view) if record.snapshot and pending.action == "start" else []
         )
@@ -794,12 +940,36 @@ class Engine:
             message=verdict.detail,
             **extra,
             **({"ami_changes": [c.model_dump() for c in changes]} if changes else {}),
+            **({"phases": {g: p.model_dump(mode="json") for g, p in seen.items()}} if seen else {}),
         )
         self.store.put(updated, expected_version=record.version, history=[line])
         crashpoints.reached("after-settle")
         groups = ", ".join(f"{o.group} {o.outcome} {o.current}/{o.target}" for o in verdict.outcomes)
         how = "settled" if verdict.ok else f"did not settle ({verdict.detail}{retry_note})"
-        self._emit(ref, kind, f"{pending.action} {how} after {_fmt_duration(duration)}: {groups}", outcomes=outcomes)
+        said = f"{pending.action} {how} after {_fmt_duration(duration)}: {groups}"
+        due = pending.transition_at
+        readiness: dict[str, Any] = {}
+        if pending.action == "start" and verdict.ok and due is not None and pending.served_by() != "manual":
+            # Ready when the schedule's day began, or how long after it (a ready-by start is meant to be early).
+            spare = (due - now).total_seconds()
+            readiness = {"ready_for": {"at": due.isoformat(), "spare_s": spare}}
+            said += (
+                f"; ready {_fmt_duration(spare)} before {due:%a %H:%M}Z"
+                if spare >= 0
+                else f"; ready {_fmt_duration(-spare)} after {due:%a %H:%M}Z"
+            )
+        if seen:
+            types = {g.name: g.instance_type for g in view.groups}
+            passed = any(p.durations_s() for p in seen.values())
+            said += f" [{phases.progress(seen, now, types)}" + (f"; phases {phases.summary(seen)}]" if passed else "]")
+        self._emit(
+            ref,
+            kind,
+            said,
+            outcomes=outcomes,
+            **({"phases": {g: p.model_dump(mode="json") for g, p in seen.items()}} if seen else {}),
+            **readiness,
+        )
         if changes:
             self._emit(ref, "drift", fidelity.describe_changes(changes), ami_changes=[c.model_dump() for c in changes])
         return Result(ref.name, kind, verdict.detail)
@@ -881,6 +1051,13 @@ class Engine:
 
 
 _REFUSALS = ("ConflictException", "ValidationException", "ResourceNotFound")
+# The guide documents the refusal's wording, not its code: accept either of the two that fit.
+_CHECK_REFUSALS = ("ConflictException", "ValidationException")
+
+
+def _health_checks_running(err: Mapping[str, Any]) -> bool:
+    text = str(err.get("Message", "")).lower()
+    return "health check" in text and "in progress" in text
 
 
 def reach_text(ref: ClusterRef) -> str:

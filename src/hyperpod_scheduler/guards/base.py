@@ -25,6 +25,9 @@ class StopContext:
     now: datetime
     settings: Mapping[str, Any] = field(default_factory=dict)
     dry_run: bool = False
+    # The schedule instant this stop carries out, and what asked for it (schedule, manual, hold, retry).
+    transition_at: datetime | None = None
+    origin: str = "schedule"
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,14 @@ SNS_ENV = "HYPERPOD_SCHEDULER_SNS_TOPIC_ARN"
 WEBHOOK_ENV = "HYPERPOD_SCHEDULER_WEBHOOK_URL"
 LOOPBACK_ENV = "HYPERPOD_SCHEDULER_WEBHOOK_ALLOW_LOOPBACK"  # tests and local receivers only
 # The events worth waking someone for.
-NOTIFY_KINDS = frozenset({"blocked", "failed", "refused", "drift"})
-_SUBJECTS = {"blocked": "stop blocked", "refused": "update refused", "drift": "AMI changed"}
+NOTIFY_KINDS = frozenset({"blocked", "failed", "refused", "drift", "plan", "approval"})
+_SUBJECTS = {
+    "blocked": "stop blocked",
+    "refused": "update refused",
+    "drift": "AMI changed",
+    "plan": "training plan",
+    "approval": "approval",
+}
 
 
 @dataclass(frozen=True)
@@ -54,7 +60,10 @@ def message_for(event: Event) -> Message | None:
     if event.kind not in NOTIFY_KINDS:
         return None
     what = _SUBJECTS.get(event.kind) or ("start shortfall" if "start" in event.message else "failed")
-    return Message(f"hyperpod-scheduler: {event.cluster}: {what}", f"{event.at.isoformat()} {event.message}")
+    text = f"{event.at.isoformat()} {event.message}"
+    if event.private:  # an approval link: the channel is the only place its token goes
+        text += f"\nApprove or refuse: {event.private}"
+    return Message(f"hyperpod-scheduler: {event.cluster}: {what}", text)
 
 
 class Notifier:

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from hyperpod_scheduler.store.records import GroupOutcome
+from hyperpod_scheduler.store.records import GroupOutcome, GroupPhases
 
 # The old line format, "<outcome> <current>/<target>", as runner._settle wrote it.
 _LEGACY = re.compile(r"^\s*([a-z]+)\s+(\d+)\s*/\s*(\d+)\s*$")
@@ -61,4 +61,20 @@ def read_outcomes(detail: Mapping[str, Any]) -> dict[str, GroupOutcome]:
     return out
 
 
-__all__ = ["outcomes_detail", "read_outcome", "read_outcomes"]
+def read_phases(detail: Mapping[str, Any]) -> dict[str, GroupPhases]:
+    """A start line's per-group phases (``detail["phases"]``), typed; unreadable groups are left out."""
+    raw = detail.get("phases")
+    if not isinstance(raw, Mapping):
+        return {}
+    out: dict[str, GroupPhases] = {}
+    for group, value in raw.items():
+        if not isinstance(value, Mapping):
+            continue
+        try:
+            out[str(group)] = GroupPhases.model_validate(dict(value))
+        except ValidationError:
+            continue
+    return out
+
+
+__all__ = ["outcomes_detail", "read_outcome", "read_outcomes", "read_phases"]

@@ -125,6 +125,7 @@ class GroupSize(Stored):
     instance_type: str | None = None  # for cost reports: what the recorded nodes were
     image_id: str | None = None  # CurrentImageId at the stop: a start that brings back another is reported
     image_release: str | None = None  # CurrentImageReleaseVersion at the stop
+    health_checks: bool = False  # the group runs deep health checks on start (OnStartDeepHealthChecks)
 
 
 class Snapshot(Stored):
@@ -135,6 +136,126 @@ class Snapshot(Stored):
     transition_id: str
     reason: str = ""
     kept: dict[str, Count] = Field(default_factory=dict)  # groups a guard left running, at this count
+
+
+# The phases of a start, in order: nodes asked for, launched, lifecycle setup passed, deep health
+# checks passed (only when the group has them), joined Slurm (only when an agent can tell).
+StartPhase = Literal["requested", "launched", "lifecycle", "health_checks", "slurm"]
+START_PHASES: tuple[StartPhase, ...] = ("requested", "launched", "lifecycle", "health_checks", "slurm")
+# Where a phase's times come from: node times and cluster events (Continuous mode), or what each look
+# at DescribeCluster / ListClusterNodes found (the time is then when the look saw it, not when it happened).
+PhaseSource = Literal["events", "nodes", "describe"]
+
+
+class GroupPhases(Stored):
+    """When one group's start passed each phase (the moment its last needed node did), and its counts at
+    the latest look. A phase time is None until it is passed; ``health_checks`` stays None without
+    deep health checks (``checks`` False), ``slurm`` when no Slurm agent answered."""
+
+    group: str
+    target: Count
+    checks: bool = False
+    source: PhaseSource = "describe"
+    requested: AwareDatetime
+    launched: AwareDatetime | None = None
+    lifecycle: AwareDatetime | None = None
+    health_checks: AwareDatetime | None = None
+    slurm: AwareDatetime | None = None
+    # Counts at the latest look: nodes launched, in lifecycle setup, in health checks, running; the
+    # rest of the target has no instance yet (waiting for capacity).
+    in_setup: Count = 0
+    in_checks: Count = 0
+    running: Count = 0
+    seen_at: AwareDatetime | None = None
+
+    @property
+    def waiting(self) -> int:
+        return max(0, self.target - self.in_setup - self.in_checks - self.running)
+
+    def at(self, phase: StartPhase) -> datetime | None:
+        value: datetime | None = getattr(self, phase)
+        return value
+
+    def ready_at(self) -> datetime | None:
+        """When the group was ready: joined Slurm if that was seen, else its last API phase."""
+        last = self.health_checks if self.checks else self.lifecycle
+        return self.slurm or last
+
+    def durations_s(self) -> dict[StartPhase, float]:
+        """Seconds each passed phase took after the one before it (``requested`` is the origin)."""
+        out: dict[StartPhase, float] = {}
+        before = self.requested
+        for phase in START_PHASES[1:]:
+            at = self.at(phase)
+            if at is None:
+                continue
+            out[phase] = max(0.0, (at - before).total_seconds())
+            before = at
+        return out
+
+
+class ChecksWait(Stored):
+    """An update refused because deep health checks were running: waited for and sent again, not a
+    failure, until ``since`` + the settle timeout."""
+
+    transition_id: str
+    action: Action
+    since: AwareDatetime
+    attempts: Count = 1
+
+
+PlanStatus = Literal["Pending", "Active", "Scheduled", "Expired", "Failed"]
+
+
+class PlanWatch(Stored):
+    """A training plan a group of this cluster runs on, as the last DescribeTrainingPlan showed it, and
+    what the scheduler did about it: expiry warnings given (days before the end), the moment its group
+    was started when a block became Active, and the reserved instance-seconds that ran idle per UTC day
+    (``AvailableInstanceCount`` between looks while Active: paid for, not used)."""
+
+    arn: str
+    groups: list[str] = Field(default_factory=list)
+    instance_type: str | None = None
+    status: PlanStatus | None = None
+    end: AwareDatetime | None = None
+    total: Count = 0
+    in_use: Count = 0
+    available: Count = 0
+    reserved_active: Count = 0  # instances of its type in Active blocks at the last look
+    upfront_fee: float | None = None  # as DescribeTrainingPlan gives it (a string amount), if readable
+    currency: str | None = None
+    hours: float | None = None  # DurationHours + DurationMinutes / 60
+    seen_at: AwareDatetime | None = None
+    next_look: AwareDatetime | None = None
+    warned: list[int] = Field(default_factory=list)
+    activated_at: AwareDatetime | None = None
+    # A start decided at activation and not yet taken by the engine (so a crash in between retries it).
+    start_wanted: Count | None = None
+    start_id: str | None = None
+    idle_s_by_day: dict[str, Seconds] = Field(default_factory=dict)
+
+
+ApprovalState = Literal["pending", "approved", "refused", "lapsed"]
+MAX_APPROVALS = 20
+
+
+class Approval(Stored):
+    """A request to release scarce groups at one scheduled stop. The token that answers it is sent only
+    in the notification; the store keeps its SHA-256 (so a reader of the store cannot approve). It is
+    good once, until ``expires_at`` (the stop time): no answer by then keeps the groups."""
+
+    id: str = Field(min_length=6, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
+    token_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    groups: list[str]
+    transition_at: AwareDatetime
+    asked_at: AwareDatetime
+    expires_at: AwareDatetime
+    state: ApprovalState = "pending"
+    by: str | None = None
+    decided_at: AwareDatetime | None = None
+
+    def state_at(self, now: datetime) -> ApprovalState:
+        return "lapsed" if self.state == "pending" and now >= self.expires_at else self.state
 
 
 class PendingAction(Stored):
@@ -157,6 +278,8 @@ class PendingAction(Stored):
     transition_at: AwareDatetime | None = None
     # What asked for it. None only in records written before this field: see ``served_by``.
     origin: Origin | None = None
+    # A start's phases per restored group, as the latest look found them (see ``GroupPhases``).
+    phases: dict[str, GroupPhases] = Field(default_factory=dict)
 
     def served_by(self) -> Origin:
         """The intent's origin; records from before ``origin`` existed are read from their transition id."""
@@ -232,6 +355,11 @@ class ClusterRecord(Stored):
     hold: Hold | None = None
     retry: RetryState | None = None
     start_durations_s: list[Seconds] = Field(default_factory=list)
+    # Per group, its recent starts' seconds per phase (``GroupPhases.durations_s``), for ready-by.
+    group_phase_s: dict[str, list[dict[StartPhase, Seconds]]] = Field(default_factory=dict)
+    checks_wait: ChecksWait | None = None
+    plans: dict[str, PlanWatch] = Field(default_factory=dict)  # by plan ARN
+    approvals: list[Approval] = Field(default_factory=list)  # newest last, the latest MAX_APPROVALS
     refused: Refusal | None = None
     ami_changes: list[AmiChange] = Field(default_factory=list)  # found when the last start settled
     updated_at: AwareDatetime
@@ -248,13 +376,23 @@ class ClusterRecord(Stored):
         # Trim rather than reject: an older row kept under a larger bound must still load.
         return durations[-MAX_START_DURATIONS:]
 
+    @field_validator("group_phase_s")
+    @classmethod
+    def _bounded_groups(cls, starts: dict[str, list[dict[str, float]]]) -> dict[str, list[dict[str, float]]]:
+        return {g: d[-MAX_START_DURATIONS:] for g, d in starts.items()}
+
     @classmethod
     def new(cls, key: str, now: datetime) -> ClusterRecord:
         """A record never stored yet (version 0)."""
         return cls(key=key, updated_at=now)
 
-    def add_start_duration(self, seconds: float, now: datetime) -> ClusterRecord:
-        return self.evolve(start_durations_s=[*self.start_durations_s, seconds], updated_at=now)
+    def add_start_duration(
+        self, seconds: float, now: datetime, groups: Mapping[str, Mapping[StartPhase, float]] | None = None
+    ) -> ClusterRecord:
+        by_group = {g: list(d) for g, d in self.group_phase_s.items()}
+        for g, d in (groups or {}).items():
+            by_group.setdefault(g, []).append(dict(d))
+        return self.evolve(start_durations_s=[*self.start_durations_s, seconds], group_phase_s=by_group, updated_at=now)
 
 
 class HistoryEntry(Stored):

@@ -272,6 +272,34 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
             back=f"/clusters/{name}",
         )
 
+    @app.get("/clusters/{name}/approvals/{approval_id}", response_class=HTMLResponse, include_in_schema=False)
+    def approval_page(request: Request, name: str, approval_id: str, t: str = "") -> Response:
+        shown = dash.approval(name, approval_id, t)
+        response = page(request, "approval.html", a=shown, token=t if not shown["problem"] else "")
+        response.headers["Referrer-Policy"] = "no-referrer"  # the token is in this page's address
+        response.headers["Cache-Control"] = "no-store"
+        return response
+
+    @app.post("/clusters/{name}/approvals/{approval_id}", response_class=HTMLResponse, include_in_schema=False)
+    def answer_approval(
+        request: Request,
+        name: str,
+        approval_id: str,
+        t: Annotated[str, Form()] = "",
+        by: Annotated[str, Form()] = "",
+        decision: Annotated[str, Form()] = "",
+    ) -> Response:
+        if decision not in ("approve", "refuse"):
+            raise HyperpodSchedulerError(f"decision: {decision!r} is not 'approve' or 'refuse'")
+        result = dash.answer_approval(name, approval_id, t, decision == "approve", by)
+        return page(
+            request,
+            "message.html",
+            title=f"{name}: release {result['state']}",
+            message=result["message"],
+            back=f"/clusters/{name}",
+        )
+
     @app.get("/healthz", include_in_schema=False)
     def healthz() -> dict[str, str]:
         return {"status": "ok", "time": datetime.now().astimezone().isoformat()}

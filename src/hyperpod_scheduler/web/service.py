@@ -29,11 +29,14 @@ from hyperpod_scheduler.cost import summary
 from hyperpod_scheduler.cost.fsx import FileSystem
 from hyperpod_scheduler.cost.savings import Report
 from hyperpod_scheduler.cost.settings import CostSettings
+from hyperpod_scheduler.engine import approvals
 from hyperpod_scheduler.engine.fleet import Governed, ref_for
 from hyperpod_scheduler.engine.runner import ClusterRef
 from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
 from hyperpod_scheduler.guards.capacity import protections
+from hyperpod_scheduler.inputs.text import clean
 from hyperpod_scheduler.store import open_store
+from hyperpod_scheduler.store.outcomes import read_phases
 from hyperpod_scheduler.store.records import HistoryEntry
 from hyperpod_scheduler.web import grid as grids
 from hyperpod_scheduler.web.config_edit import read_document, write_schedule
@@ -563,6 +566,59 @@ class Dashboard:
             if ctx is not self.fixed_context:
                 ctx.close()  # a checkpoint channel a stop opened
 
+    def approval(self, name: str, approval_id: str, token: str) -> dict[str, Any]:
+        """What the confirm page shows for an approval link; the link's token is its only authority."""
+        ctx = self.context()
+        try:
+            g = self.governed(ctx, name)
+            key = (ctx.engine().accounts.known(g.ref) or g.ref).key
+            record = ctx.store.get(key)
+            try:
+                a = approvals.find(record, approval_id)
+                approvals.check(a, token, ctx.now())
+                problem = ""
+            except approvals.ApprovalError as exc:
+                if "no such request" in str(exc):
+                    raise NotFound(str(exc)) from None
+                a, problem = approvals.find(record, approval_id), str(exc)
+            return {
+                "cluster": name,
+                "id": a.id,
+                "groups": a.groups,
+                "stop": a.transition_at.isoformat(),
+                "expires": a.expires_at.isoformat(),
+                "state": a.state_at(ctx.now()),
+                "by": a.by,
+                "problem": problem,
+            }
+        finally:
+            if ctx is not self.fixed_context:
+                ctx.close()
+
+    def answer_approval(self, name: str, approval_id: str, token: str, approve: bool, by: str) -> dict[str, Any]:
+        """Approve or refuse a release, once, before its stop; who answered goes into the history."""
+        ctx = self.context()
+        try:
+            g = self.governed(ctx, name)
+            key = (ctx.engine().accounts.known(g.ref) or g.ref).key
+            try:
+                a = approvals.decide(
+                    ctx.store, key, approval_id, token, approve, clean(by, one_line=True)[:64], ctx.now()
+                )
+            except approvals.ApprovalError as exc:
+                raise Refused(str(exc), 409) from None
+            verb = "approved" if approve else "refused"
+            return {
+                "cluster": name,
+                "id": a.id,
+                "state": a.state,
+                "by": a.by,
+                "message": f"release of {', '.join(a.groups)} at {a.transition_at:%a %H:%M}Z {verb} by {a.by}",
+            }
+        finally:
+            if ctx is not self.fixed_context:
+                ctx.close()
+
     def _act(
         self, ctx: Context, name: str, action: ActionName, by: str, until: str | None, hold_state: str, reason: str
     ) -> dict[str, Any]:
@@ -618,6 +674,7 @@ class Dashboard:
 
 def history_row(e: HistoryEntry, zone: Any = None) -> dict[str, Any]:
     said = sentence(e)
+    started = read_phases(e.detail)
     return {
         "at": e.at.isoformat(),
         "when": when(e.at),
@@ -631,6 +688,7 @@ def history_row(e: HistoryEntry, zone: Any = None) -> dict[str, Any]:
         "tone": said.tone,
         "outcomes": [o.model_dump(mode="json") for o in said.outcomes],
         "detail": e.detail,
+        "phases": {g: p.model_dump(mode="json") for g, p in started.items()},
     }
 
 

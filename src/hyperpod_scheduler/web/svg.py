@@ -19,6 +19,7 @@ COLORS = {
     "kept": "#b7791f",
     "blocked": "#c05621",
     "held": "#6b46c1",
+    "starting": "#d69e2e",
     "shortfall": "#c53030",
     "planned-running": "#9ae6b4",
     "planned-stopped": "#edf2f7",
@@ -76,6 +77,7 @@ def timeline_svg(
             x1, x2 = _x(max(s.start, start), start, end), _x(min(s.end, end), start, end)
             what = LABELS.get(s.kind, s.kind)
             title = f"{what}: {s.start.astimezone(zone):%a %H:%M} - {s.end.astimezone(zone):%a %H:%M %Z}"
+            title += f": {s.note}" if s.note else ""
             out.append(
                 f'<rect class="seg {s.kind}" x="{x1:.1f}" y="{y + 3}" width="{max(x2 - x1, 0.5):.1f}" '
                 f'height="{ROW_H - 8}" fill="{COLORS.get(s.kind, "#718096")}"><title>{escape(title)}</title></rect>'

@@ -14,15 +14,16 @@ from datetime import datetime
 
 from hyperpod_scheduler.app.history import sentence
 from hyperpod_scheduler.schedule import Schedule
-from hyperpod_scheduler.store.outcomes import read_outcomes
-from hyperpod_scheduler.store.records import HistoryEntry
+from hyperpod_scheduler.store.outcomes import read_outcomes, read_phases
+from hyperpod_scheduler.store.records import HistoryEntry, StartPhase
 
-# running | stopped | kept | blocked | held | shortfall | planned-running | planned-stopped | planned-kept
+# running | stopped | starting | kept | blocked | held | shortfall | planned-running | planned-stopped | planned-kept
 # | planned-held
 Kind = str
 KINDS: tuple[Kind, ...] = (
     "running",
     "stopped",
+    "starting",
     "kept",
     "blocked",
     "held",
@@ -35,6 +36,7 @@ KINDS: tuple[Kind, ...] = (
 LABELS = {
     "running": "running",
     "stopped": "stopped",
+    "starting": "starting (phases on hover)",
     "kept": "kept running while stopped (billing)",
     "blocked": "stop blocked: kept running",
     "held": "held by hand",
@@ -44,6 +46,12 @@ LABELS = {
     "planned-kept": "planned: kept while stopped",
     "planned-held": "planned: held",
 }
+_PHASE_LABELS: dict[StartPhase, str] = {
+    "launched": "launched",
+    "lifecycle": "lifecycle setup passed",
+    "health_checks": "health checks passed",
+    "slurm": "joined Slurm",
+}
 
 
 @dataclass(frozen=True)
@@ -51,6 +59,7 @@ class Segment:
     start: datetime
     end: datetime
     kind: Kind
+    note: str = ""  # a starting segment: when each phase was passed
 
 
 @dataclass(frozen=True)
@@ -106,7 +115,7 @@ def _merge(segments: Iterable[Segment]) -> tuple[Segment, ...]:
     for s in segments:
         if s.end <= s.start:
             continue
-        if out and out[-1].kind == s.kind and out[-1].end == s.start:
+        if out and out[-1].kind == s.kind and out[-1].end == s.start and not s.note and not out[-1].note:
             out[-1] = Segment(out[-1].start, s.end, s.kind)
         else:
             out.append(s)
@@ -139,32 +148,40 @@ def group_rows(
     changes = _changes(entries, now)
     rows = []
     for group in groups:
-        # (at, new base state or None, hold on/off or None): a hold paints over whatever runs beneath it.
-        events: list[tuple[datetime, Kind | None, bool | None]] = []
+        # (at, new base state or None, hold on/off or None, note): a hold paints over whatever runs
+        # beneath it; a start's phases make the time from its request to its end "starting".
+        events: list[tuple[datetime, Kind | None, bool | None, str]] = []
         for e in changes:
             if e.action == "hold":
-                events.append((e.at, None, True))
+                events.append((e.at, None, True, ""))
                 ends = _hold_end(e)
                 if ends is not None:
-                    events.append((ends, None, False))
+                    events.append((ends, None, False, ""))
             elif e.action == "release":
-                events.append((e.at, None, False))
+                events.append((e.at, None, False, ""))
             else:
-                events.append((e.at, _state_after(e, group), None))
+                gp = read_phases(e.detail).get(group) if e.action == "start" else None
+                if gp is not None and gp.requested < e.at:
+                    marks = [f"{label} {gp.at(p):%H:%M}Z" for p, label in _PHASE_LABELS.items() if gp.at(p)]
+                    note = f"requested {gp.requested:%H:%M}Z; " + "; ".join(marks)
+                    events.append((gp.requested, "starting", None, note))
+                events.append((e.at, _state_after(e, group), None, ""))
         events.sort(key=lambda x: x[0])
         base: Kind = "running"
+        base_note = ""
         holding = False
         segments: list[Segment] = []
         cursor = start
-        for at, state, hold in events:
+        for at, state, hold, note in events:
             if at >= now:
                 break
             if at > start:
-                segments.append(Segment(cursor, at, "held" if holding else base))
+                segments.append(Segment(cursor, at, "held" if holding else base, "" if holding else base_note))
                 cursor = at
-            base = state or base
+            if state is not None:
+                base, base_note = state, note
             holding = holding if hold is None else hold
-        segments.append(Segment(cursor, now, "held" if holding else base))
+        segments.append(Segment(cursor, now, "held" if holding else base, "" if holding else base_note))
         segments.extend(_plan(schedule, now, end, group in kept, held, held_until))
         rows.append(GroupRow(group, _merge(segments)))
     return rows
