@@ -34,7 +34,7 @@ from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,7 @@ TICKS = (
     ("nothing due", 600),
     ("everything due (Monday 08:00: start)", None),  # None: to MONDAY
 )
+RECORDED = "bench-00000"  # the cluster whose answers the replay server gives, renamed for each request
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1"}
 
 
@@ -101,7 +102,7 @@ def raw_answers(endpoint: str) -> dict[str, bytes]:
     from emulator_bench import Http, _port
 
     client = Http(_port(endpoint))
-    status, describe = client.call("DescribeCluster", json.dumps({"ClusterName": "bench-00000"}).encode())
+    status, describe = client.call("DescribeCluster", json.dumps({"ClusterName": RECORDED}).encode())
     if status != 200:
         raise SystemExit(f"DescribeCluster: HTTP {status}")
     arn = json.loads(describe)["ClusterArn"]
@@ -117,15 +118,15 @@ def serve_replay(answers_file: str) -> None:
 
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True
 
         def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            asked = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             body = answers[self.headers.get("X-Amz-Target", "").rsplit(".", 1)[-1]]
-            self.send_response(200)
-            self.send_header("Content-Type", "application/x-amz-json-1.1")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            name = json.loads(asked).get("ClusterName", RECORDED).encode()
+            body = body.replace(RECORDED.encode(), name)  # each cluster's answer names that cluster
+            head = f"HTTP/1.1 200 OK\r\nContent-Type: application/x-amz-json-1.1\r\nContent-Length: {len(body)}\r\n\r\n"
+            self.wfile.write(head.encode() + body)  # one write: no delayed-ACK stall between head and body
 
         def log_message(self, *_: Any) -> None:
             pass
@@ -161,7 +162,8 @@ def floor_worker(endpoint: str, n: int, concurrency: int, describe: dict[str, An
 # --- the tick passes -------------------------------------------------------------------------------
 
 
-def tick_worker(endpoint: str, n: int, concurrency: int, store_kind: str, traced: bool) -> dict[str, Any]:
+def tick_worker(endpoint: str, n: int, concurrency: int, store_kind: str, traced: bool, replay: bool) -> dict[str, Any]:
+    """The ticks against the emulator; with ``replay``, only the first one, against the floor's server."""
     from emulator_bench import Http, _port
     from hyperpod_scheduler.aws.clients import sagemaker_client
     from hyperpod_scheduler.engine.fleet import Governed, ref_for, tick
@@ -171,7 +173,9 @@ def tick_worker(endpoint: str, n: int, concurrency: int, store_kind: str, traced
     from hyperpod_scheduler.store.sqlite import SqliteStore
 
     port = _port(endpoint)
-    clock = {"now": datetime.fromisoformat(Http(port).admin("GET", "clock")["now"])}
+    clock = {"now": START + timedelta(hours=1)}
+    if not replay:
+        clock["now"] = datetime.fromisoformat(Http(port).admin("GET", "clock")["now"])
 
     def advance(seconds: float) -> None:
         view = Http(port).admin("POST", "clock", {"advance_seconds": seconds})  # a new connection: idle ones close
@@ -194,7 +198,7 @@ def tick_worker(endpoint: str, n: int, concurrency: int, store_kind: str, traced
         sched = resolve(SCHEDULE, {})
         fleet = [Governed(ref_for(name, "us-east-1"), "office", sched, False) for name in names(n)]
         rows = []
-        for label, step in TICKS:
+        for label, step in TICKS[:1] if replay else TICKS:
             seconds = (MONDAY - clock["now"]).total_seconds() if step is None else step
             if seconds:
                 advance(seconds)
@@ -260,6 +264,7 @@ def main() -> None:
     parser.add_argument("--worker", choices=("tick", "floor"), help=argparse.SUPPRESS)
     parser.add_argument("--endpoint", help=argparse.SUPPRESS)
     parser.add_argument("--traced", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--replay", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--describe", help=argparse.SUPPRESS)
     parser.add_argument("--serve-replay", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -268,7 +273,7 @@ def main() -> None:
         serve_replay(args.serve_replay)
         return
     if args.worker == "tick":
-        print(json.dumps(tick_worker(args.endpoint, n, args.concurrency, args.store, args.traced)))
+        print(json.dumps(tick_worker(args.endpoint, n, args.concurrency, args.store, args.traced, args.replay)))
         return
     if args.worker == "floor":
         print(json.dumps(floor_worker(args.endpoint, n, args.concurrency, json.loads(args.describe))))
@@ -287,6 +292,7 @@ def main() -> None:
     with replay_server(answers) as endpoint:
         describe = answers["DescribeCluster"].decode()
         floor = child(["--worker", "floor", "--endpoint", endpoint, "--describe", describe, *common])
+        replayed = child(["--worker", "tick", "--endpoint", endpoint, "--replay", *common])
     traced, _ = pass_with_emulator(n, [*common, "--traced"])
     per_floor = 1000 * floor["wall"] / n
     print(
@@ -294,6 +300,14 @@ def main() -> None:
         f"threads, replayed emulator answers): {floor['wall']:.2f} s = {per_floor:.2f} ms per cluster "
         f"(load {floor['load']})"
     )
+    row = replayed["rows"][0]
+    print(
+        f"the first tick (everything due: describe, intent, stop) against that same server: {row['wall']:.2f} s = "
+        f"{1000 * row['wall'] / n:.2f} ms per cluster = {1000 * row['wall'] / n / per_floor:.2f}x the floor "
+        f"(load {row['load']}; the engine's own cost: planning, the store, the answer check, events)"
+    )
+    print()
+    print("Against the emulator (its own process; the wall includes the emulator's answers on the other core):")
     print()
     print(
         "| tick | clusters | wall | per cluster | vs floor | API calls per cluster | by operation | peak RSS | load |"

@@ -27,6 +27,7 @@ from botocore.exceptions import ConnectionError as BotoConnectionError
 from botocore.exceptions import ProfileNotFound
 
 from hyperpod_scheduler.aws import answers, deadlines
+from hyperpod_scheduler.aws.model import share_models
 from hyperpod_scheduler.errors import UsageError
 
 if TYPE_CHECKING:
@@ -107,8 +108,11 @@ def no_blind_retries(client: Any) -> Any:
 
 
 def session(profile: str | None = None, region: str | None = None) -> boto3.Session:
-    # Every client of this session gets the call deadlines and the answer checks (aws.deadlines).
-    return boto3.Session(profile_name=profile, region_name=region, botocore_session=deadlines.BoundedBotocoreSession())
+    # Every client of this session gets the call deadlines and the answer checks (aws.deadlines), and
+    # reads the process's shared service models (aws.model), not a copy of its own.
+    return boto3.Session(
+        profile_name=profile, region_name=region, botocore_session=share_models(deadlines.BoundedBotocoreSession())
+    )
 
 
 def sagemaker_client(
@@ -156,10 +160,10 @@ def _aws_env() -> tuple[tuple[str, str], ...]:
 
 @functools.lru_cache(maxsize=32)
 def _cached_session(profile: str | None, env: tuple[tuple[str, str], ...]) -> boto3.Session:
-    # One boto3 session per profile: its loader keeps the service models it has read, and building a
-    # client from scratch (reading those JSON models again) costs a tenth of a second or more.
+    # One boto3 session per profile (credentials and config are per profile); every session reads the
+    # process's shared service models (aws.model), so a new profile does not decode them again.
     # Bounded: every client of it gets the call deadlines and the answer checks (aws.deadlines).
-    return boto3.Session(profile_name=profile, botocore_session=deadlines.BoundedBotocoreSession())
+    return boto3.Session(profile_name=profile, botocore_session=share_models(deadlines.BoundedBotocoreSession()))
 
 
 def _client(service: str, profile: str | None, region: str | None, endpoint: str | None = None) -> Any:
@@ -193,7 +197,7 @@ def _throwaway_session() -> boto3.Session:
     return boto3.Session(
         aws_access_key_id="emulator",
         aws_secret_access_key="emulator",
-        botocore_session=deadlines.BoundedBotocoreSession(),
+        botocore_session=share_models(deadlines.BoundedBotocoreSession()),
     )
 
 

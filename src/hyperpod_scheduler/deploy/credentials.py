@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import threading
 from typing import Any
 
 import boto3
@@ -11,28 +10,21 @@ import botocore.session
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_scheduler.aws.deadlines import BoundedBotocoreSession
+from hyperpod_scheduler.aws.model import share_models
 from hyperpod_scheduler.errors import AwsError
 
 SESSION_PREFIX = "hyperpod-scheduler"
 # Longer than a worker may run (the Lambda timeout is at most 900 s, checkpoint waits included), so
 # the credentials outlive every call of the run; the spoke role allows up to an hour.
 SESSION_SECONDS = 1800
-_loader_lock = threading.Lock()
-_loader: Any = None
 
 
 def _botocore_session() -> botocore.session.Session:
     """A fresh bounded botocore session (its own credentials; every client gets the call deadlines and
-    answer checks) sharing one data loader per process: every worker run of a warm Lambda would
-    otherwise decode the SageMaker model again (about 0.4 s of CPU)."""
-    global _loader
-    core = BoundedBotocoreSession()
-    with _loader_lock:
-        if _loader is None:
-            _loader = core.get_component("data_loader")
-        else:
-            core.register_component("data_loader", _loader)
-    return core
+    answer checks) reading the process's one copy of each service model (``aws.model.share_models``):
+    every worker run of a warm Lambda would otherwise decode the SageMaker model again (about 0.4 s of
+    CPU), and two spokes at once would each decode their own."""
+    return share_models(BoundedBotocoreSession())
 
 
 def session_name(account: str, region: str) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -24,9 +25,18 @@ from botocore.validate import ParamValidator
 SERVICE = "sagemaker"
 
 
+_model_lock = threading.Lock()
+
+
 @functools.cache
-def service_model() -> ServiceModel:
+def _service_model() -> ServiceModel:
     return botocore.session.get_session().get_service_model(SERVICE)
+
+
+def service_model() -> ServiceModel:
+    # Handler threads start together: without the lock each would decode its own copy of the model.
+    with _model_lock:
+        return _service_model()
 
 
 @functools.cache

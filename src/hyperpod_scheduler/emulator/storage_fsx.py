@@ -33,9 +33,17 @@ LUSTRE_TIERS: Final = {"PERSISTENT_1": (50, 100, 200), "PERSISTENT_2": (125, 250
 _HEX: Final = frozenset("0123456789abcdef")
 
 
+_model_lock = threading.Lock()
+
+
 @functools.cache
-def fsx_model() -> ServiceModel:
+def _fsx_model() -> ServiceModel:
     return botocore.session.get_session().get_service_model("fsx")
+
+
+def fsx_model() -> ServiceModel:
+    with _model_lock:  # one decode however many handler threads ask first
+        return _fsx_model()
 
 
 def _bad(message: str) -> EmulatorError:
