@@ -556,9 +556,11 @@ class Engine:
         pending = record.pending
         assert pending is not None
         self._emit(ref, "note", note)
+        # Not durable on its own (see _send): found again from the cluster's targets if it is lost.
         return self.store.put(
             record.evolve(pending=pending.evolve(phase="sent", updated_at=self.now()), updated_at=self.now()),
             expected_version=record.version,
+            durable=False,
         )
 
     def _withdraw(self, ref: ClusterRef, record: ClusterRecord, why: str) -> None:
@@ -721,9 +723,14 @@ class Engine:
             checks = {g.name: bool(g.details.get("OnStartDeepHealthChecks")) for g in view.groups}
             sent = sent.evolve(phases=phases.begin(targets, view.currents(), checks, now))
         waited = record.checks_wait
+        # A stop's "sent" mark need not be fsynced: lost with a power loss, it is what a crash at after-send
+        # leaves (the intent, whose fate the next look reads from the cluster's target counts), so a stop
+        # costs two durable commits, its intent and its outcome (docs/reliability.md). A start's mark also
+        # carries its phases (engine/phases), whose loss is not argued yet: it stays durable.
         record = self.store.put(
             record.evolve(pending=sent, checks_wait=None, updated_at=now),
             expected_version=record.version,
+            durable=action == "stop",
         )
         crashpoints.reached("after-sent")
         if waited is not None:

@@ -32,13 +32,23 @@ class StateStore(Protocol):
         ...
 
     def put(
-        self, record: ClusterRecord, expected_version: int | None, history: Sequence[HistoryEntry] = ()
+        self,
+        record: ClusterRecord,
+        expected_version: int | None,
+        history: Sequence[HistoryEntry] = (),
+        *,
+        durable: bool = True,
     ) -> ClusterRecord:
         """Compare-and-set. ``expected_version`` None (or 0) means "must not exist yet"; otherwise
         the stored version must equal it. Stores under version expected+1 (or 1) and returns the
         record carrying that version; ``record.version`` itself is ignored. Raises ``ConflictError``.
         ``history`` entries are appended in the same atomic write: on a conflict none is stored, and a
         crash never keeps the record without them (the savings report reads them).
+
+        ``durable`` False: the write must survive the process being killed, but may be lost with a
+        power loss as long as every later durable write is lost with it (a store that makes every
+        write durable may ignore it). The engine uses it only for what a lost write costs nothing
+        to redo (docs/reliability.md, "Durable commits").
         """
         ...
 
@@ -62,7 +72,8 @@ class StateStore(Protocol):
 
     def acquire_lease(self, key: str, owner: str, ttl_s: float, now: datetime) -> bool:
         """Take the per-cluster lease until ``now + ttl_s``. True if free, expired (``now >= expiry``)
-        or already ``owner``'s (then it is extended); False if another owner holds it.
+        or already ``owner``'s (then it is extended); False if another owner holds it. Lease writes
+        need not outlive a power loss (the runners that held them do not either), only a killed process.
         """
         ...
 

@@ -130,7 +130,12 @@ class DynamoDBStore:
         return None if item is None else decode_record(key, item["body"]["S"], int(item["ver"]["N"]))
 
     def put(
-        self, record: ClusterRecord, expected_version: int | None, history: Sequence[HistoryEntry] = ()
+        self,
+        record: ClusterRecord,
+        expected_version: int | None,
+        history: Sequence[HistoryEntry] = (),
+        *,
+        durable: bool = True,  # every DynamoDB write is durable: one call either way
     ) -> ClusterRecord:
         expected = check_expected(expected_version)
         stored = record.evolve(version=expected + 1)

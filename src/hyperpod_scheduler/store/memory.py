@@ -70,7 +70,12 @@ class MemoryStore:
         return None if row is None else decode_record(key, row.body, row.version)
 
     def put(
-        self, record: ClusterRecord, expected_version: int | None, history: Sequence[HistoryEntry] = ()
+        self,
+        record: ClusterRecord,
+        expected_version: int | None,
+        history: Sequence[HistoryEntry] = (),
+        *,
+        durable: bool = True,  # nothing here outlives the process anyway
     ) -> ClusterRecord:
         new_version = check_expected(expected_version) + 1
         body = encode_record(record.evolve(version=new_version))

@@ -1,12 +1,21 @@
 """The default store: one SQLite file, safe for several threads and several processes at once.
 
 - WAL journal, so readers never block the writer and a crash mid-write leaves the last commit intact.
-- ``synchronous=FULL``: every commit is fsynced before ``put`` returns. With WAL, NORMAL would only
-  risk the last commits on power loss, but those are exactly the ones that matter here (the sizes
-  recorded just before an UpdateCluster that zeroes the cluster), and the scheduler commits a few
-  times per transition, so the cost is invisible.
+  Reads go through a small pool of read connections of their own (one per thread reading at that
+  moment), so a read never waits behind a write, nor behind another thread's read.
+- Durable commits: a ``put`` (the write-ahead intent, an outcome) is fsynced before it returns
+  (``synchronous=FULL``). Lease changes, account bindings, history appends and a ``put(...,
+  durable=False)`` (the engine's "sent" mark) are atomic commits that survive the process being killed
+  (they are in the WAL as soon as they commit) but are not fsynced on their own (``synchronous=NORMAL``).
+  The WAL is one file written in order, so the next durable commit's fsync makes every earlier commit
+  durable with it: after a power loss the store holds a prefix of its commits, never a later one without
+  an earlier one. What such a loss can take back is the argument of docs/reliability.md ("Durable
+  commits"): a lease lapses early (its holder lost power too), a "sent" mark is as if the process had
+  died before storing it (the next look decides from the cluster's target counts).
 - Writes take the write lock up front (``BEGIN IMMEDIATE``) and ``busy_timeout`` makes a second
   process wait for it instead of failing; the compare-and-set is an ``UPDATE ... WHERE version=?``.
+  Writers of one process take turns on one connection (a Python lock hands it over at once; SQLite's
+  own busy wait sleeps in steps of up to 100 ms).
 - The file is created owner-only (0600; SQLite gives its -wal/-shm files the same mode) in a
   directory created 0700 if missing. It holds sizes and history, never credentials.
 - A store is never silently empty: a new file is built aside with its schema and only then linked
@@ -72,15 +81,15 @@ def default_path() -> Path:
 class SqliteStore:
     def __init__(self, path: str | Path | None = None, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
         self.path = Path(path).expanduser() if path is not None else default_path()
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # the write connection, and closing
         self._closed = False
+        self._busy_timeout_s = busy_timeout_s
+        self._readers: list[sqlite3.Connection] = []  # idle read connections
+        self._all_readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._synchronous = ""
         _check_or_create(self.path)
-        try:
-            self._conn = sqlite3.connect(
-                self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
-            )
-        except sqlite3.Error as exc:
-            raise StoreError(f"state store {self.path}: cannot open: {exc}") from None
+        self._conn = self._connect()
         try:
             self._configure(busy_timeout_s)
         except BaseException:
@@ -99,13 +108,18 @@ class SqliteStore:
         return None if row is None else decode_record(key, row[1], row[0])
 
     def put(
-        self, record: ClusterRecord, expected_version: int | None, history: Sequence[HistoryEntry] = ()
+        self,
+        record: ClusterRecord,
+        expected_version: int | None,
+        history: Sequence[HistoryEntry] = (),
+        *,
+        durable: bool = True,
     ) -> ClusterRecord:
         expected = check_expected(expected_version)
         stored = record.evolve(version=expected + 1)
         body = encode_record(stored)
         rows = [_history_row(e) for e in history]
-        with self._write() as conn:
+        with self._write(durable=durable) as conn:
             if expected == 0:
                 cur = conn.execute(
                     "INSERT INTO records (key, version, body) VALUES (?, 1, ?) ON CONFLICT (key) DO NOTHING",
@@ -166,7 +180,7 @@ class SqliteStore:
 
     def acquire_lease(self, key: str, owner: str, ttl_s: float, now: datetime) -> bool:
         expires = to_micros(lease_expiry(key, owner, ttl_s, now))
-        with self._write() as conn:
+        with self._write(durable=False) as conn:
             # One statement: insert, or take over only if it is ours already or has expired.
             cur = conn.execute(
                 "INSERT INTO leases (key, owner, expires_at_us) VALUES (?, ?, ?)"
@@ -179,7 +193,7 @@ class SqliteStore:
 
     def renew_lease(self, key: str, owner: str, ttl_s: float, now: datetime) -> bool:
         expires = to_micros(lease_expiry(key, owner, ttl_s, now))
-        with self._write() as conn:
+        with self._write(durable=False) as conn:
             cur = conn.execute(
                 "UPDATE leases SET expires_at_us = ? WHERE key = ? AND owner = ? AND expires_at_us > ?",
                 (expires, key, owner, to_micros(now)),
@@ -188,7 +202,7 @@ class SqliteStore:
 
     def release_lease(self, key: str, owner: str) -> bool:
         check_key(key)
-        with self._write() as conn:
+        with self._write(durable=False) as conn:
             cur = conn.execute("DELETE FROM leases WHERE key = ? AND owner = ?", (key, owner))
             return cur.rowcount == 1
 
@@ -207,7 +221,7 @@ class SqliteStore:
         check_reach(reach)
         check_account(account)
         verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
-        with self._write() as conn:
+        with self._write(durable=False) as conn:
             conn.execute(
                 f"{verb} INTO accounts (profile, region, name, account) VALUES (?, ?, ?, ?)",
                 (reach.profile, reach.region, reach.name, account),
@@ -230,6 +244,11 @@ class SqliteStore:
             if not self._closed:
                 self._closed = True
                 self._conn.close()
+                with self._readers_lock:
+                    for conn in self._all_readers:
+                        conn.close()
+                    self._readers.clear()
+                    self._all_readers.clear()
 
     def __enter__(self) -> SqliteStore:
         return self
@@ -239,13 +258,21 @@ class SqliteStore:
     ) -> None:
         self.close()
 
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(
+                self.path, timeout=self._busy_timeout_s, isolation_level=None, check_same_thread=False
+            )
+            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_s * 1000)}")
+        except sqlite3.Error as exc:
+            raise StoreError(f"state store {self.path}: cannot open: {exc}") from None
+        return conn
+
     def _configure(self, busy_timeout_s: float) -> None:
         with self._errors():
-            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
             mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise StoreError(f"state store {self.path}: cannot use WAL journaling (got '{mode}')")
-            self._conn.execute("PRAGMA synchronous = FULL")
         with self._write() as conn:
             _check_schema(conn, self.path)
 
@@ -258,14 +285,31 @@ class SqliteStore:
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
-        with self._lock, self._errors():
-            self._check_open()
-            yield self._conn
+        """An idle read connection (a new one if every one is busy), given back afterwards. Each
+        statement is its own read transaction on the WAL's latest commit: no lock shared with writers."""
+        self._check_open()
+        with self._readers_lock:
+            conn = self._readers.pop() if self._readers else None
+        if conn is None:
+            conn = self._connect()
+            with self._readers_lock:
+                self._all_readers.append(conn)
+        try:
+            with self._errors():
+                yield conn
+        finally:
+            with self._readers_lock:
+                if not self._closed:
+                    self._readers.append(conn)
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _write(self, durable: bool = True) -> Iterator[sqlite3.Connection]:
         with self._lock, self._errors():
             self._check_open()
+            synchronous = "FULL" if durable else "NORMAL"  # set between transactions, as SQLite requires
+            if synchronous != self._synchronous:
+                self._conn.execute(f"PRAGMA synchronous = {synchronous}")
+                self._synchronous = synchronous
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 yield self._conn
