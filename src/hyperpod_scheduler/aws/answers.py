@@ -35,6 +35,7 @@ C = TypeVar("C")
 
 UNKNOWN_KEY = "HyperpodSchedulerUnknownMembers"
 HOOK_ID = "hyperpod-scheduler-answer-check"
+_WATCHED = "_hyperpod_scheduler_answers_watched"
 _SHOWN = 60  # characters of a bad value quoted in an error
 # An answer this size is refused before it is decoded (the deadlines' sender refuses it while it
 # arrives; this bound also holds for a client built elsewhere). 64 levels is far beyond any AWS shape.
@@ -97,15 +98,20 @@ def check_answer(
             raise MalformedAnswer(f"{operation} answer: {where} must have exactly one member set (a union)")
         group = _group_name(shape, value) or group
         unknown: list[UnknownMember] = []
+        plan = _plan(shape)
         for name, item in value.items():
-            child = f"{path}.{name}" if path else str(name)
             if item is None:
                 continue
-            member = shape.members.get(name)
-            if member is None:
-                unknown.append(UnknownMember(child, str(name), group))
+            entry = plan.get(name)
+            if entry is None:
+                unknown.append(UnknownMember(f"{path}.{name}" if path else str(name), str(name), group))
+                continue
+            member, scalar = entry
+            if scalar is not None:  # checked here: most members are scalars, and a call per member adds up
+                if not _scalar_ok(scalar, item):
+                    _wrong_kind(operation, f"{path}.{name}" if path else str(name), item, scalar)
             else:
-                unknown.extend(check_answer(member, item, operation, child, group))
+                unknown.extend(check_answer(member, item, operation, f"{path}.{name}" if path else str(name), group))
         return unknown
     if isinstance(shape, ListShape):
         if not isinstance(value, list):
@@ -121,14 +127,37 @@ def check_answer(
         return [
             u for k, item in value.items() for u in check_answer(shape.value, item, operation, f"{path}.{k}", group)
         ]
-    kinds = _TYPES.get(shape.type_name)
-    wrong = kinds is not None and (not isinstance(value, kinds) or (bool not in kinds and isinstance(value, bool)))
-    if not wrong:
-        wrong = not _readable(shape.type_name, value)
-    if wrong:
-        article = "an" if shape.type_name[0] in "aeiou" else "a"
-        raise MalformedAnswer(f"{operation} answer: {where} is {_shown(value)}, expected {article} {shape.type_name}")
+    if shape.type_name in _TYPES and not _scalar_ok(shape.type_name, value):
+        _wrong_kind(operation, where, value, shape.type_name)
     return []
+
+
+_PLAN = "_hyperpod_scheduler_answer_plan"
+
+
+def _plan(shape: StructureShape) -> dict[str, tuple[Shape, str | None]]:
+    """Each member's shape, with its scalar type (None for a container), kept on the shape object itself
+    (as botocore keeps its own cached properties) so every answer of that shape reuses it."""
+    plan: dict[str, tuple[Shape, str | None]] | None = shape.__dict__.get(_PLAN)
+    if plan is None:
+        plan = {
+            name: (member, member.type_name if member.type_name in _TYPES else None)
+            for name, member in shape.members.items()
+        }
+        shape.__dict__[_PLAN] = plan
+    return plan
+
+
+def _scalar_ok(kind: str, value: Any) -> bool:
+    kinds = _TYPES[kind]
+    if not isinstance(value, kinds) or (bool not in kinds and isinstance(value, bool)):
+        return False
+    return kind == "string" or _readable(kind, value)
+
+
+def _wrong_kind(operation: str, where: str, value: Any, kind: str) -> None:
+    article = "an" if kind[0] in "aeiou" else "a"
+    raise MalformedAnswer(f"{operation} answer: {where} is {_shown(value)}, expected {article} {kind}")
 
 
 def _readable(kind: str, value: Any) -> bool:
@@ -217,9 +246,10 @@ def watch(client: C) -> C:
     client). Unknown members are recorded for SageMaker answers only."""
     meta = getattr(client, "meta", None)
     events = getattr(meta, "events", None)
-    if events is not None:  # a stand-in without botocore's event system (a test fake) is left as it is
+    if events is not None and not getattr(meta, _WATCHED, False):  # a test fake without events is left as it is
         service = meta.service_model.service_id.hyphenize()  # type: ignore[union-attr]
         events.register(f"before-parse.{service}", _before_parse, unique_id=HOOK_ID)
+        setattr(meta, _WATCHED, True)  # the engine asks once per call: registering again costs more than the check
     return client
 
 

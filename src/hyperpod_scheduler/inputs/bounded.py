@@ -115,6 +115,9 @@ def decode(data: bytes | str, source: str, limits: Limits = FILES) -> str:
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_ESCAPED_SURROGATE = re.compile(
+    rb"\\u[dD][89abcdefABCDEF]"
+)  # may also match an escaped backslash: then the walk decides
 
 
 def _position(data: bytes, offset: int) -> tuple[int, int]:
@@ -251,9 +254,12 @@ def load_json(data: bytes | str, source: str, limits: Limits = FILES) -> Any:
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
     if len(raw) > limits.max_bytes:
         raise BadDocument(source, f"larger than {_size(limits.max_bytes)}; refused")
-    depth = json_depth(raw)
-    if depth > limits.max_depth:
-        raise BadDocument(source, f"nested {depth} levels deep (at most {limits.max_depth})")
+    # A document cannot nest deeper than it has opening brackets: counting them is quick, and most
+    # documents (every ordinary API answer) have fewer than the limit, so the walk is skipped.
+    if raw.count(b"[") + raw.count(b"{") > limits.max_depth:
+        depth = json_depth(raw)
+        if depth > limits.max_depth:
+            raise BadDocument(source, f"nested {depth} levels deep (at most {limits.max_depth})")
     text = decode(raw, source, limits)
     try:
         value = json.loads(text, parse_constant=_no_constant)
@@ -261,7 +267,8 @@ def load_json(data: bytes | str, source: str, limits: Limits = FILES) -> Any:
         raise BadDocument(source, exc.msg, f"line {exc.lineno}, column {exc.colno}: ", "not JSON: ") from None
     except (ValueError, RecursionError) as exc:  # NaN/Infinity, or an integer of more than 4,300 digits
         raise BadDocument(source, str(exc).split(":")[0], kind="not JSON: ") from None
-    if _has_surrogate(value):
+    # The text itself holds no surrogate (decode checked), so one can only come from an escape.
+    if _ESCAPED_SURROGATE.search(raw) is not None and _has_surrogate(value):
         raise BadDocument(source, "not valid Unicode (a lone surrogate escaped as \\udXXX)")
     return value
 

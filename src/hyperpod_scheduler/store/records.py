@@ -45,13 +45,16 @@ def _cut(text: str) -> str:
 Text = Annotated[str, AfterValidator(_cut)]
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f]")  # checked on every record read and written: one scan in C
+
+
 def key_problem(key: object) -> str | None:
     """Why ``key`` cannot name a record, or None. Shared by models and store arguments."""
     if not isinstance(key, str) or not key:
         return "must be a non-empty string"
     if len(key.encode("utf-8")) > MAX_KEY_BYTES:
         return f"is longer than {MAX_KEY_BYTES} bytes"
-    if any(ord(c) < 32 or ord(c) == 127 for c in key):
+    if _CONTROL.search(key):
         return "contains a control character"
     return None
 
@@ -96,7 +99,7 @@ class Reach:
         for part, value in (("profile", self.profile), ("region", self.region), ("name", self.name)):
             if not isinstance(value, str) or (part != "profile" and not value):
                 return f"{part} must be a non-empty string"
-            if any(ord(c) < 32 or ord(c) == 127 for c in value) or len(value.encode()) > 256:
+            if _CONTROL.search(value) or len(value.encode()) > 256:
                 return f"{part} {value!r} is not a usable name"
         return None
 
