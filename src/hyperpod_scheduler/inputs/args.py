@@ -12,9 +12,6 @@ import math
 import re
 from datetime import UTC, datetime
 
-from botocore.model import StringShape
-
-from hyperpod_scheduler.aws.model import service_model
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.inputs.text import quoted
 
@@ -61,6 +58,11 @@ def location(text: str, option: str) -> str:
 
 @functools.cache
 def _name_pattern(shape_name: str) -> tuple[re.Pattern[str], int]:
+    # Imported here: the commands that take no cluster name (`schedule check`) start without botocore.
+    from botocore.model import StringShape
+
+    from hyperpod_scheduler.aws.model import service_model
+
     shape = service_model().shape_for(shape_name)
     assert isinstance(shape, StringShape)
     return re.compile(shape.metadata["pattern"]), int(shape.metadata.get("max", 256))

@@ -1,0 +1,88 @@
+"""Start-up of a cron-style invocation: `--help` and `schedule check` beside `aws --version`, same run.
+
+    .venv/bin/python bench/startup_bench.py [--runs 9] [--quick]
+
+A cron `tick` or `schedule check` is a new process each time, so its start-up is its cost. Each
+command runs ``--runs`` times, the commands interleaved (so a burst of load elsewhere hits them alike);
+the figure is the median wall time of the whole process, from spawn to exit. The reference is the AWS
+CLI v1 found on PATH (``aws``); a run without one says so and prints no ratio. ``python -c pass`` is the
+interpreter's own floor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SCRIPT = Path(sys.executable).with_name("hyperpod-scheduler")
+EXPR = "Mon-Fri 08:00-18:00 UTC"
+
+
+def timed(cmd: list[str]) -> float:
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+    wall = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}): {done.stderr.decode()[-500:]}")
+    return wall
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--runs", type=int, default=9)
+    parser.add_argument("--quick", action="store_true", help="3 runs each")
+    args = parser.parse_args()
+    runs = 3 if args.quick else args.runs
+    aws = shutil.which("aws")
+    env_note = ""
+    commands: dict[str, list[str]] = {
+        "python -c pass (the interpreter)": [sys.executable, "-c", "pass"],
+        "hyperpod-scheduler --help": [str(SCRIPT), "--help"],
+        f"hyperpod-scheduler schedule check '{EXPR}'": [
+            str(SCRIPT),
+            "schedule",
+            "check",
+            EXPR,
+            "--at",
+            "2026-11-30T09:00",
+        ],
+    }
+    if aws is not None:
+        # The real interpreter behind a pyenv shim: the shim's own start-up is not the AWS CLI's.
+        real = subprocess.run(["pyenv", "which", "aws"], capture_output=True, text=True, check=False).stdout.strip()
+        aws = real or aws
+        version = subprocess.run([aws, "--version"], capture_output=True, text=True, check=False)
+        env_note = (version.stdout or version.stderr).strip().split()[0]
+        commands["aws --version (reference)"] = [aws, "--version"]
+    print(
+        f"machine: {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}; "
+        f"load average {os.getloadavg()[0]:.2f} at start; {runs} runs each, interleaved, median wall; "
+        f"reference: {env_note or 'no aws on PATH'}"
+    )
+    walls: dict[str, list[float]] = {label: [] for label in commands}
+    for cmd in commands.values():
+        timed(cmd)  # warm the page cache and .pyc files: every figure is of a warm start
+    for _ in range(runs):
+        for label, cmd in commands.items():
+            walls[label].append(timed(cmd))
+    reference = statistics.median(walls["aws --version (reference)"]) if aws else None
+    print()
+    print("| command | median wall | min | vs aws --version |")
+    print("|---|---|---|---|")
+    for label, values in walls.items():
+        median = statistics.median(values)
+        ratio = f"{median / reference:.2f}x" if reference else "-"
+        print(f"| {label} | {1000 * median:.0f} ms | {1000 * min(values):.0f} ms | {ratio} |")
+    print()
+    print(f"load average {os.getloadavg()[0]:.2f} at the end; target (issue 16): both commands <= 0.5x aws --version")
+
+
+if __name__ == "__main__":
+    main()
