@@ -1,22 +1,119 @@
-"""The ``hyperpod-scheduler`` console script."""
+"""The ``hyperpod-scheduler`` console script.
+
+Subcommands are imported when they are used: a cron ``tick`` or ``schedule check`` is a new process
+each time, and importing every command (boto3, the engine, the web app, the emulator) cost more than
+half a second before anything ran. ``COMMANDS`` names each command, the module that defines it and its
+one-line help (for ``--help``, which lists them without importing any); ``tests/architecture`` checks
+that the table says what the modules do.
+"""
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import typer
-from botocore.exceptions import BotoCoreError, ClientError
+from typer.core import TyperCommand, TyperGroup
 
-from hyperpod_scheduler import __version__
-from hyperpod_scheduler.aws import deadlines
-from hyperpod_scheduler.cli import agent, cluster, dashboard, demo, emulator, ops, report, schedule
-from hyperpod_scheduler.cli import deploy as deploy_cli
 from hyperpod_scheduler.cli.output import error_line
 from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
 
+if TYPE_CHECKING:
+    from hyperpod_scheduler.aws import deadlines
+
+
+@dataclass(frozen=True)
+class Entry:
+    module: str  # under hyperpod_scheduler.cli
+    help: str
+    app: str | None = None  # a Typer sub-app of the module (a command group); None: the module's register()
+
+
+COMMANDS: dict[str, Entry] = {
+    "cluster": Entry("cluster", "Cluster specs: validate, render, create, describe.", "app"),
+    "emulator": Entry("emulator", "The local HyperPod control plane (emulator).", "app"),
+    "schedule": Entry("schedule", "Evaluate schedule expressions: check, next.", "app"),
+    "deploy": Entry("deploy", "Run on AWS Lambda: build the artefact, print the CloudFormation templates.", "app"),
+    "agent": Entry("agent", "The Slurm agent on the controller: run, install-script, audit.", "app"),
+    "config": Entry("deploy", "The fleet config stored in the hub: push, pull.", "config_app"),
+    "stop": Entry(
+        "ops", "Record every group's size, then scale every group to 0 in one UpdateCluster (protected groups stay)."
+    ),
+    "start": Entry("ops", "Restore every group to its recorded size in one UpdateCluster."),
+    "tick": Entry("ops", "One reconcile pass over every governed cluster (for cron)."),
+    "run": Entry("ops", "The long-running loop: tick every --interval seconds, following edits of the config file."),
+    "status": Entry(
+        "ops",
+        "Every cluster the config governs or the store remembers: state (and what still bills), schedule, next "
+        "transition in the schedule's timezone, flags; -o wide adds sizes and outcomes.",
+    ),
+    "plan": Entry("ops", "What would happen, and when, touching nothing."),
+    "history": Entry(
+        "ops", "The actions taken on a cluster, newest first: what happened, per group, and how long it took."
+    ),
+    "hold": Entry("ops", "Override the schedule: keep a cluster running (or stopped) until a time or until released."),
+    "release": Entry("ops", "End a hold; the next tick applies what the schedule wants."),
+    "claim": Entry(
+        "ops",
+        "Say whose cluster this is: remember the account this profile reaches now for it (replacing an earlier "
+        "one), and give it the record kept from before account keys, if one is waiting.",
+    ),
+    "demo": Entry("demo", "Create three example clusters in the emulator and schedule them across a virtual week."),
+    "report": Entry(
+        "report",
+        "Per cluster and in total, per night and per month: the saving (instance cost avoided), and beside it the "
+        "FSx that kept billing and the groups kept running; start shortfalls; every price's source.",
+    ),
+    "prices": Entry("report", "Prices the report uses: update from the AWS Price List API."),
+    "dashboard": Entry(
+        "dashboard",
+        "Serve the dashboard: fleet, cluster timelines, savings, schedule grid, and (with a token) actions.",
+    ),
+}
+
+
+def load(name: str) -> Any:
+    """The click command ``name`` as Typer builds it from its module (imported now)."""
+    entry = COMMANDS[name]
+    module = importlib.import_module(f"hyperpod_scheduler.cli.{entry.module}")
+    holder = typer.Typer(rich_markup_mode=None)  # the root's plain help, as commands had when built eagerly
+    holder.callback()(lambda: None)  # a group, even with one command in it
+    if entry.app is not None:
+        holder.add_typer(getattr(module, entry.app), name=name, help=entry.help)
+    else:
+        module.register(holder)
+    return typer.main.get_command(holder).commands[name]  # type: ignore[attr-defined]
+
+
+class LazyGroup(TyperGroup):
+    """The root group: lists every command from ``COMMANDS`` and imports one only when it runs."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return [*COMMANDS, *(n for n in self.commands if n not in COMMANDS)]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            self.commands[cmd_name] = load(cmd_name)
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        # As click lists them, from the table's help: listing imports nothing.
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(n) for n in names)
+        rows = []
+        for name in names:
+            cmd = self.commands.get(name) or TyperCommand(name=name, help=COMMANDS[name].help)
+            if not cmd.hidden:
+                rows.append((name, cmd.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
 app = typer.Typer(
+    cls=LazyGroup,
     help="Put SageMaker HyperPod clusters on a schedule and keep them healthy across it.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -24,27 +121,18 @@ app = typer.Typer(
     epilog="Every AWS call has deadlines, set with these options on any command (or the matching "
     "HYPERPOD_SCHEDULER_AWS_* variables): --aws-connect-timeout S (5), --aws-read-timeout S (30, the whole "
     "answer of one attempt), --aws-deadline S (120, the whole call with its retries), --aws-max-answer-mb N (16).",
-    # Plain click help: no boxes, no `<bool>` beside flags, readable piped into less or grep.
+    # Plain click help: no boxes, no `<bool>` beside flags, readable piped into less or grep; and Rich's
+    # help would build every command to list it.
     rich_markup_mode=None,
 )
-app.add_typer(cluster.app, name="cluster", help="Cluster specs: validate, render, create, describe.")
-app.add_typer(emulator.app, name="emulator", help="The local HyperPod control plane (emulator).")
-app.add_typer(schedule.app, name="schedule", help="Evaluate schedule expressions: check, next.")
-app.add_typer(
-    deploy_cli.app, name="deploy", help="Run on AWS Lambda: build the artefact, print the CloudFormation templates."
-)
-app.add_typer(agent.app, name="agent", help="The Slurm agent on the controller: run, install-script, audit.")
-app.add_typer(deploy_cli.config_app, name="config", help="The fleet config stored in the hub: push, pull.")
-ops.register(app)
-demo.register(app)
-report.register(app)
-dashboard.register(app)
 
 
 def _version(value: bool) -> None:
     if value:
         import boto3
         import botocore
+
+        from hyperpod_scheduler import __version__
 
         # The botocore model decides which HyperPod members a stop can re-send (docs/scheduler.md).
         print(f"hyperpod-scheduler {__version__} (boto3 {boto3.__version__}, botocore {botocore.__version__})")
@@ -83,6 +171,10 @@ def main() -> None:
 def deadline_options(argv: list[str]) -> tuple[list[str], deadlines.Deadlines | None]:
     """Take the ``--aws-*`` limits out of ``argv`` wherever they stand (they apply to every command, like
     the AWS CLI's global options); the rest goes to the command."""
+    if not any(arg.startswith("--aws-") for arg in argv):
+        return argv, None  # aws.deadlines (and botocore with it) is left to the commands that call AWS
+    from hyperpod_scheduler.aws import deadlines
+
     names = {option: name for name, (option, _) in deadlines.OPTIONS.items()}
     rest: list[str] = []
     given: dict[str, float] = {}
@@ -108,7 +200,8 @@ def run(argv: list[str] | None = None) -> int:
     """The CLI on ``argv`` (default: the process's arguments); returns the exit code."""
     try:
         args, limits = deadline_options(list(sys.argv[1:] if argv is None else argv))
-        deadlines.use(limits)
+        if limits is not None:
+            _deadlines().use(limits)
         code = app(args=args, prog_name="hyperpod-scheduler", standalone_mode=False)
         return code if isinstance(code, int) else 0
     except typer.Exit as exc:
@@ -121,24 +214,42 @@ def run(argv: list[str] | None = None) -> int:
     except HyperpodSchedulerError as exc:
         error_line(str(exc))
         return exc.exit_code
-    except ClientError as exc:
-        err = exc.response.get("Error", {})
-        op = getattr(exc, "operation_name", "call")
-        error_line(f"AWS {op} failed: {err.get('Code', 'Error')}: {err.get('Message', '')}")
-        return 1
-    except BotoCoreError as exc:
-        error_line(f"AWS: {exc}")
-        return 1
     except KeyboardInterrupt:
         error_line("interrupted")
         return 130
-    except Exception as exc:  # a bug of ours: still one line, the traceback only on request
-        if os.environ.get("HYPERPOD_SCHEDULER_DEBUG"):
+    except Exception as exc:
+        line = _aws_error(exc)
+        if line is not None:
+            error_line(line)
+            return 1
+        if os.environ.get("HYPERPOD_SCHEDULER_DEBUG"):  # a bug of ours: still one line, the traceback on request
             raise
         error_line(f"internal error: {type(exc).__name__}: {exc} (set HYPERPOD_SCHEDULER_DEBUG=1 for the traceback)")
         return 70
     finally:
-        deadlines.use(None)
+        if "hyperpod_scheduler.aws.deadlines" in sys.modules:  # only a command that called AWS set any
+            _deadlines().use(None)
+
+
+def _deadlines() -> Any:
+    from hyperpod_scheduler.aws import deadlines
+
+    return deadlines
+
+
+def _aws_error(exc: Exception) -> str | None:
+    """The one line for a botocore error, or None. botocore is not imported for it: a command that never
+    imported botocore cannot have raised one of its errors."""
+    errors = sys.modules.get("botocore.exceptions")
+    if errors is None:
+        return None
+    if isinstance(exc, errors.ClientError):
+        err = exc.response.get("Error", {})
+        op = getattr(exc, "operation_name", "call")
+        return f"AWS {op} failed: {err.get('Code', 'Error')}: {err.get('Message', '')}"
+    if isinstance(exc, errors.BotoCoreError):
+        return f"AWS: {exc}"
+    return None
 
 
 if __name__ == "__main__":
