@@ -153,17 +153,21 @@ def floor_worker(endpoint: str, n: int, concurrency: int, describe: dict[str, An
         client.describe_cluster(ClusterName=name)
         client.update_cluster(ClusterName=name, InstanceGroups=groups)
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     with ThreadPoolExecutor(concurrency) as pool:
         list(pool.map(one, names(n)))
-    return {"wall": time.perf_counter() - t0, "load": load(), "rss": rss_mib()}
+    return {"wall": time.perf_counter() - t0, "cpu": time.process_time() - c0, "load": load(), "rss": rss_mib()}
 
 
 # --- the tick passes -------------------------------------------------------------------------------
 
 
-def tick_worker(endpoint: str, n: int, concurrency: int, store_kind: str, traced: bool, replay: bool) -> dict[str, Any]:
-    """The ticks against the emulator; with ``replay``, only the first one, against the floor's server."""
+def tick_worker(
+    endpoint: str, n: int, concurrency: int, store_kind: str, traced: bool, replay: bool, unbounded: bool = False
+) -> dict[str, Any]:
+    """The ticks against the emulator; with ``replay``, only the first one, against the floor's server.
+    ``unbounded``: a client without the call deadlines of ``aws.deadlines`` (to attribute their cost;
+    production clients always have them)."""
     from emulator_bench import Http, _port
     from hyperpod_scheduler.aws.clients import sagemaker_client
     from hyperpod_scheduler.engine.fleet import Governed, ref_for, tick
@@ -184,6 +188,14 @@ def tick_worker(endpoint: str, n: int, concurrency: int, store_kind: str, traced
     # The production client (answer check, adaptive retries, no blind retries), built the way
     # app.compose builds it, pointed at the emulator.
     client = sagemaker_client(region="us-east-1", endpoint_url=endpoint)
+    if unbounded:
+        import boto3
+
+        from hyperpod_scheduler.aws import answers
+        from hyperpod_scheduler.aws.clients import RETRY_CONFIG, no_blind_retries
+
+        plain = boto3.Session(region_name="us-east-1").client("sagemaker", endpoint_url=endpoint, config=RETRY_CONFIG)
+        client = no_blind_retries(answers.watch(plain))
     calls: Counter[str] = Counter()
     lock = threading.Lock()
 
@@ -205,14 +217,22 @@ def tick_worker(endpoint: str, n: int, concurrency: int, store_kind: str, traced
             calls.clear()
             if traced:
                 tracemalloc.start()
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             tick(engine, fleet, clock["now"], concurrency=concurrency)
-            wall = time.perf_counter() - t0
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
             peak = tracemalloc.get_traced_memory()[1] / 2**20 if traced else 0.0
             if traced:
                 tracemalloc.stop()
             rows.append(
-                {"label": label, "wall": wall, "calls": dict(calls), "rss": rss_mib(), "heap": peak, "load": load()}
+                {
+                    "label": label,
+                    "wall": wall,
+                    "cpu": cpu,
+                    "calls": dict(calls),
+                    "rss": rss_mib(),
+                    "heap": peak,
+                    "load": load(),
+                }
             )
         store.close()
     return {"rows": rows}
@@ -265,6 +285,7 @@ def main() -> None:
     parser.add_argument("--endpoint", help=argparse.SUPPRESS)
     parser.add_argument("--traced", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--replay", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--unbounded", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--describe", help=argparse.SUPPRESS)
     parser.add_argument("--serve-replay", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -273,7 +294,11 @@ def main() -> None:
         serve_replay(args.serve_replay)
         return
     if args.worker == "tick":
-        print(json.dumps(tick_worker(args.endpoint, n, args.concurrency, args.store, args.traced, args.replay)))
+        print(
+            json.dumps(
+                tick_worker(args.endpoint, n, args.concurrency, args.store, args.traced, args.replay, args.unbounded)
+            )
+        )
         return
     if args.worker == "floor":
         print(json.dumps(floor_worker(args.endpoint, n, args.concurrency, json.loads(args.describe))))
@@ -293,32 +318,42 @@ def main() -> None:
         describe = answers["DescribeCluster"].decode()
         floor = child(["--worker", "floor", "--endpoint", endpoint, "--describe", describe, *common])
         replayed = child(["--worker", "tick", "--endpoint", endpoint, "--replay", *common])
+        unbounded = child(["--worker", "tick", "--endpoint", endpoint, "--replay", "--unbounded", *common])
     traced, _ = pass_with_emulator(n, [*common, "--traced"])
     per_floor = 1000 * floor["wall"] / n
     print(
         f"boto3 floor (DescribeCluster + UpdateCluster per cluster, one default boto3 client, {args.concurrency} "
-        f"threads, replayed emulator answers): {floor['wall']:.2f} s = {per_floor:.2f} ms per cluster "
-        f"(load {floor['load']})"
+        f"threads, replayed emulator answers): {floor['wall']:.2f} s = {per_floor:.2f} ms per cluster, "
+        f"CPU {1000 * floor['cpu'] / n:.2f} ms per cluster (load {floor['load']})"
     )
     row = replayed["rows"][0]
     print(
         f"the first tick (everything due: describe, intent, stop) against that same server: {row['wall']:.2f} s = "
-        f"{1000 * row['wall'] / n:.2f} ms per cluster = {1000 * row['wall'] / n / per_floor:.2f}x the floor "
-        f"(load {row['load']}; the engine's own cost: planning, the store, the answer check, events)"
+        f"{1000 * row['wall'] / n:.2f} ms per cluster = {1000 * row['wall'] / n / per_floor:.2f}x the floor; "
+        f"CPU {1000 * row['cpu'] / n:.2f} ms per cluster = {row['cpu'] / floor['cpu']:.2f}x the floor's "
+        f"(load {row['load']}; beyond the floor: planning, the store, the answer check, the call deadlines, events)"
+    )
+    row = unbounded["rows"][0]
+    print(
+        f"the same, with a client without the call deadlines (attribution only): {1000 * row['wall'] / n:.2f} ms "
+        f"per cluster = {1000 * row['wall'] / n / per_floor:.2f}x the floor; CPU {1000 * row['cpu'] / n:.2f} ms "
+        f"= {row['cpu'] / floor['cpu']:.2f}x (load {row['load']})"
     )
     print()
     print("Against the emulator (its own process; the wall includes the emulator's answers on the other core):")
     print()
     print(
-        "| tick | clusters | wall | per cluster | vs floor | API calls per cluster | by operation | peak RSS | load |"
+        "| tick | clusters | wall | per cluster | CPU per cluster | vs floor | API calls per cluster | by operation "
+        "| peak RSS | load |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for row in timed["rows"]:
         total = sum(row["calls"].values())
         per = {k: round(v / n, 3) for k, v in sorted(row["calls"].items())}
         ratio = f"{1000 * row['wall'] / n / per_floor:.2f}x" if per.get("UpdateCluster") else "-"
         print(
-            f"| {row['label']} | {n} | {row['wall']:.2f} s | {1000 * row['wall'] / n:.2f} ms | {ratio} | "
+            f"| {row['label']} | {n} | {row['wall']:.2f} s | {1000 * row['wall'] / n:.2f} ms | "
+            f"{1000 * row['cpu'] / n:.2f} ms | {ratio} | "
             f"{total / n:.2f} | {per} | {row['rss']:.0f} MiB | {row['load']} |"
         )
     print()
