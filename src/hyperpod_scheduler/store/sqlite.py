@@ -293,6 +293,9 @@ class SqliteStore:
         if conn is None:
             conn = self._connect()
             with self._readers_lock:
+                if self._closed:  # closed meanwhile: this one would never be closed
+                    conn.close()
+                    self._check_open()
                 self._all_readers.append(conn)
         try:
             with self._errors():
