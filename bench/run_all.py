@@ -30,8 +30,9 @@ README = HERE / "README.md"
 NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?")
 # Every *_bench.py runs with its defaults, fleet_wave_bench.py included (issue 14: the 19:00 wave of
 # 400 targets x 25 clusters through the real orchestrator and worker on a simulated clock).
-# Runs beyond "each script with its defaults": the fleet tick at 10,000 clusters (issue 7).
-EXTRA_FULL = [("tick_bench.py", ["--clusters", "10000"], "tick_bench.py --clusters 10000")]
+# Runs beyond "each script with its defaults": the fleet tick at 10,000 clusters (issue 7; time only: the
+# memory target is at 1,000 clusters, and the traced pass would take longer than all the rest).
+EXTRA_FULL = [("tick_bench.py", ["--clusters", "10000", "--time-only"], "tick_bench.py --clusters 10000 --time-only")]
 
 
 @dataclass

@@ -281,6 +281,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="100 clusters")
     parser.add_argument("--concurrency", type=int, default=8, help="clusters handled at once in a tick")
     parser.add_argument("--store", choices=("sqlite", "memory"), default="sqlite", help="the state store ticked")
+    parser.add_argument(
+        "--time-only", action="store_true", help="skip the memory pass (traced, 3-5x slower; its target is at 1,000)"
+    )
     parser.add_argument("--worker", choices=("tick", "floor"), help=argparse.SUPPRESS)
     parser.add_argument("--endpoint", help=argparse.SUPPRESS)
     parser.add_argument("--traced", action="store_true", help=argparse.SUPPRESS)
@@ -319,7 +322,7 @@ def main() -> None:
         floor = child(["--worker", "floor", "--endpoint", endpoint, "--describe", describe, *common])
         replayed = child(["--worker", "tick", "--endpoint", endpoint, "--replay", *common])
         unbounded = child(["--worker", "tick", "--endpoint", endpoint, "--replay", "--unbounded", *common])
-    traced, _ = pass_with_emulator(n, [*common, "--traced"])
+    traced = None if args.time_only else pass_with_emulator(n, [*common, "--traced"])[0]
     per_floor = 1000 * floor["wall"] / n
     print(
         f"boto3 floor (DescribeCluster + UpdateCluster per cluster, one default boto3 client, {args.concurrency} "
@@ -356,13 +359,14 @@ def main() -> None:
             f"{1000 * row['cpu'] / n:.2f} ms | {ratio} | "
             f"{total / n:.2f} | {per} | {row['rss']:.0f} MiB | {row['load']} |"
         )
-    print()
-    print("Memory pass (another process, tracemalloc on, not timed): Python heap peak during each tick")
-    print()
-    print("| tick | heap peak | peak RSS (traced process) |")
-    print("|---|---|---|")
-    for row in traced["rows"]:
-        print(f"| {row['label']} | {row['heap']:.1f} MiB | {row['rss']:.0f} MiB |")
+    if traced is not None:
+        print()
+        print("Memory pass (another process, tracemalloc on, not timed): Python heap peak during each tick")
+        print()
+        print("| tick | heap peak | peak RSS (traced process) |")
+        print("|---|---|---|")
+        for row in traced["rows"]:
+            print(f"| {row['label']} | {row['heap']:.1f} MiB | {row['rss']:.0f} MiB |")
     print()
     print(
         "Peak RSS is the whole tick process (interpreter, imports, boto3, the store) after each tick; "
