@@ -730,7 +730,7 @@ class Engine:
         record = self.store.put(
             record.evolve(pending=sent, checks_wait=None, updated_at=now),
             expected_version=record.version,
-            durable=action == "stop",
+            durable=action != "stop",
         )
         crashpoints.reached("after-sent")
         if waited is not None:
