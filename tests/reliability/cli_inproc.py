@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from hyperpod_scheduler.cli.main import run
 
-DOCUMENTED_EXIT_CODES = frozenset({0, 1, 2})  # docs/reliability.md: 70 is a bug, 130 an interrupt
+DOCUMENTED_EXIT_CODES = frozenset({0, 1, 2, 3})  # docs/reliability.md: 70 is a bug, 130 an interrupt
 
 
 @dataclass(frozen=True)
