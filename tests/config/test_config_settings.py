@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from hyperpod_scheduler.config.load import parse_config
+from hyperpod_scheduler.config.model import Config
 from hyperpod_scheduler.errors import UsageError
 
 GOOD = {
@@ -111,6 +112,14 @@ def test_without_an_explicit_lease_the_default_covers_the_checkpoint_audit() -> 
     # The longest wait: the readiness check after a start (30 min + 3 agent timeouts), plus a minute.
     assert config.defaults.lease_ttl_seconds >= 30 * 60 + 3 * 120
     assert parse_config(GOOD, "cfg.yaml").defaults.lease_ttl_seconds == 900
+
+
+def test_a_config_built_in_code_gets_the_same_grown_lease() -> None:
+    # The demo and the fleet's jobs build ``Config(...)`` directly: pydantic drops a copy returned from a
+    # validator there, so the lease must be grown on the instance itself.
+    data = {**GOOD, "targets": [{"region": "us-east-1", "clusters": [{"name": "a", "checkpoints": CHECKPOINTS}]}]}
+    assert Config(**data).defaults.lease_ttl_seconds == parse_config(data, "cfg.yaml").defaults.lease_ttl_seconds
+    assert Config(**data).defaults.lease_ttl_seconds >= 30 * 60 + 3 * 120
 
 
 def test_every_refusal_reads_from_a_yaml_file_as_one_line(tmp_path: Any) -> None:

@@ -290,8 +290,11 @@ class Config(_Strict):
         if lease >= need:
             return config
         # Unset: the default is made long enough for the audit this config asks for.
+        # Set on the instance itself: pydantic ignores another object returned from a validator when the
+        # model is built with ``Config(...)`` (the demo and the fleet's jobs do), so a copy would be lost.
         defaults = config.defaults.model_copy(update={"lease_ttl_seconds": need})
-        return config.model_copy(update={"defaults": defaults})
+        object.__setattr__(config, "defaults", defaults)  # frozen: set once, while it is being built
+        return config
 
 
 def merge_policies(*layers: Policy | None) -> Policy:
