@@ -24,7 +24,7 @@ attribute, which only tidies up: DynamoDB deletes expired items within days, not
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -96,58 +96,60 @@ class Markers:
             TTL_ATTRIBUTE: {"N": _epoch(now + timedelta(seconds=QUEUING_S))},
             "since": {"S": now.isoformat()},
         }
-        try:
-            self.client.put_item(
+        return _conditional(
+            key,
+            "claim",
+            lambda: self.client.put_item(
                 TableName=self.table,
                 Item=item,
                 ConditionExpression="attribute_not_exists(pk) OR #e < :now",
                 ExpressionAttributeNames={"#e": TTL_ATTRIBUTE},
                 ExpressionAttributeValues={":now": {"N": _epoch(now)}},
-            )
-        except ClientError as exc:
-            if _code(exc) == _FAILED:
-                return False
-            raise _error(key, "claim", exc) from None
-        except BotoCoreError as exc:
-            raise AwsError(f"queue marker {key}: cannot claim: {exc}") from None
-        return True
+            ),
+        )
 
     def mark(self, key: str, token: str, state: State, until: datetime) -> bool:
         """Move the part's marker on (only if it is still ``token``'s); False if someone else holds it now."""
-        try:
-            self.client.update_item(
+        return _conditional(
+            key,
+            "update",
+            lambda: self.client.update_item(
                 TableName=self.table,
                 Key={"pk": {"S": PREFIX + key}, "sk": {"S": SK}},
                 UpdateExpression="SET #s = :s, #e = :e",
                 ConditionExpression="#t = :t",
                 ExpressionAttributeNames={"#s": "state", "#e": TTL_ATTRIBUTE, "#t": "token"},
                 ExpressionAttributeValues={":s": {"S": state}, ":e": {"N": _epoch(until)}, ":t": {"S": token}},
-            )
-        except ClientError as exc:
-            if _code(exc) == _FAILED:
-                return False
-            raise _error(key, "update", exc) from None
-        except BotoCoreError as exc:
-            raise AwsError(f"queue marker {key}: cannot update: {exc}") from None
-        return True
+            ),
+        )
 
     def release(self, key: str, token: str) -> bool:
         """Clear the marker if it is still ``token``'s (the part may be queued again at the next tick)."""
-        try:
-            self.client.delete_item(
+        return _conditional(
+            key,
+            "release",
+            lambda: self.client.delete_item(
                 TableName=self.table,
                 Key={"pk": {"S": PREFIX + key}, "sk": {"S": SK}},
                 ConditionExpression="#t = :t",
                 ExpressionAttributeNames={"#t": "token"},
                 ExpressionAttributeValues={":t": {"S": token}},
-            )
-        except ClientError as exc:
-            if _code(exc) == _FAILED:
-                return False
-            raise _error(key, "release", exc) from None
-        except BotoCoreError as exc:
-            raise AwsError(f"queue marker {key}: cannot release: {exc}") from None
-        return True
+            ),
+        )
+
+
+def _conditional(key: str, verb: str, write: Callable[[], object]) -> bool:
+    """Run a conditional write: True if it applied, False if its condition failed (someone else holds the
+    marker); any other failure is one AwsError naming the marker and what was tried."""
+    try:
+        write()
+    except ClientError as exc:
+        if _code(exc) == _FAILED:
+            return False
+        raise _error(key, verb, exc) from None
+    except BotoCoreError as exc:
+        raise AwsError(f"queue marker {key}: cannot {verb}: {exc}") from None
+    return True
 
 
 def _epoch(at: datetime) -> str:
