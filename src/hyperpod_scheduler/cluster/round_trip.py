@@ -15,6 +15,7 @@ lists them, and a test generated from the model fails the day botocore adds one.
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,7 +26,10 @@ from hyperpod_scheduler.aws.model import service_model
 DESIRED = "Desired"
 
 
+@functools.cache
 def shape(name: str) -> Shape:
+    # Kept: botocore builds a new Shape per shape_for, and each resolves its members afresh (a tenth of
+    # a millisecond per group per update). The model itself is one per process (aws.model).
     return service_model().shape_for(name)
 
 
