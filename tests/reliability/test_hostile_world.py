@@ -318,7 +318,11 @@ def test_run_follows_edits_of_its_config_and_keeps_the_last_good_one(stop_live: 
         live.config.write_text(head + "targets: [{region: us-east-1, schedule: never, clusterz: [c1]}]\n")
         bare = live.tmp / "bare.yaml"
         bare.write_text("targets: []\n")
-        by_hand = run_cli(["start", "c1", "--config", str(bare), "--state", str(live.state)], live.env, live.tmp)
+        # --wait: run (polling every 0.05 s) holds the lease most of the time; without it the start by hand
+        # is refused with "another runner holds this cluster's lease" whenever it lands inside a pass.
+        by_hand = run_cli(
+            ["start", "c1", "--wait", "--config", str(bare), "--state", str(live.state)], live.env, live.tmp
+        )
         assert by_hand.returncode == 0, by_hand.stdout + by_hand.stderr  # someone starts it by hand
         # The broken edit is not in force: the last good config (enforced "never") stops it again.
         wait_for(

@@ -11,6 +11,7 @@ Two runners at once: the compare-and-set on the record lets only one of them sto
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -366,7 +367,9 @@ class Engine:
                 if not self._keep_lease(ref):
                     return Result(ref.name, "skip", "lost this cluster's lease while waiting for health checks")
 
-        return work() if dry_run else self._with_lease(ref, work)
+        if dry_run:
+            return work()
+        return self._with_lease(ref, work, wait_s=self.lease_ttl_s if wait else 0.0, poll_seconds=poll_seconds)
 
     def raise_groups(self, ref: ClusterRef, counts: Mapping[str, int], *, transition_id: str, reason: str) -> Result:
         """Start only these groups, to these counts (holding the lease; the usual intent and follow)."""
@@ -383,13 +386,23 @@ class Engine:
         ref, _ = self.identify(ref)
         return self._with_lease(ref, lambda: self._follow(ref, wait=wait, poll_seconds=poll_seconds))
 
-    def _with_lease(self, ref: ClusterRef, work: Callable[[], Result]) -> Result:
+    def _with_lease(
+        self, ref: ClusterRef, work: Callable[[], Result], *, wait_s: float = 0.0, poll_seconds: float = 30.0
+    ) -> Result:
         # The record's compare-and-set already stops two runners storing two intents; the lease also
         # stops a second runner from re-sending a first runner's intent that is still on its way out.
-        if not self.store.acquire_lease(ref.key, self.owner, self.lease_ttl_s, self.now()):
-            message = "another runner holds this cluster's lease; left to it this time"
-            self._emit(ref, "skip", message)
-            return Result(ref.name, "skip", message)
+        # ``wait_s`` (a manual --wait): look again until the lease is given back or ``wait_s`` has passed
+        # (a lease lapses within its TTL even if its holder died, so one TTL is enough).
+        step = max(min(poll_seconds, 1.0), 0.01)  # a tick gives it back within seconds
+        give_up = self.now() + timedelta(seconds=wait_s)
+        looks = math.ceil(wait_s / step)  # also bounded by count: an injected clock may stand still
+        while not self.store.acquire_lease(ref.key, self.owner, self.lease_ttl_s, self.now()):
+            if looks <= 0 or self.now() >= give_up:
+                message = "another runner holds this cluster's lease; left to it this time"
+                self._emit(ref, "skip", message)
+                return Result(ref.name, "skip", message)
+            looks -= 1
+            self.sleep(step)
         try:
             return work()
         finally:
