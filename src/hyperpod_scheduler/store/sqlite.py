@@ -3,15 +3,23 @@
 - WAL journal, so readers never block the writer and a crash mid-write leaves the last commit intact.
   Reads go through a small pool of read connections of their own (one per thread reading at that
   moment), so a read never waits behind a write, nor behind another thread's read.
-- Durable commits: a ``put`` (the write-ahead intent, an outcome) is fsynced before it returns
-  (``synchronous=FULL``). Lease changes, account bindings, history appends and a ``put(...,
+- Durable commits: a ``put`` (the write-ahead intent, an outcome) does not return before the WAL file
+  holding its commit has been fsynced. Lease changes, account bindings, history appends and a ``put(...,
   durable=False)`` (the engine's "sent" mark) are atomic commits that survive the process being killed
-  (they are in the WAL as soon as they commit) but are not fsynced on their own (``synchronous=NORMAL``).
-  The WAL is one file written in order, so the next durable commit's fsync makes every earlier commit
-  durable with it: after a power loss the store holds a prefix of its commits, never a later one without
-  an earlier one. What such a loss can take back is the argument of docs/reliability.md ("Durable
-  commits"): a lease lapses early (its holder lost power too), a "sent" mark is as if the process had
-  died before storing it (the next look decides from the cluster's target counts).
+  (they are in the WAL as soon as they commit) but are not fsynced on their own. The WAL is one file
+  written in order, so the next durable commit's fsync makes every earlier commit durable with it: after
+  a power loss the store holds a prefix of its commits, never a later one without an earlier one. What
+  such a loss can take back is the argument of docs/reliability.md ("Durable commits"): a lease lapses
+  early (its holder lost power too), a "sent" mark is as if the process had died before storing it (the
+  next look decides from the cluster's target counts).
+- Group commit: every transaction commits with ``synchronous=NORMAL`` (appended to the WAL, not
+  fsynced), and a durable one then waits, *outside* the write lock, for an fsync of the WAL that began
+  after its commit; one fsync serves every durable commit made while the previous one ran. That is what
+  SQLite's ``synchronous=FULL`` does in WAL mode (it fsyncs the WAL after each commit), but under
+  ``FULL`` the fsync runs inside COMMIT, holding the write lock, so threads took turns at the disk: with
+  8 threads, an fsync per stop set the pace of the tick. A checkpoint that copies the WAL into the
+  database fsyncs both first (``NORMAL`` in WAL mode), so a commit checkpointed before its fsync is
+  durable either way.
 - Writes take the write lock up front (``BEGIN IMMEDIATE``) and ``busy_timeout`` makes a second
   process wait for it instead of failing; the compare-and-set is an ``UPDATE ... WHERE version=?``.
   Writers of one process take turns on one connection (a Python lock hands it over at once; SQLite's
@@ -87,7 +95,11 @@ class SqliteStore:
         self._readers: list[sqlite3.Connection] = []  # idle read connections
         self._all_readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
-        self._synchronous = ""
+        self._commits = 0  # durable commits made through this store (their sequence numbers)
+        self._synced = 0  # every durable commit up to this one is fsynced
+        self._syncing = False  # an fsync of the WAL is running (its leader will tell the others)
+        self._sync_cond = threading.Condition(threading.Lock())
+        self._wal_seen: tuple[int, int] | None = None  # (device, inode) of the WAL whose folder entry is synced
         _check_or_create(self.path)
         self._conn = self._connect()
         try:
@@ -119,21 +131,23 @@ class SqliteStore:
         stored = record.evolve(version=expected + 1)
         body = encode_record(stored)
         rows = [_history_row(e) for e in history]
-        with self._write(durable=durable) as conn:
-            if expected == 0:
-                cur = conn.execute(
-                    "INSERT INTO records (key, version, body) VALUES (?, 1, ?) ON CONFLICT (key) DO NOTHING",
-                    (record.key, body),
-                )
-            else:
-                cur = conn.execute(
-                    "UPDATE records SET version = ?, body = ? WHERE key = ? AND version = ?",
-                    (expected + 1, body, record.key, expected),
-                )
-            if cur.rowcount != 1:
+        if expected == 0:
+            sql = "INSERT INTO records (key, version, body) VALUES (?, 1, ?) ON CONFLICT (key) DO NOTHING"
+            args: tuple[Any, ...] = (record.key, body)
+        else:
+            sql = "UPDATE records SET version = ?, body = ? WHERE key = ? AND version = ?"
+            args = (expected + 1, body, record.key, expected)
+        if rows:
+            with self._write(durable=durable) as conn:
+                changed = conn.execute(sql, args).rowcount
+                if changed == 1:
+                    conn.executemany(_INSERT_HISTORY, rows)
+        else:
+            changed = self._write_one(sql, args, durable=durable)
+        if changed != 1:
+            with self._read() as conn:  # only for the message: the write above changed nothing
                 row = conn.execute("SELECT version FROM records WHERE key = ?", (record.key,)).fetchone()
-                raise ConflictError(record.key, expected_version, None if row is None else row[0])
-            conn.executemany(_INSERT_HISTORY, rows)
+            raise ConflictError(record.key, expected_version, None if row is None else row[0])
         return stored
 
     def list_keys(self) -> list[str]:
@@ -144,8 +158,7 @@ class SqliteStore:
 
     def append_history(self, entry: HistoryEntry) -> None:
         row = _history_row(entry)
-        with self._write() as conn:
-            conn.execute(_INSERT_HISTORY, row)
+        self._write_one(_INSERT_HISTORY, row)
 
     def history(self, key: str, limit: int = 50) -> list[HistoryEntry]:
         check_key(key)
@@ -180,31 +193,29 @@ class SqliteStore:
 
     def acquire_lease(self, key: str, owner: str, ttl_s: float, now: datetime) -> bool:
         expires = to_micros(lease_expiry(key, owner, ttl_s, now))
-        with self._write(durable=False) as conn:
-            # One statement: insert, or take over only if it is ours already or has expired.
-            cur = conn.execute(
-                "INSERT INTO leases (key, owner, expires_at_us) VALUES (?, ?, ?)"
-                " ON CONFLICT (key) DO UPDATE"
-                " SET owner = excluded.owner, expires_at_us = excluded.expires_at_us"
-                " WHERE leases.owner = excluded.owner OR leases.expires_at_us <= ?",
-                (key, owner, expires, to_micros(now)),
-            )
-            return cur.rowcount == 1
+        # One statement: insert, or take over only if it is ours already or has expired.
+        taken = self._write_one(
+            "INSERT INTO leases (key, owner, expires_at_us) VALUES (?, ?, ?)"
+            " ON CONFLICT (key) DO UPDATE"
+            " SET owner = excluded.owner, expires_at_us = excluded.expires_at_us"
+            " WHERE leases.owner = excluded.owner OR leases.expires_at_us <= ?",
+            (key, owner, expires, to_micros(now)),
+            durable=False,
+        )
+        return taken == 1
 
     def renew_lease(self, key: str, owner: str, ttl_s: float, now: datetime) -> bool:
         expires = to_micros(lease_expiry(key, owner, ttl_s, now))
-        with self._write(durable=False) as conn:
-            cur = conn.execute(
-                "UPDATE leases SET expires_at_us = ? WHERE key = ? AND owner = ? AND expires_at_us > ?",
-                (expires, key, owner, to_micros(now)),
-            )
-            return cur.rowcount == 1
+        renewed = self._write_one(
+            "UPDATE leases SET expires_at_us = ? WHERE key = ? AND owner = ? AND expires_at_us > ?",
+            (expires, key, owner, to_micros(now)),
+            durable=False,
+        )
+        return renewed == 1
 
     def release_lease(self, key: str, owner: str) -> bool:
         check_key(key)
-        with self._write(durable=False) as conn:
-            cur = conn.execute("DELETE FROM leases WHERE key = ? AND owner = ?", (key, owner))
-            return cur.rowcount == 1
+        return self._write_one("DELETE FROM leases WHERE key = ? AND owner = ?", (key, owner), durable=False) == 1
 
     # -- accounts --------------------------------------------------------------------------------
 
@@ -273,6 +284,8 @@ class SqliteStore:
             mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise StoreError(f"state store {self.path}: cannot use WAL journaling (got '{mode}')")
+            # Commits are appended to the WAL unsynced; durable ones are fsynced by _sync_through.
+            self._conn.execute("PRAGMA synchronous = NORMAL")
         with self._write() as conn:
             _check_schema(conn, self.path)
 
@@ -307,12 +320,10 @@ class SqliteStore:
 
     @contextmanager
     def _write(self, durable: bool = True) -> Iterator[sqlite3.Connection]:
+        """One write transaction; with ``durable``, it returns once its commit is fsynced."""
+        mine = 0
         with self._lock, self._errors():
             self._check_open()
-            synchronous = "FULL" if durable else "NORMAL"  # set between transactions, as SQLite requires
-            if synchronous != self._synchronous:
-                self._conn.execute(f"PRAGMA synchronous = {synchronous}")
-                self._synchronous = synchronous
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 yield self._conn
@@ -321,6 +332,67 @@ class SqliteStore:
                 if self._conn.in_transaction:
                     self._conn.execute("ROLLBACK")
                 raise
+            if durable:
+                self._commits += 1
+                mine = self._commits
+        if durable:
+            self._sync_through(mine)
+
+    def _write_one(self, sql: str, args: Sequence[Any], *, durable: bool = True) -> int:
+        """One statement as its own transaction (SQLite runs a lone statement atomically, taking the
+        write lock for it as ``BEGIN IMMEDIATE`` would); the number of rows it changed. A third of the
+        calls of ``_write``: each call into SQLite lets go of the GIL, and getting it back while holding
+        the write lock made the other writers queue behind it."""
+        mine = 0
+        with self._lock, self._errors():
+            self._check_open()
+            changed = self._conn.execute(sql, args).rowcount
+            if durable:
+                self._commits += 1
+                mine = self._commits
+        if durable:
+            self._sync_through(mine)
+        return changed
+
+    def _sync_through(self, commit: int) -> None:
+        """Return once an fsync of the WAL that began after durable commit number ``commit`` has ended.
+        The first thread to find none running runs one for everyone committed so far; the others wait
+        for it (and run the next one if theirs came too late for it)."""
+        with self._sync_cond:
+            while self._synced < commit:
+                if self._syncing:
+                    self._sync_cond.wait()
+                    continue
+                self._syncing = True
+                covers = self._commits  # every one of these committed before the fsync below begins
+                self._sync_cond.release()
+                try:
+                    self._fsync_wal()
+                finally:
+                    self._sync_cond.acquire()
+                    self._syncing = False
+                    self._sync_cond.notify_all()
+                self._synced = max(self._synced, covers)
+
+    def _fsync_wal(self) -> None:
+        wal = self.path.with_name(self.path.name + "-wal")
+        try:
+            fd = os.open(wal, os.O_RDONLY)
+        except FileNotFoundError:
+            # The last connection closed and checkpointed it away: the checkpoint fsynced the database.
+            return
+        except OSError as exc:
+            raise StoreError(f"state store {self.path}: committed, but cannot make it durable: {exc}") from None
+        try:
+            os.fsync(fd)  # any descriptor of the file: fsync acts on the file, whoever wrote to it
+            seen = os.fstat(fd)
+        except OSError as exc:
+            raise StoreError(f"state store {self.path}: committed, but cannot make it durable: {exc}") from None
+        finally:
+            os.close(fd)
+        if self._wal_seen != (seen.st_dev, seen.st_ino):
+            _fsync_dir(self.path.parent)  # a new WAL file: its name must survive a power loss too
+            self._wal_seen = (seen.st_dev, seen.st_ino)
 
     def _check_open(self) -> None:
         if self._closed:
