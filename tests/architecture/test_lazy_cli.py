@@ -102,6 +102,26 @@ def test_what_a_command_left_out_arrives_when_it_is_used(tmp_path: Path) -> None
     assert "hyperpod_scheduler.cli.terminal" in modules  # the error line's console
 
 
+def test_the_console_script_exit_still_runs_exit_handlers_and_flushes_its_output(tmp_path: Path) -> None:
+    """main() freezes the heap before exiting (the last collection is skipped); what a command leaves for
+    the exit, such as the notifier's drain (an atexit handler), still happens, and a long answer piped
+    into another program arrives whole."""
+    marker = tmp_path / "drained"
+    probe = (
+        "import atexit, pathlib, sys\n"
+        f"atexit.register(pathlib.Path({str(marker)!r}).write_text, 'done')\n"
+        "from hyperpod_scheduler.cli import main\n"
+        "sys.argv = ['hyperpod-scheduler', 'schedule', 'next', 'Mon-Fri 08:00-18:00 UTC', '--count', '1000',"
+        " '--from', '2026-11-30T09:00']\n"
+        "main.main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 1000 and lines[-1].endswith(("running", "stopped"))
+    assert marker.read_text() == "done"
+
+
 def test_help_imports_no_command_module() -> None:
     code, modules = _modules_after("--help")
     assert code == 0
