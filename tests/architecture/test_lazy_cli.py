@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import typer
@@ -13,19 +14,36 @@ import typer.main
 
 from hyperpod_scheduler.cli import main
 
-# What a cron `schedule check` or `--help` must not pay for (issue 16).
+# What a cron `schedule check` or `--help` must not pay for (issue 16): AWS, the web app, the store and
+# the engine; and what a one-line answer to an inline expression has no use for: Rich (a terminal's
+# tables and consoles), the YAML readers and the config's pydantic models (no file is read), croniter
+# and the holiday tables (a window schedule on a working day).
 HEAVY = (
     "boto3",
     "botocore",
     "fastapi",
     "starlette",
+    "uvicorn",
     "jinja2",
+    "sqlite3",
+    "rich",
+    "yaml",
+    "ruamel",
+    "croniter",
+    "dateutil",
+    "holidays",
     "hyperpod_scheduler.aws",
     "hyperpod_scheduler.web",
     "hyperpod_scheduler.store",
     "hyperpod_scheduler.engine",
     "hyperpod_scheduler.emulator",
     "hyperpod_scheduler.deploy",
+    "hyperpod_scheduler.config",
+    "hyperpod_scheduler.app",
+    "hyperpod_scheduler.cost",
+    "hyperpod_scheduler.cli.terminal",
+    "hyperpod_scheduler.schedule.named",
+    "hyperpod_scheduler.schedule.cron",
 )
 
 
@@ -63,6 +81,45 @@ def test_these_commands_start_without_aws_web_or_store_code(argv: tuple[str, ...
     code, modules = _modules_after(*argv)
     assert code == 0
     assert _heavy(modules) == []
+
+
+def test_help_builds_no_parameter_so_imports_no_pydantic() -> None:
+    # Typer coerces every parameter value through a pydantic TypeAdapter; the list of commands has none.
+    code, modules = _modules_after("--help")
+    assert code == 0
+    assert [m for m in modules if m == "pydantic" or m.startswith(("pydantic.", "pydantic_core"))] == []
+
+
+def test_what_a_command_left_out_arrives_when_it_is_used(tmp_path: Path) -> None:
+    """The lazy imports are not lost: a config file, a cron schedule and an error line get their modules."""
+    config = tmp_path / "hyperpod-scheduler.yaml"
+    config.write_text("schedules:\n  workdays: {timezone: UTC, start: '0 8 * * 1-5', stop: '0 18 * * 1-5'}\n")
+    code, modules = _modules_after("schedule", "next", "workdays", "--config", str(config), "--count", "1")
+    assert code == 0
+    assert {"yaml", "croniter", "hyperpod_scheduler.schedule.named"} <= set(modules)
+    code, modules = _modules_after("schedule", "check", "Mon-Fri 25:00-26:00 UTC")
+    assert code == 2
+    assert "hyperpod_scheduler.cli.terminal" in modules  # the error line's console
+
+
+def test_the_console_script_exit_still_runs_exit_handlers_and_flushes_its_output(tmp_path: Path) -> None:
+    """main() freezes the heap before exiting (the last collection is skipped); what a command leaves for
+    the exit, such as the notifier's drain (an atexit handler), still happens, and a long answer piped
+    into another program arrives whole."""
+    marker = tmp_path / "drained"
+    probe = (
+        "import atexit, pathlib, sys\n"
+        f"atexit.register(pathlib.Path({str(marker)!r}).write_text, 'done')\n"
+        "from hyperpod_scheduler.cli import main\n"
+        "sys.argv = ['hyperpod-scheduler', 'schedule', 'next', 'Mon-Fri 08:00-18:00 UTC', '--count', '1000',"
+        " '--from', '2026-11-30T09:00']\n"
+        "main.main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 1000 and lines[-1].endswith(("running", "stopped"))
+    assert marker.read_text() == "done"
 
 
 def test_help_imports_no_command_module() -> None:

@@ -14,6 +14,7 @@ none of them may drive the terminal or show a password.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
@@ -21,19 +22,16 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import typer
-import yaml
-from rich import box
-from rich.console import Console
-from rich.errors import MarkupError
-from rich.table import Table
-from rich.text import Text
 
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.inputs.redact import scrub
 from hyperpod_scheduler.inputs.text import clean
+
+if TYPE_CHECKING:
+    from hyperpod_scheduler.cli.terminal import SafeConsole, console, err_console, rich_table
 
 Format = Literal["table", "wide", "json", "yaml"]
 FORMATS: tuple[Format, ...] = ("table", "wide", "json", "yaml")
@@ -45,22 +43,15 @@ def safe(text: str) -> str:
     return scrub(clean(text))
 
 
-class SafeConsole(Console):
-    """A Rich console that escapes control characters in every string before it is styled, and shows a
-    string whose brackets are not valid markup (an AWS message with ``[/x]`` in it) as plain text
-    instead of failing the command."""
-
-    def render_str(self, text: str, **kwargs: Any) -> Text:
-        cleaned = safe(text)  # and never a URL's password, whoever put it in the text
-        try:
-            return super().render_str(cleaned, **kwargs)
-        except MarkupError:
-            return super().render_str(cleaned, **{**kwargs, "markup": False})
+# Rich costs some 40 ms to import, which a cron `schedule check` or `--help` should not pay: the console
+# and Rich tables live in cli/terminal.py, imported the first time one of them is used.
+_TERMINAL = frozenset({"SafeConsole", "console", "err_console", "rich_table"})
 
 
-# Rich asks the stream at each print whether it is a terminal; ``soft_wrap`` keeps a piped line whole.
-console = SafeConsole(highlight=False, soft_wrap=not sys.stdout.isatty())
-err_console = SafeConsole(stderr=True, highlight=False, soft_wrap=True)
+def __getattr__(name: str) -> Any:
+    if name in _TERMINAL:
+        return getattr(importlib.import_module("hyperpod_scheduler.cli.terminal"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def output_option(default: Format = "table") -> Any:
@@ -139,6 +130,8 @@ def print_json(data: Any) -> None:
 
 
 def print_yaml(data: Any) -> None:
+    import yaml  # only a command asked for -o yaml pays for PyYAML
+
     print(yaml.safe_dump(plain_data(data), sort_keys=False, allow_unicode=True, width=1_000_000), end="")
 
 
@@ -156,29 +149,16 @@ def emit(listing: Listing, fmt: Format, document: Any) -> None:
             print(safe(listing.title))
         print(safe(listing.empty))
     elif is_terminal():
-        SafeConsole(highlight=False, width=None if fmt == "table" else 10_000).print(rich_table(listing, fmt))
+        from hyperpod_scheduler.cli import terminal
+
+        terminal.SafeConsole(highlight=False, width=None if fmt == "table" else 10_000).print(
+            terminal.rich_table(listing, fmt)
+        )
     else:
         for line in plain_table(listing, columns, None if fmt == "wide" else width()):
             print(line)
     for note in listing.notes:
         print(safe(note))
-
-
-def rich_table(listing: Listing, fmt: Format) -> Table:
-    """The listing as a Rich table for a terminal (``-o wide``: no cell is wrapped)."""
-    columns = [i for i, c in enumerate(listing.columns) if fmt == "wide" or not c.wide_only]
-    table = Table(
-        title=None if listing.title is None else Text(safe(listing.title)),
-        box=box.SIMPLE_HEAD,
-        title_justify="left",
-        pad_edge=False,
-    )
-    for i in columns:
-        c = listing.columns[i]
-        table.add_column(c.header, justify="right" if c.right else "left", no_wrap=c.keep or fmt == "wide")
-    for row in listing.rows:
-        table.add_row(*(Text(safe(row[i])) for i in columns))  # cells are text, never markup
-    return table
 
 
 def plain_table(listing: Listing, columns: list[int], fit: int | None) -> list[str]:
@@ -214,10 +194,14 @@ def plain_table(listing: Listing, columns: list[int], fit: int | None) -> list[s
 
 def error_line(message: str) -> None:
     """``error: ...`` on stderr, always one line: newlines and control characters are escaped."""
+    from hyperpod_scheduler.cli.terminal import err_console
+
     err_console.print(f"error: {scrub(clean(message, one_line=True))}", markup=False)
 
 
 def warning_line(message: str) -> None:
+    from hyperpod_scheduler.cli.terminal import err_console
+
     err_console.print(f"warning: {scrub(clean(message, one_line=True))}", markup=False)
 
 

@@ -13,8 +13,8 @@ import typer
 
 from hyperpod_scheduler.cli.output import print_json
 from hyperpod_scheduler.errors import UsageError
-from hyperpod_scheduler.inputs import args, bounded
-from hyperpod_scheduler.schedule import Schedule, Transition, load_schedules, resolve
+from hyperpod_scheduler.inputs import args
+from hyperpod_scheduler.schedule import Schedule, Transition, resolve
 
 app = typer.Typer(help="schedule commands.", no_args_is_help=True)
 
@@ -37,6 +37,11 @@ def read_schedules(config: Path | None) -> dict[str, Schedule]:
     path = config if config is not None else (DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None)
     if path is None:
         return {}
+    # Only a command that reads a file pays for PyYAML and the config's pydantic models: a cron
+    # `schedule check 'Mon-Fri ...'` starts without them (tests/architecture/test_lazy_cli.py).
+    from hyperpod_scheduler.inputs import bounded
+    from hyperpod_scheduler.schedule import load_schedules
+
     try:
         data = bounded.read_yaml(path)
     except bounded.Unreadable as exc:

@@ -9,7 +9,6 @@ from datetime import date
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.schedule.calendar import Exclusions, holiday_calendar
 from hyperpod_scheduler.schedule.clock import zone
-from hyperpod_scheduler.schedule.cron import CronSource
 from hyperpod_scheduler.schedule.sources import AbsoluteSource, AlwaysSource, Source, WindowSource
 from hyperpod_scheduler.schedule.terms import AbsoluteRange, Always, CronRule, Term, Window
 from hyperpod_scheduler.schedule.timeline import Mode, Schedule
@@ -62,6 +61,8 @@ def build_schedule(
     if any(isinstance(t, Always) for t in terms):
         sources.append(AlwaysSource())
     if cron:
+        from hyperpod_scheduler.schedule.cron import CronSource  # the cron form's module, for it only
+
         sources.append(CronSource(tuple(cron), tz))
 
     calendars = tuple(holiday_calendar(spec) for spec in holidays)

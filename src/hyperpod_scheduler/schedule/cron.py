@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from croniter import CroniterBadCronError, CroniterBadDateError, CroniterError, croniter
-
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.schedule.clock import local_naive, naive_instant
 from hyperpod_scheduler.schedule.intervals import Interval
@@ -33,6 +31,10 @@ def parse_cron(expr: str, action: Action) -> CronRule:
     if not isinstance(expr, str) or len(expr.split()) != 5:
         raise UsageError(f"{action}: '{expr}' is not a five-field cron expression (e.g. '0 8 * * 1-5')")
     text = " ".join(expr.split())
+    # croniter (and dateutil under it) is imported by the cron form only: most schedules are windows,
+    # and a cron `schedule check` of one should not pay for it.
+    from croniter import CroniterBadCronError, CroniterBadDateError, CroniterError, croniter
+
     try:
         if not croniter.is_valid(text):
             raise UsageError(f"{action}: invalid cron expression '{expr}'")
@@ -68,6 +70,8 @@ class CronSource:
 
     def _firings(self, lo: int, hi: int, drop: DropStart | None) -> Iterator[Firing]:
         # Wall readings near a fall-back hour can map before ``lo``: start a day early and filter.
+        from croniter import CroniterBadDateError, croniter
+
         since = local_naive(lo, self.tz) - timedelta(days=1)
         for rule in self.rules:
             it = croniter(rule.expr, since)
@@ -86,6 +90,8 @@ class CronSource:
         """The action of the latest effective firing strictly before ``lo``."""
         offset_now = _offset(lo, self.tz)
         fold_slack = max(timedelta(0), _offset(lo - 86400, self.tz) - offset_now)
+        from croniter import CroniterBadDateError, croniter
+
         until = local_naive(lo, self.tz) + fold_slack + timedelta(minutes=1)
         latest: Firing | None = None
         for rule in self.rules:

@@ -1,0 +1,59 @@
+"""Rich, for people at a terminal: the consoles every command prints through, and listings as Rich tables.
+
+Kept apart from cli/output.py so that a command printing one line (`schedule check`, `--help`, a JSON
+document) never imports Rich; ``output`` hands these names out on first use.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+from rich import box
+from rich.console import Console
+from rich.errors import MarkupError
+from rich.table import Table
+from rich.text import Text
+
+from hyperpod_scheduler.cli.output import safe
+
+if TYPE_CHECKING:
+    from hyperpod_scheduler.cli.output import Format, Listing
+
+
+class SafeConsole(Console):
+    """A Rich console that escapes control characters in every string before it is styled, and shows a
+    string whose brackets are not valid markup (an AWS message with ``[/x]`` in it) as plain text
+    instead of failing the command."""
+
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        cleaned = safe(text)  # and never a URL's password, whoever put it in the text
+        try:
+            return super().render_str(cleaned, **kwargs)
+        except MarkupError:
+            return super().render_str(cleaned, **{**kwargs, "markup": False})
+
+
+# Rich asks the stream at each print whether it is a terminal; ``soft_wrap`` keeps a piped line whole.
+console = SafeConsole(highlight=False, soft_wrap=not sys.stdout.isatty())
+err_console = SafeConsole(stderr=True, highlight=False, soft_wrap=True)
+
+
+def rich_table(listing: Listing, fmt: Format) -> Table:
+    """The listing as a Rich table for a terminal (``-o wide``: no cell is wrapped)."""
+    columns = [i for i, c in enumerate(listing.columns) if fmt == "wide" or not c.wide_only]
+    table = Table(
+        title=None if listing.title is None else Text(safe(listing.title)),
+        box=box.SIMPLE_HEAD,
+        title_justify="left",
+        pad_edge=False,
+    )
+    for i in columns:
+        c = listing.columns[i]
+        table.add_column(c.header, justify="right" if c.right else "left", no_wrap=c.keep or fmt == "wide")
+    for row in listing.rows:
+        table.add_row(*(Text(safe(row[i])) for i in columns))  # cells are text, never markup
+    return table
+
+
+__all__ = ["SafeConsole", "console", "err_console", "rich_table"]
