@@ -205,6 +205,14 @@ def _throwaway_session() -> botocore.session.Session:
     return made
 
 
+def plain_client(service: str, endpoint_url: str, region: str = FALLBACK_REGION) -> Any:
+    """A client with throwaway credentials against ``endpoint_url`` (the demo's own emulator), on the
+    process's shared models: the demo's SageMaker client read its own copy of the 14 MiB model."""
+    made = share_models(botocore.session.Session())
+    made.set_credentials("demo", "demo")
+    return made.create_client(service, region_name=region, endpoint_url=endpoint_url)
+
+
 @dataclass(frozen=True)
 class AwsClients:
     """Where a face's AWS clients come from: the standard chain (with the loopback rule) by default, or
