@@ -5,7 +5,11 @@ emulator's own S3 and FSx, the console script run as a user runs it.
 
 Reference, measured in the same run: ``hyperpod-scheduler --version`` (starting the interpreter and
 importing the CLI, which every command pays). Also the report computation alone, in-process.
-Target: the whole ``report`` command under a second.
+Target: the whole ``report`` command under a second (issue 13); the last line says whether it is met.
+
+The commands run interleaved (a burst of load elsewhere hits them alike), after one untimed run each,
+with byte-code cached in the bench's own folder: an installed package has its ``.pyc`` files, and an
+editable install under ``PYTHONDONTWRITEBYTECODE`` would otherwise compile every module on every run.
 """
 
 from __future__ import annotations
@@ -29,17 +33,28 @@ from hyperpod_scheduler.aws.clients import AwsClients
 from hyperpod_scheduler.demo.run import run_demo
 from hyperpod_scheduler.store import open_store
 
-CLI = [sys.executable, "-m", "hyperpod_scheduler.cli.main"]
+CLI = [str(Path(sys.executable).with_name("hyperpod-scheduler"))]  # the console script, as a user runs it
 
 
-def _wall(command: list[str], env: dict[str, str], runs: int) -> list[float]:
-    out = []
+TARGET_S = 1.0
+
+
+def _wall(command: list[str], env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed: {done.stderr[-500:]}")
+    return wall
+
+
+def _walls(commands: dict[str, list[str]], env: dict[str, str], runs: int) -> dict[str, list[float]]:
+    for command in commands.values():
+        _wall(command, env)  # untimed: byte-code written, files in the page cache
+    out: dict[str, list[float]] = {key: [] for key in commands}
     for _ in range(runs):
-        started = time.perf_counter()
-        done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
-        out.append(time.perf_counter() - started)
-        if done.returncode != 0:
-            raise SystemExit(f"{' '.join(command)} failed: {done.stderr[-500:]}")
+        for key, command in commands.items():
+            out[key].append(_wall(command, env))
     return out
 
 
@@ -59,7 +74,8 @@ def main() -> None:
         config_file = folder / "hyperpod-scheduler.yaml"
         config_file.write_text(yaml.safe_dump(config.model_dump(mode="json", exclude_defaults=True)))
         env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
+            **{k: v for k, v in os.environ.items() if not k.startswith("AWS_") and k != "PYTHONDONTWRITEBYTECODE"},
+            "PYTHONPYCACHEPREFIX": str(folder / "pycache"),
             "AWS_ENDPOINT_URL": emu.endpoint,
             "AWS_ACCESS_KEY_ID": "bench",
             "AWS_SECRET_ACCESS_KEY": "bench",
@@ -67,7 +83,6 @@ def main() -> None:
             "HOME": str(folder),
             "XDG_CONFIG_HOME": str(folder / "config"),
         }
-        figures["version"] = _wall([*CLI, "--version"], env, runs)
         command = [
             *CLI,
             "report",
@@ -78,8 +93,10 @@ def main() -> None:
             "--until",
             result.report.until.isoformat(),
         ]
-        figures["report"] = _wall(command, env, runs)
-        figures["report_json"] = _wall([*command, "--json"], env, runs)
+        figures["load"] = os.getloadavg()[0]
+        figures.update(
+            _walls({"version": [*CLI, "--version"], "report": command, "report_json": [*command, "--json"]}, env, runs)
+        )
         with open_store(str(state)) as store:
             started = time.perf_counter()
             aws = AwsClients(emu.endpoint)
@@ -101,7 +118,10 @@ def main() -> None:
     shutil.rmtree(folder, ignore_errors=True)
     cores = os.cpu_count()
     history = f"{figures['clusters']} clusters, {figures['nights']} nights of history"
-    print(f"machine: {cores} cores; {history}, {runs} runs each")
+    print(
+        f"machine: {cores} cores, load average {figures['load']:.2f} at start; {history}, {runs} runs each, "
+        "interleaved, median wall, byte-code cached"
+    )
     print("")
     print("| command | median wall | best | worst |")
     print("|---|---|---|---|")
@@ -118,6 +138,9 @@ def main() -> None:
         f"report beyond start-up: {extra:.2f} s; the report computation in-process (FSx discovery through the "
         f"emulator included): {figures['inproc']:.3f} s"
     )
+    worst = max(statistics.median(figures["report"]), statistics.median(figures["report_json"]))
+    verdict = "met" if worst < TARGET_S else "missed"
+    print(f"target: report < {TARGET_S:g} s: {verdict} (median {worst:.2f} s, the slower of table and --json)")
 
 
 if __name__ == "__main__":

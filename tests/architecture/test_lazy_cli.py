@@ -154,3 +154,33 @@ def test_the_table_help_is_the_command_help(name: str) -> None:
         real = typer.main.get_command(holder).commands[name]  # type: ignore[attr-defined]
         assert real.get_short_help_str(10_000) == entry.help
     assert main.load(name).get_short_help_str(10_000) == entry.help
+
+
+# What `report` (issue 13: under a second) has no use for: boto3 and its S3 transfers (clients come from
+# botocore), the web app, the emulator, the tick's fleet, guards and Slurm side, ruamel (`prices update`).
+REPORT_UNUSED = (
+    "boto3",
+    "s3transfer",
+    "fastapi",
+    "starlette",
+    "jinja2",
+    "ruamel",
+    "hyperpod_scheduler.web",
+    "hyperpod_scheduler.emulator",
+    "hyperpod_scheduler.deploy",
+    "hyperpod_scheduler.engine.fleet",
+    "hyperpod_scheduler.guards.checkpoints",
+    "hyperpod_scheduler.agent.worker",
+    "hyperpod_scheduler.agent.channel",
+    "hyperpod_scheduler.slurm",
+)
+
+
+@pytest.mark.parametrize("fsx", [(), ("--no-fsx",)])
+def test_report_imports_what_it_prints_from(tmp_path: Path, fsx: tuple[str, ...]) -> None:
+    config = tmp_path / "hyperpod-scheduler.yaml"
+    config.write_text("targets: []\n", encoding="utf-8")
+    code, modules = _modules_after("report", "-c", str(config), "--state", "memory:", "--json", *fsx)
+    assert code == 0
+    assert "hyperpod_scheduler.app.report" in modules  # it did build a report
+    assert [m for m in modules if any(m == u or m.startswith(u + ".") for u in REPORT_UNUSED)] == []

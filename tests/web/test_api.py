@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from datetime import timedelta
@@ -18,6 +19,7 @@ from typer.testing import CliRunner
 from hyperpod_scheduler.app.compose import Context, chain_clients
 from hyperpod_scheduler.cli.main import app as cli_app
 from hyperpod_scheduler.config.load import load_config
+from hyperpod_scheduler.config.model import SCHEDULE_TAG
 from hyperpod_scheduler.store import open_store
 from hyperpod_scheduler.web import create_app, write_html_report
 from hyperpod_scheduler.web.grid import SLOTS
@@ -240,3 +242,36 @@ def _refusing_client() -> Any:
     stubber.add_client_error("list_clusters", "AccessDenied", "no credentials here")
     stubber.activate()
     return stubbed
+
+
+def test_a_fleet_page_request_reads_a_tag_selected_fleet_once(fleet: DemoFleet, tmp_path: Path) -> None:
+    # Tag-selected targets: every reading of the fleet is ListClusters and a ListTags per cluster, and a
+    # page that read it three times (rows, their status, the summary strip) tripled the calls and latency.
+    doc = yaml.safe_load(fleet.config.read_text(encoding="utf-8"))
+    for entry in doc["targets"][0]["clusters"]:
+        arn = fleet.client.describe_cluster(ClusterName=entry["name"])["ClusterArn"]
+        fleet.client.add_tags(ResourceArn=arn, Tags=[{"Key": SCHEDULE_TAG, "Value": entry["schedule"]}])
+    doc["targets"] = [{"region": doc["targets"][0]["region"], "tag_selector": True}]
+    config = tmp_path / "tagged.yaml"
+    config.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    dash = dataclasses.replace(fleet.dashboard(None), config_file=str(config))
+    calls: dict[str, int] = {}
+
+    def count(model: Any, **_: Any) -> None:
+        calls[model.name] = calls.get(model.name, 0) + 1
+
+    events = fleet.client.meta.events
+    for op in ("ListClusters", "ListTags"):
+        events.register(f"before-call.sagemaker.{op}", count, unique_id=f"count-{op}")
+    try:
+        client = TestClient(create_app(dash, allowed_hosts=["testserver"]))
+        for path in ("/", "/api/fleet/summary", "/api/fleet"):
+            calls.clear()
+            answer = client.get(path)
+            assert answer.status_code == 200, (path, answer.text)
+            assert calls == {"ListClusters": 1, "ListTags": len(fleet.names)}, path
+    finally:
+        for op in ("ListClusters", "ListTags"):
+            events.unregister(f"before-call.sagemaker.{op}", unique_id=f"count-{op}")
+    rows = client.get("/api/fleet").json()
+    assert {r["cluster"] for r in rows} == set(fleet.names)  # the tags are what governs them here

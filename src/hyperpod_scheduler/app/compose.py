@@ -6,6 +6,10 @@ Everything the config says is wired here and only here: the capacity policy with
 ``keep`` groups, the checkpoint audit through the configured channel, start retries, the lease TTL,
 the settle timeout, ready-by lead times, tick concurrency, notifications and prices. So a setting is
 honoured by every face or by none; ``tests/architecture`` fails if any other module builds ``Engine``.
+
+The engine, its guards and the agent's channels are imported where they are built, not with this
+module: ``report`` and the dashboard's read-only pages compose a context and never build an engine,
+and importing all of it cost them a tenth of a second before anything ran.
 """
 
 from __future__ import annotations
@@ -19,31 +23,27 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from hyperpod_scheduler.agent.channel import Channel, StoreChannel, open_channel
-from hyperpod_scheduler.agent.settings import CheckpointSettings
-from hyperpod_scheduler.agent.worker import SlurmSide
 from hyperpod_scheduler.aws.clients import aws_client, sagemaker_client
 from hyperpod_scheduler.config.model import Config
 from hyperpod_scheduler.cost import pricelist
 from hyperpod_scheduler.cost.prices import PriceTable
 from hyperpod_scheduler.cost.sources import resolve as resolve_prices
 from hyperpod_scheduler.engine.events import Sink, discard
-from hyperpod_scheduler.engine.fleet import Fleet, Governed, lead_for, tick
-from hyperpod_scheduler.engine.readiness import Lead
-from hyperpod_scheduler.engine.runner import ClusterRef, Engine, Result
-from hyperpod_scheduler.guards.approval import ApprovalGuard
-from hyperpod_scheduler.guards.base import StopGuard
-from hyperpod_scheduler.guards.capacity import CapacityGuard
-from hyperpod_scheduler.guards.checkpoints import AgentLink, ChannelLink, CheckpointGuard, LocalLink
 from hyperpod_scheduler.notify.channels import Notifier, channels_from
-from hyperpod_scheduler.slurm.commands import SubprocessSlurm
 from hyperpod_scheduler.store import open_store
-from hyperpod_scheduler.store.records import Approval
 
 if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient
 
+    from hyperpod_scheduler.agent.channel import Channel
+    from hyperpod_scheduler.agent.settings import CheckpointSettings
+    from hyperpod_scheduler.engine.fleet import Fleet, Governed
+    from hyperpod_scheduler.engine.readiness import Lead
+    from hyperpod_scheduler.engine.runner import ClusterRef, Engine, Result
+    from hyperpod_scheduler.guards.base import StopGuard
+    from hyperpod_scheduler.guards.checkpoints import AgentLink
     from hyperpod_scheduler.store.base import StateStore
+    from hyperpod_scheduler.store.records import Approval
 
 
 @dataclass(frozen=True)
@@ -139,6 +139,8 @@ class Context:
         return self.clients.sagemaker(ref)
 
     def fleet(self) -> Fleet:
+        from hyperpod_scheduler.engine.fleet import Fleet
+
         if self._fleet is None:
             self._fleet = Fleet(self.config, self.client_for, self.store.account_for)
         return self._fleet
@@ -156,6 +158,8 @@ class Context:
     def engine(self, actor: str | None = None, include_protected: bool = False) -> Engine:
         """The engine with every setting of the config; ``include_protected`` releases protected
         groups for one manual stop."""
+        from hyperpod_scheduler.engine.runner import Engine
+
         defaults = self.config.defaults
         return Engine(
             self.store,
@@ -182,6 +186,8 @@ class Context:
         """One reconcile pass with the config's ready-by settings and concurrency. With ``on_error``,
         any failure the engine does not contain itself (the store, a lease, a bug) ends only its own
         cluster's turn and becomes that cluster's result."""
+        from hyperpod_scheduler.engine.fleet import tick
+
         engine = engine or self.engine()
         defaults = self.config.defaults
         now = self.now()
@@ -208,9 +214,14 @@ class Context:
 
     def lead_for(self, g: Governed) -> Lead:
         """How early a ready-by start is issued for ``g``, and why."""
+        from hyperpod_scheduler.engine.fleet import lead_for
+
         return lead_for(self.engine(), g, self.config.defaults.ready_by)
 
     def guards_for(self, ref: ClusterRef, include_protected: bool = False) -> list[StopGuard]:
+        from hyperpod_scheduler.guards.approval import ApprovalGuard
+        from hyperpod_scheduler.guards.capacity import CapacityGuard
+
         policy = self.fleet().policy_for(ref)
         guards: list[StopGuard] = [CapacityGuard(policy, include_protected)]
         if policy.approve_release:
@@ -225,6 +236,10 @@ class Context:
         return list(record.approvals) if record else []
 
     def _checkpoint_guard(self, ref: ClusterRef, settings: CheckpointSettings, keep_head: bool | None) -> StopGuard:
+        from hyperpod_scheduler.agent.worker import SlurmSide
+        from hyperpod_scheduler.guards.checkpoints import ChannelLink, CheckpointGuard, LocalLink
+        from hyperpod_scheduler.slurm.commands import SubprocessSlurm
+
         if self.agent is not None:
             link = self.agent.link_for(ref, settings)
             return CheckpointGuard(settings, link, keep_slurm_head=keep_head, now=self.agent.now)
@@ -237,6 +252,8 @@ class Context:
         return CheckpointGuard(settings, LocalLink(SlurmSide(SubprocessSlurm())), keep_slurm_head=keep_head)
 
     def _channel(self, ref: ClusterRef, url: str) -> Channel:
+        from hyperpod_scheduler.agent.channel import StoreChannel, open_channel
+
         if url.startswith("s3://"):
             # In the cluster's account: the CLI's profile, the worker's assumed spoke role.
             return open_channel(url, self.clients.s3(ref))

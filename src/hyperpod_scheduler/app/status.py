@@ -7,7 +7,7 @@ Nothing here calls AWS: a status row is the record, the schedule and the clock.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -154,10 +154,13 @@ class StatusRow:
         }
 
 
-def fleet_status(ctx: Context, *, ungoverned: bool = True) -> list[StatusRow]:
+def fleet_status(
+    ctx: Context, *, ungoverned: bool = True, governed: Sequence[Governed] | None = None
+) -> list[StatusRow]:
     """Every governed cluster, then (with ``ungoverned``) every other cluster the store remembers
-    (a manual stop of a cluster outside the config)."""
-    rows = [status_row(ctx, g) for g in ctx.fleet().governed()]
+    (a manual stop of a cluster outside the config). ``governed``: the fleet the caller has read
+    already; finding it again is discovery again (ListClusters and tags for tag-selected targets)."""
+    rows = [status_row(ctx, g) for g in (ctx.fleet().governed() if governed is None else governed)]
     if ungoverned:
         known = {r.key for r in rows}
         for key in ctx.store.list_keys():

@@ -1,8 +1,12 @@
-"""boto3 clients built the standard way, so the credential/region chain and AWS_ENDPOINT_URL_* work.
+"""AWS clients built the standard way, so the credential/region chain and AWS_ENDPOINT_URL_* work.
 
 No private endpoint flags: pointing a client at the emulator is done with the standard
 ``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_<SERVICE>`` variables (or the config file's ``services``
-sections), which boto3 honours itself.
+sections), which botocore honours itself.
+
+The clients come from botocore sessions, not boto3's: boto3 adds resources and S3 transfer methods we
+never use, and importing it (s3transfer with it) cost a tenth of a second on every command that builds
+a client. ``session()`` still hands out a boto3 session for the code that wants one (deploy/).
 
 One rule on top, for every other service (S3, FSx, Pricing, SNS, STS, ...): **loopback stays
 loopback**. While SageMaker resolves to a loopback endpoint (the emulator), a service that would go
@@ -20,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import boto3
 import botocore.session
 from botocore.config import Config
 from botocore.exceptions import ConnectionError as BotoConnectionError
@@ -31,6 +34,7 @@ from hyperpod_scheduler.aws.model import share_models
 from hyperpod_scheduler.errors import UsageError
 
 if TYPE_CHECKING:
+    import boto3
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_sagemaker import SageMakerClient
 
@@ -110,6 +114,8 @@ def no_blind_retries(client: Any) -> Any:
 def session(profile: str | None = None, region: str | None = None) -> boto3.Session:
     # Every client of this session gets the call deadlines and the answer checks (aws.deadlines), and
     # reads the process's shared service models (aws.model), not a copy of its own.
+    import boto3  # imported here: only the callers that want a boto3 session pay for it
+
     return boto3.Session(
         profile_name=profile, region_name=region, botocore_session=share_models(deadlines.BoundedBotocoreSession())
     )
@@ -121,7 +127,7 @@ def sagemaker_client(
     # The shared session: its loader has the models read already (a new session reads them again).
     sess = _cached_session(profile, _aws_env())
     config = kw.pop("config", RETRY_CONFIG)
-    client = sess.client("sagemaker", region_name=region, endpoint_url=endpoint_url, config=config, **kw)
+    client = sess.create_client("sagemaker", region_name=region, endpoint_url=endpoint_url, config=config, **kw)
     # Answers checked before botocore parses them (unknown members kept in sight); mutating calls
     # never retried blind.
     result: SageMakerClient = no_blind_retries(answers.watch(client))
@@ -159,16 +165,16 @@ def _aws_env() -> tuple[tuple[str, str], ...]:
 
 
 @functools.lru_cache(maxsize=32)
-def _cached_session(profile: str | None, env: tuple[tuple[str, str], ...]) -> boto3.Session:
-    # One boto3 session per profile (credentials and config are per profile); every session reads the
+def _cached_session(profile: str | None, env: tuple[tuple[str, str], ...]) -> botocore.session.Session:
+    # One session per profile (credentials and config are per profile); every session reads the
     # process's shared service models (aws.model), so a new profile does not decode them again.
     # Bounded: every client of it gets the call deadlines and the answer checks (aws.deadlines).
-    return boto3.Session(profile_name=profile, botocore_session=share_models(deadlines.BoundedBotocoreSession()))
+    return share_models(deadlines.BoundedBotocoreSession(profile=profile))
 
 
 def _client(service: str, profile: str | None, region: str | None, endpoint: str | None = None) -> Any:
     sess = _cached_session(profile, _aws_env())
-    return sess.client(service, region_name=region, endpoint_url=endpoint, config=RETRY_CONFIG)  # type: ignore[call-overload]
+    return sess.create_client(service, region_name=region, endpoint_url=endpoint, config=RETRY_CONFIG)
 
 
 def loopback_endpoint(profile: str | None = None, region: str | None = None) -> str | None:
@@ -193,12 +199,18 @@ def aws_client(service: str, profile: str | None = None, region: str | None = No
 
 
 @functools.lru_cache(maxsize=8)
-def _throwaway_session() -> boto3.Session:
-    return boto3.Session(
-        aws_access_key_id="emulator",
-        aws_secret_access_key="emulator",
-        botocore_session=share_models(deadlines.BoundedBotocoreSession()),
-    )
+def _throwaway_session() -> botocore.session.Session:
+    made = share_models(deadlines.BoundedBotocoreSession())
+    made.set_credentials("emulator", "emulator")
+    return made
+
+
+def plain_client(service: str, endpoint_url: str, region: str = FALLBACK_REGION) -> Any:
+    """A client with throwaway credentials against ``endpoint_url`` (the demo's own emulator), on the
+    process's shared models: the demo's SageMaker client read its own copy of the 14 MiB model."""
+    made = share_models(botocore.session.Session())
+    made.set_credentials("demo", "demo")
+    return made.create_client(service, region_name=region, endpoint_url=endpoint_url)
 
 
 @dataclass(frozen=True)
@@ -217,7 +229,7 @@ class AwsClients:
             if self.endpoint_url is None:
                 self._made[key] = aws_client(service, profile, region)
             else:
-                self._made[key] = _throwaway_session().client(  # type: ignore[call-overload]
+                self._made[key] = _throwaway_session().create_client(
                     service, region_name=region or FALLBACK_REGION, endpoint_url=self.endpoint_url, config=RETRY_CONFIG
                 )
         return self._made[key]

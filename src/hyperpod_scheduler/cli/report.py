@@ -28,7 +28,6 @@ from hyperpod_scheduler.cli.output import (
     output_option,
 )
 from hyperpod_scheduler.cost import pricelist, sources, summary
-from hyperpod_scheduler.cost.price_file import update_file
 from hyperpod_scheduler.cost.savings import PERIODS, Report
 from hyperpod_scheduler.cost.settings import CostSettings
 from hyperpod_scheduler.engine.runner import ClusterRef
@@ -249,6 +248,8 @@ def register(app: typer.Typer) -> None:
             raise UsageError(
                 f"prices update: the Price List API returned no usable prices for {where}; {target} left as it was"
             )
+        from hyperpod_scheduler.cost.price_file import update_file  # ruamel.yaml: only this command writes the file
+
         done = update_file(target, fetched, overwrite)
         counts = ", ".join(f"{n} {section}" for section, n in done.written.items())
         console.print(f"wrote {counts} rows from the AWS Price List API for {where} to {target}", highlight=False)

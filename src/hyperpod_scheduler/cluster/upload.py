@@ -80,7 +80,9 @@ def upload_scripts(
         keys = []
         for path in files:
             key = prefix + path.relative_to(root).as_posix()
-            s3.upload_file(str(path), bucket, key)
+            # One PutObject per file (lifecycle scripts are small): a botocore client has no upload_file.
+            with path.open("rb") as body:
+                s3.put_object(Bucket=bucket, Key=key, Body=body)
             keys.append(key)
         for name, value in (extra_files or {}).items():
             key = prefix + name

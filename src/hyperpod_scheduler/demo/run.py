@@ -10,13 +10,11 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import boto3
-
 from hyperpod_scheduler.agent.settings import CheckpointSettings
 from hyperpod_scheduler.agent.worker import SlurmSide
 from hyperpod_scheduler.app import report as reports
 from hyperpod_scheduler.app.compose import Context, LocalAgent, chain_clients
-from hyperpod_scheduler.aws.clients import AwsClients
+from hyperpod_scheduler.aws.clients import AwsClients, plain_client
 from hyperpod_scheduler.cluster.create import create_cluster
 from hyperpod_scheduler.cluster.load import load_report
 from hyperpod_scheduler.config.model import ClusterEntry, Config, Defaults, Target
@@ -82,8 +80,8 @@ class DemoResult:
 
 
 def _client(endpoint: str) -> SageMakerClient:
-    session = boto3.Session(aws_access_key_id="demo", aws_secret_access_key="demo", region_name=REGION)
-    return session.client("sagemaker", endpoint_url=endpoint)
+    client: SageMakerClient = plain_client("sagemaker", endpoint, REGION)
+    return client
 
 
 def stock_storage(emu: Emulator) -> None:

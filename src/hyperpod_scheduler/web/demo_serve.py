@@ -9,10 +9,9 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 
-import boto3
 import yaml
 
-from hyperpod_scheduler.aws.clients import AwsClients
+from hyperpod_scheduler.aws.clients import AwsClients, plain_client
 from hyperpod_scheduler.config.model import Config
 from hyperpod_scheduler.emulator import Emulator
 from hyperpod_scheduler.web.service import Dashboard
@@ -23,8 +22,7 @@ def demo_dashboard(emu: Emulator, config: Config, state_path: str, token: str | 
     written beside the store so the schedule grid has a file to save to."""
     config_file = Path(state_path).with_name("hyperpod-scheduler.yaml")
     config_file.write_text(yaml.safe_dump(config.model_dump(mode="json", exclude_defaults=True), sort_keys=False))
-    session = boto3.Session(aws_access_key_id="demo", aws_secret_access_key="demo", region_name="us-east-1")
-    client = session.client("sagemaker", endpoint_url=emu.endpoint)
+    client = plain_client("sagemaker", emu.endpoint)
     return Dashboard(
         config_file=str(config_file),
         state=state_path,

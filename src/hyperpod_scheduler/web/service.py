@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hmac
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -183,18 +183,22 @@ class Dashboard:
         month = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
         return summary.as_document(self.report(ctx, month, now)) if now > month else {"clusters": []}
 
-    def fleet(self, month: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-        """Every cluster: the governed ones, then every other the store remembers."""
-        ctx = self.context()
+    def fleet(
+        self,
+        month: dict[str, Any] | None = None,
+        ctx: Context | None = None,
+        found: Sequence[Governed] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Every cluster: the governed ones, then every other the store remembers. ``found``: the
+        governed clusters when the caller has read them (each reading is discovery: ListClusters and
+        tags for tag-selected targets), else they are read here, once."""
+        ctx = ctx or self.context()
         doc = month if month is not None else self._month(ctx)
         saved = {c["key"]: c["window"]["saving"] for c in doc["clusters"]}
-        fleet = ctx.fleet()
-        governed = {g.ref.key: g for g in fleet.governed()}
-        unread = [p.cause for p in fleet.problems if p.cause is not None]
-        if unread and not governed:
-            raise unread[0]  # nothing could be read at all: say why (502), rather than an empty fleet
+        found = self._governed_fleet(ctx) if found is None else found
+        governed = {g.ref.key: g for g in found}
         rows = []
-        for r in fleet_status(ctx):
+        for r in fleet_status(ctx, governed=found):
             g = governed.get(r.key)
             rows.append(
                 {
@@ -205,15 +209,26 @@ class Dashboard:
             )
         return rows
 
+    @staticmethod
+    def _governed_fleet(ctx: Context) -> list[Governed]:
+        fleet = ctx.fleet()
+        found = fleet.governed()
+        unread = [p.cause for p in fleet.problems if p.cause is not None]
+        if unread and not found:
+            raise unread[0]  # nothing could be read at all: say why (502), rather than an empty fleet
+        return found
+
     def fleet_page(self) -> dict[str, Any]:
-        """The Fleet page: the summary strip, every cluster, and the week's events worth a flag."""
+        """The Fleet page: the summary strip, every cluster, and the week's events worth a flag. The
+        governed clusters are read once for all of it."""
         ctx = self.context()
         now = ctx.now()
         month = self._month(ctx)
-        rows = self.fleet(month)
+        found = self._governed_fleet(ctx)
+        rows = self.fleet(month, ctx, found)
         return {
             "rows": rows,
-            "summary": fleet_summary(ctx, rows, month, now),
+            "summary": fleet_summary(ctx, rows, month, now, found),
             "week": self.week(ctx, rows, now),
             "as_of": now.isoformat(),
             "as_of_text": when(now),
@@ -813,16 +828,23 @@ def _reason_short(reason: str) -> str:
     return text
 
 
-def fleet_summary(ctx: Context, rows: list[dict[str, Any]], month: dict[str, Any], now: datetime) -> dict[str, Any]:
+def fleet_summary(
+    ctx: Context,
+    rows: list[dict[str, Any]],
+    month: dict[str, Any],
+    now: datetime,
+    found: Sequence[Governed] | None = None,
+) -> dict[str, Any]:
     """The strip at the top of the Fleet page: counts, what bills now, tonight's transitions with local
-    times and countdowns, the month's saving and the FSx that bills whatever the schedule does."""
+    times and countdowns, the month's saving and the FSx that bills whatever the schedule does.
+    ``found``: the governed clusters the rows were made from (read again when not given)."""
     running = sum(1 for r in rows if r["state"] == "running")
     kept = sum(1 for r in rows if r["state"] == "stopped" and r["billing"])
     stopped = sum(1 for r in rows if r["state"] == "stopped" and not r["billing"])
     hourly = [r["usd_per_hour"] for r in rows if r["usd_per_hour"] is not None]
     unknown = [r["cluster"] for r in rows if r["usd_per_hour"] is None]
     transitions = []
-    governed = {g.ref.key: g for g in ctx.fleet().governed()}
+    governed = {g.ref.key: g for g in (ctx.fleet().governed() if found is None else found)}
     for r in rows:
         g = governed.get(r["key"])
         if g is None:
