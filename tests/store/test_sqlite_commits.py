@@ -23,6 +23,7 @@ from hyperpod_scheduler.store.sqlite import SqliteStore
 from tests.engine.conftest import CountingClient, settle, three_tier_request
 
 SUNDAY = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)  # the office schedule wants the cluster stopped
+MONDAY = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)  # and started again
 
 
 class CommitLog:
@@ -67,7 +68,7 @@ class CommitLog:
         return sum(1 for kind, _ in self.events if kind == what)
 
 
-def test_a_stop_costs_two_durable_commits_its_intent_and_its_outcome(
+def test_a_stop_and_a_start_each_cost_two_durable_commits_their_intent_and_outcome(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with running_emulator(virtual_start=SUNDAY, seed=3) as emu:
@@ -94,6 +95,21 @@ def test_a_stop_costs_two_durable_commits_its_intent_and_its_outcome(
             assert looks >= 2  # the follow ticks in between wrote leases only
             assert log.count("fsync-end") == 2, log.events
             assert log.count("commit") > 2  # the leases, the account and the "sent" mark: committed, not fsynced
+            # Monday 08:00: the start, followed through its phases (each phase seen is a write) to settled.
+            stopped_fsyncs, stopped_commits = log.count("fsync-end"), log.count("commit")
+            emu.advance((MONDAY - emu.clock.now()).total_seconds())
+            [first] = tick(engine, fleet, emu.clock.now())
+            assert first.kind == "sent", first
+            for _ in range(2000):
+                emu.advance(30)
+                [result] = tick(engine, fleet, emu.clock.now())
+                if result.kind != "in-progress":
+                    break
+            assert result.kind == "settled", result
+            record = store.get(ref_for("c1", "us-east-1", account=DEFAULT_ACCOUNT).key)
+            assert record is not None and record.applied_state == "running" and record.group_phase_s
+            assert log.count("fsync-end") - stopped_fsyncs == 2, log.events  # the start's intent and outcome
+            assert log.count("commit") - stopped_commits > 3  # the sent mark and the phases: not fsynced
 
 
 def test_a_read_does_not_wait_for_a_write_in_progress(tmp_path: Path) -> None:

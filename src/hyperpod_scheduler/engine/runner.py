@@ -736,14 +736,15 @@ class Engine:
             checks = {g.name: bool(g.details.get("OnStartDeepHealthChecks")) for g in view.groups}
             sent = sent.evolve(phases=phases.begin(targets, view.currents(), checks, now))
         waited = record.checks_wait
-        # A stop's "sent" mark need not be fsynced: lost with a power loss, it is what a crash at after-send
-        # leaves (the intent, whose fate the next look reads from the cluster's target counts), so a stop
-        # costs two durable commits, its intent and its outcome (docs/reliability.md). A start's mark also
-        # carries its phases (engine/phases), whose loss is not argued yet: it stays durable.
+        # The "sent" mark need not be fsynced: lost with a power loss, it is what a crash at after-send
+        # leaves (the intent, whose fate the next look reads from the cluster's target counts), so a
+        # transition costs two durable commits, its intent and its outcome (docs/reliability.md). A start's
+        # mark also carries the start of its phases (engine/phases): lost, that one start is followed and
+        # timed as a whole, without its per-group phases; no size and no transition depends on them.
         record = self.store.put(
             record.evolve(pending=sent, checks_wait=None, updated_at=now),
             expected_version=record.version,
-            durable=action != "stop",
+            durable=False,
         )
         crashpoints.reached("after-sent")
         if waited is not None:
@@ -844,9 +845,11 @@ class Engine:
         if updated == pending.phases:
             return record
         try:
+            # Not fsynced: a phase seen is telemetry (lost with a power loss, it is seen again or missed).
             return self.store.put(
                 record.evolve(pending=pending.evolve(phases=updated), updated_at=self.now()),
                 expected_version=record.version,
+                durable=False,
             )
         except ConflictError:
             return self.store.get(ref.key) or record
