@@ -257,24 +257,30 @@ def test_the_queue_is_bounded_and_overflow_is_reported() -> None:
 def test_the_delivery_thread_ends_when_idle_and_starts_again_for_the_next_message() -> None:
     """A dashboard builds a context (and a notifier) per request: no thread may outlive its work."""
     sent: list[str] = []
+    seen = threading.Event()  # the first delivery waits until the test has seen the thread start
 
     class Quick:
         name = "quick"
 
         def send(self, message: Message) -> None:
+            seen.wait(10)
             sent.append(message.subject)
 
-    def threads() -> int:
-        return sum(1 for t in threading.enumerate() if t.name == "notify" and t.is_alive())
+    def threads() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t.name == "notify" and t.is_alive()}
 
+    # Only this notifier's thread is watched: other tests' notifiers in this process end on their own.
     before = threads()
     notifier = Notifier([Quick()], idle_s=0.1)
     notifier(BLOCKED)
+    mine = threads() - before
+    seen.set()
+    assert len(mine) == 1
     assert notifier.flush()
     deadline = time.monotonic() + 10
-    while threads() > before and time.monotonic() < deadline:
+    while any(t.is_alive() for t in mine) and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert threads() == before
+    assert not any(t.is_alive() for t in mine)
     notifier(BLOCKED)
     notifier.close(timeout_s=5)
     assert len(sent) == 2
