@@ -96,9 +96,11 @@ def kept(previous: dict[str, Any] | None, runs: list[Run], quick: bool) -> list[
     if previous is None or bool(previous.get("quick")) != quick:
         return []
     fresh = {r.label for r in runs}
+    # A label no benchmark makes any more (a script removed, an extra run renamed) is dropped, not carried.
+    made = {p.name for p in HERE.glob("*_bench.py")} | {label for _, _, label in EXTRA_FULL}
     out = []
     for old in previous.get("runs", []):
-        if old.get("label") not in fresh:
+        if old.get("label") not in fresh and old.get("label") in made:
             out.append(Run(**{**old, "at": old.get("at") or previous.get("generated_at", "?")}))
     return out
 
