@@ -41,6 +41,7 @@ _SHOWN = 60  # characters of a bad value quoted in an error
 # arrives; this bound also holds for a client built elsewhere). 64 levels is far beyond any AWS shape.
 ANSWER_LIMITS = bounded.Limits(max_bytes=64 * bounded.MiB, max_depth=64)
 _RANGES = {"integer": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
+_YEAR_3000 = 32503680000  # epoch seconds of 3000-01-01: any number from 0 below it is a readable timestamp
 _JSON_PROTOCOLS = frozenset({"json"})
 
 
@@ -168,6 +169,8 @@ def _readable(kind: str, value: Any) -> bool:
     if kind in ("float", "double"):
         return math.isfinite(value)
     if kind == "timestamp":
+        if type(value) in (int, float) and 0 <= value < _YEAR_3000:
+            return True  # epoch seconds botocore reads (the JSON protocol's usual form): no parse twice
         try:
             parse_timestamp(value)
         except Exception:  # ValueError, OverflowError, RuntimeError (dateutil), OSError: all unreadable
