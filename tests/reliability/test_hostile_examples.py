@@ -186,3 +186,11 @@ def test_control_characters_from_input_never_reach_the_terminal(tmp_path: Path) 
     shown = ran.out + ran.err
     assert "\x1b" not in shown and "\r" not in shown and "\x07" not in shown
     assert "\\x1b[31mred\\rX" in shown
+
+
+def test_emoji_codes_in_input_are_shown_as_written(tmp_path: Path) -> None:
+    # Rich turns ":x:" into an emoji unless told not to: an error line must say what was given (or what
+    # AWS said), character for character.
+    ran = cli("schedule", "check", "Mon-Fri :x: 08:00")
+    assert ran.code == 2
+    assert "':x:'" in ran.one_error_line() and "\u274c" not in ran.err

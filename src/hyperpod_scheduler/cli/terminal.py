@@ -24,7 +24,12 @@ if TYPE_CHECKING:
 class SafeConsole(Console):
     """A Rich console that escapes control characters in every string before it is styled, and shows a
     string whose brackets are not valid markup (an AWS message with ``[/x]`` in it) as plain text
-    instead of failing the command."""
+    instead of failing the command. Emoji codes are left as written: Rich would turn the ``:x:`` of an
+    AWS message (or a cluster's tag) into an emoji, so the line would no longer say what AWS said."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("emoji", False)
+        super().__init__(*args, **kwargs)
 
     def render_str(self, text: str, **kwargs: Any) -> Text:
         cleaned = safe(text)  # and never a URL's password, whoever put it in the text
