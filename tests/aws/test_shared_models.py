@@ -86,3 +86,17 @@ def test_the_emulator_handler_threads_build_its_model_once() -> None:
     shapes._service_model.cache_clear()
     got = _together(8, lambda i: shapes.service_model())
     assert all(m is got[0] for m in got)
+
+
+def test_boto3_sessions_on_the_shared_loader_do_not_grow_its_search_path() -> None:
+    # Every boto3 Session appends boto3's data folder to its loader's search path; on the one loader a
+    # process shares, a session per request (the dashboard, a Lambda container) grew it without end.
+    from hyperpod_scheduler.aws import clients
+    from hyperpod_scheduler.aws.model import shared_loader
+
+    clients.session(region="us-east-1")
+    before = list(shared_loader().search_paths)
+    for _ in range(5):
+        clients.session(region="us-east-1")
+    assert shared_loader().search_paths == before
+    assert len(set(before)) == len(before)

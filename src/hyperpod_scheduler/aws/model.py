@@ -30,6 +30,16 @@ from hyperpod_scheduler.errors import Problem
 SERVICE = "sagemaker"
 
 
+class _Paths(list[str]):
+    """A search path that holds each folder once: every boto3 Session appends boto3's data folder to its
+    loader's path, so on the shared loader a process making a session per request grew it without end
+    (and every lookup of a model not loaded yet walked it)."""
+
+    def append(self, path: str) -> None:
+        if path not in self:
+            super().append(path)
+
+
 class _LockedLoader(Loader):
     """botocore's loader with one lock around its loads: its cache is a plain dict, so two threads
     asking for the same model at once would both decode it."""
@@ -37,6 +47,7 @@ class _LockedLoader(Loader):
     def __init__(self, extra_search_paths: list[str]) -> None:
         super().__init__(extra_search_paths=extra_search_paths)
         self._load_lock = threading.RLock()
+        self._search_paths = _Paths(self._search_paths)
 
     def load_service_model(self, *args: Any, **kwargs: Any) -> Any:
         with self._load_lock:
