@@ -47,7 +47,7 @@ class _LockedLoader(Loader):
     def __init__(self, extra_search_paths: list[str]) -> None:
         super().__init__(extra_search_paths=extra_search_paths)
         self._load_lock = threading.RLock()
-        self._search_paths = _Paths(self._search_paths)
+        self._search_paths = _Paths(self.search_paths)
 
     def load_service_model(self, *args: Any, **kwargs: Any) -> Any:
         with self._load_lock:
