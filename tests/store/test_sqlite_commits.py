@@ -18,7 +18,8 @@ from hyperpod_scheduler.emulator.protocol import DEFAULT_ACCOUNT
 from hyperpod_scheduler.engine.fleet import Governed, ref_for, tick
 from hyperpod_scheduler.engine.runner import Engine
 from hyperpod_scheduler.schedule import resolve
-from hyperpod_scheduler.store.records import ClusterRecord
+from hyperpod_scheduler.store.errors import ConflictError
+from hyperpod_scheduler.store.records import ClusterRecord, HistoryEntry
 from hyperpod_scheduler.store.sqlite import SqliteStore
 from tests.engine.conftest import CountingClient, settle, three_tier_request
 
@@ -191,3 +192,16 @@ def test_durable_commits_made_at_once_share_an_fsync_and_none_returns_before_its
             assert any(e > s for s in starts for e in ends), (thread, log.events)
         for i in range(8):
             assert store.get(f"k{i}") is not None
+
+
+def test_a_put_that_loses_its_compare_and_set_commits_and_fsyncs_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with SqliteStore(tmp_path / "state.sqlite") as store:
+        store.put(ClusterRecord.new("k", SUNDAY), expected_version=None)
+        log = CommitLog(store, monkeypatch)
+        line = HistoryEntry(key="k", at=SUNDAY, action="stop", actor="a", outcome="ok")
+        with pytest.raises(ConflictError):
+            store.put(ClusterRecord.new("k", SUNDAY), expected_version=5, history=[line])
+        assert log.count("commit") == 0 and log.count("fsync-start") == 0, log.events
+        assert store.history("k") == []

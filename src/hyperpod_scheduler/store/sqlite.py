@@ -138,10 +138,14 @@ class SqliteStore:
             sql = "UPDATE records SET version = ?, body = ? WHERE key = ? AND version = ?"
             args = (expected + 1, body, record.key, expected)
         if rows:
-            with self._write(durable=durable) as conn:
-                changed = conn.execute(sql, args).rowcount
-                if changed == 1:
+            try:
+                with self._write(durable=durable) as conn:
+                    changed = conn.execute(sql, args).rowcount
+                    if changed != 1:
+                        raise _Unchanged  # rolled back: nothing to commit, nor to fsync
                     conn.executemany(_INSERT_HISTORY, rows)
+            except _Unchanged:
+                pass
         else:
             changed = self._write_one(sql, args, durable=durable)
         if changed != 1:
@@ -400,6 +404,10 @@ class SqliteStore:
 
 
 _INSERT_HISTORY = "INSERT INTO history (key, at_us, body) VALUES (?, ?, ?)"
+
+
+class _Unchanged(Exception):
+    """A compare-and-set found another version: its transaction is rolled back, not committed."""
 
 
 def _history_row(entry: HistoryEntry) -> tuple[str, int, str]:
