@@ -14,9 +14,9 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
+
+from tests.served import first_page, url_in_output
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -78,25 +78,10 @@ def test_the_readme_tour_runs_as_written(tmp_path: Path) -> None:
     )
     seen: list[str] = []
     try:
-        url = None
-        deadline = time.monotonic() + 300
-        assert proc.stdout is not None
-        while url is None and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            seen.append(line)
-            found = re.search(r"dashboard on (http://127\.0\.0\.1:\d+/)", line)
-            url = found.group(1) if found else None
+        url = url_in_output(proc, r"dashboard on (http://127\.0\.0\.1:\d+/)", 300, seen)
         output = "".join(seen)
         assert url, f"the tour stopped before its dashboard:\n{output[-4000:]}"
-        page = ""
-        for _ in range(100):
-            try:
-                page = urllib.request.urlopen(url, timeout=5).read().decode()
-                break
-            except OSError:
-                time.sleep(0.1)
+        page = first_page(url, tries=100, pause_s=0.1)
         assert "g5-dev" in page
         # Ctrl-C, as a person ends the dashboard: at a terminal it reaches the foreground command only,
         # and the emulator (a background job) is left for the block's last line.

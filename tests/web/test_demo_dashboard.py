@@ -8,7 +8,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from typer.testing import CliRunner
 
 from hyperpod_scheduler.cli.main import app
 from hyperpod_scheduler.demo.run import run_demo
+from tests.served import first_page, url_in_output
 
 
 def test_demo_with_dashboard_serves_the_fleet_page() -> None:
@@ -27,22 +27,10 @@ def test_demo_with_dashboard_serves_the_fleet_page() -> None:
         env={**os.environ, "COLUMNS": "200"},
     )
     try:
-        url, deadline, seen = None, time.monotonic() + 120, []
-        assert proc.stdout is not None
-        while url is None and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            seen.append(line)
-            match = re.search(r"dashboard: (http://127\.0\.0\.1:\d+/)", line)
-            url = match.group(1) if match else None
+        seen: list[str] = []
+        url = url_in_output(proc, r"dashboard: (http://127\.0\.0\.1:\d+/)", 120, seen)
         assert url, "".join(seen[-20:])
-        for _ in range(50):
-            try:
-                page = urllib.request.urlopen(url, timeout=5).read().decode()
-                break
-            except OSError:
-                time.sleep(0.2)
+        page = first_page(url, tries=50, pause_s=0.2)
         for cluster in ("p5-training", "g5-dev", "trn1-research"):
             assert cluster in page
         # Monday's ready-by start of g5-dev: its lead and its phases on the cluster page.
