@@ -1,4 +1,4 @@
-"""Loopback endpoints that misbehave in time and size: one that drips its answer a byte at a time, one
+"""Loopback endpoints that misbehave in time and size: ones that drip their answer a byte at a time, one
 that accepts and says nothing, one that sends far too much. Raw sockets, so nothing in between buffers
 or times out on our behalf."""
 
@@ -48,6 +48,21 @@ def drip(every_s: float = 0.25, length: int = 10_000) -> Behaviour:
             if stop.wait(every_s):
                 return
             conn.sendall(b" ")
+
+    return behave
+
+
+def drip_headers(every_s: float = 0.25) -> Behaviour:
+    """The status line and headers one byte every ``every_s`` seconds: the answer never gets as far as
+    a body (a deadline kept only while the body is read would never notice)."""
+
+    def behave(conn: socket.socket, stop: threading.Event) -> None:
+        _read_request(conn)
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/x-amz-json-1.1\r\n" + b"X-Pad: a\r\n" * 1000
+        for byte in head:
+            if stop.wait(every_s):
+                return
+            conn.sendall(bytes([byte]))
 
     return behave
 

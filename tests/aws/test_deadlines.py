@@ -1,19 +1,23 @@
 """Every AWS call ends in bounded time and refuses oversized answers (aws/deadlines.py), against loopback
-endpoints that drip, stay silent or send too much; and a well-behaved endpoint still works."""
+endpoints that drip, stay silent or send too much; and a well-behaved endpoint still works. Each runs
+both ways the sender keeps a deadline: on the calling thread with the watchdog (aws/watchdog.py, what
+production clients use), and on worker threads (where the watchdog cannot be installed)."""
 
 from __future__ import annotations
 
+import socket
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
-from hyperpod_scheduler.aws import deadlines
+from hyperpod_scheduler.aws import deadlines, watchdog
 from hyperpod_scheduler.aws.clients import s3_client, sagemaker_client, session
 from hyperpod_scheduler.aws.deadlines import _WORKERS, AnswerTooLarge, BoundedSender, DeadlineExceeded, Deadlines
 from hyperpod_scheduler.emulator import Emulator
 from hyperpod_scheduler.errors import UsageError
-from tests.aws.slow_endpoints import drip, endpoint, huge, silent
+from tests.aws.slow_endpoints import drip, drip_headers, endpoint, huge, silent
 from tests.engine.conftest import three_tier_request
 from tests.reliability.cli_inproc import cli
 
@@ -29,37 +33,68 @@ def _credentials(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     deadlines.use(None)
 
 
-def _client(url: str, limits: Deadlines = QUICK) -> object:
+@pytest.fixture(params=["watched", "threads"])
+def mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def _client(url: str, limits: Deadlines = QUICK, mode: str = "watched") -> object:
     deadlines.use(limits)
     try:
-        return sagemaker_client(region="us-east-1", endpoint_url=url)
+        client = sagemaker_client(region="us-east-1", endpoint_url=url)
     finally:
         deadlines.use(None)
+    sender = client._endpoint.http_session  # type: ignore[attr-defined]
+    assert isinstance(sender, BoundedSender) and sender.watched  # what production uses
+    sender.watched = mode == "watched"
+    return client
 
 
-def _attempt_threads() -> int:
-    return _WORKERS.busy  # threads still running an attempt (idle ones wait for the next)
+def _attempts_running() -> int:
+    # Attempts still watched, or worker threads still running one (idle ones wait for the next).
+    return watchdog.WATCHDOG.watched + _WORKERS.busy
 
 
 def _workers_gone(within_s: float = 5.0) -> bool:
     end = time.monotonic() + within_s
     while time.monotonic() < end:
-        if _attempt_threads() == 0:
+        if _attempts_running() == 0:
             return True
         time.sleep(0.05)
     return False
 
 
-@pytest.mark.parametrize("behaviour", [drip(every_s=0.2), silent()], ids=["drip", "silent"])
-def test_a_slow_endpoint_fails_at_the_deadline_with_a_line_that_says_so(behaviour: object) -> None:
+def _raised_within(seconds: float, call: Callable[[], object]) -> BaseException | None:
+    """What ``call`` raised, run on a thread so that a deadline not kept fails the test, not hangs it."""
+    raised: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            call()
+            raised.append(None)
+        except BaseException as exc:
+            raised.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if not raised:
+        pytest.fail(f"the call was still running after {seconds:g} s: no deadline kept it")
+    return raised[0]
+
+
+@pytest.mark.parametrize(
+    "behaviour", [drip(every_s=0.2), drip_headers(every_s=0.2), silent()], ids=["drip", "drip-headers", "silent"]
+)
+def test_a_slow_endpoint_fails_at_the_deadline_with_a_line_that_says_so(behaviour: object, mode: str) -> None:
     with endpoint(behaviour) as slow:  # type: ignore[arg-type]
-        client = _client(slow.url)
+        client = _client(slow.url, mode=mode)
         started = time.monotonic()
-        with pytest.raises(DeadlineExceeded) as caught:
-            client.describe_cluster(ClusterName="c1")  # type: ignore[attr-defined]
+        raised = _raised_within(QUICK.total_s + 10, lambda: client.describe_cluster(ClusterName="c1"))  # type: ignore[attr-defined]
         elapsed = time.monotonic() - started
         assert slow.connections >= 2  # a late attempt is retried like a read timeout, within the deadline
-    said = str(caught.value)
+    assert isinstance(raised, DeadlineExceeded), raised
+    said = str(raised)
     assert said.startswith("DescribeCluster: gave up after") and "(the call's deadline is 6 s" in said
     assert "--aws-deadline" in said and "\n" not in said
     assert elapsed < QUICK.total_s + 1.5  # not 8 attempts x 30 s, and never for good
@@ -67,9 +102,9 @@ def test_a_slow_endpoint_fails_at_the_deadline_with_a_line_that_says_so(behaviou
 
 
 @pytest.mark.parametrize("declared", [True, False], ids=["content-length", "chunked"])
-def test_an_oversized_answer_is_refused_as_it_arrives_and_not_retried(declared: bool) -> None:
+def test_an_oversized_answer_is_refused_as_it_arrives_and_not_retried(declared: bool, mode: str) -> None:
     with endpoint(huge(45 * 1024 * 1024, declared=declared)) as big:
-        client = _client(big.url)
+        client = _client(big.url, mode=mode)
         started = time.monotonic()
         with pytest.raises(AnswerTooLarge, match=r"DescribeCluster: answer larger than 1 MiB") as caught:
             client.describe_cluster(ClusterName="c1")  # type: ignore[attr-defined]
@@ -79,8 +114,8 @@ def test_an_oversized_answer_is_refused_as_it_arrives_and_not_retried(declared: 
     assert _workers_gone()
 
 
-def test_a_well_behaved_endpoint_is_answered_through_the_bounded_sender(emu: Emulator) -> None:
-    client = _client(emu.endpoint, Deadlines())
+def test_a_well_behaved_endpoint_is_answered_through_the_bounded_sender(emu: Emulator, mode: str) -> None:
+    client = _client(emu.endpoint, Deadlines(), mode)
     client.create_cluster(**three_tier_request())  # type: ignore[attr-defined]
     answer = client.describe_cluster(ClusterName="c1")  # type: ignore[attr-defined]
     assert answer["ClusterName"] == "c1" and [g["InstanceGroupName"] for g in answer["InstanceGroups"]] == [
@@ -89,6 +124,84 @@ def test_a_well_behaved_endpoint_is_answered_through_the_bounded_sender(emu: Emu
         "train",
     ]
     assert isinstance(client._endpoint.http_session, BoundedSender)  # type: ignore[attr-defined]
+    assert _workers_gone()
+
+
+def test_calls_from_many_threads_at_once_are_answered_on_their_own_threads(emu: Emulator) -> None:
+    client = _client(emu.endpoint, Deadlines())
+    client.create_cluster(**three_tier_request())  # type: ignore[attr-defined]
+    before = {t.name for t in threading.enumerate()}
+    answers: list[str] = []
+
+    def call() -> None:
+        for _ in range(5):
+            answers.append(client.describe_cluster(ClusterName="c1")["ClusterName"])  # type: ignore[attr-defined]
+
+    threads = [threading.Thread(target=call) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert answers == ["c1"] * 30
+    assert "aws-attempt" not in {t.name for t in threading.enumerate()} - before  # no thread hand-over
+    assert _workers_gone()
+
+
+def test_a_late_deadline_never_shuts_the_socket_the_next_attempt_uses() -> None:
+    """An attempt's connection goes back to the pool as its body ends, a moment before the attempt is
+    over: if its deadline passed in that moment, the next attempt on the connection must not lose it."""
+    ours, theirs = socket.socketpair()
+
+    class Conn:
+        sock = ours
+
+    conn = Conn()
+    first = watchdog.WATCHDOG.start(0.2)
+    watchdog.WATCHDOG.carries(conn)
+    taken = threading.Event()
+    release = threading.Event()
+
+    def next_attempt() -> None:
+        second = watchdog.WATCHDOG.start(30)
+        watchdog.WATCHDOG.carries(conn)  # another thread takes the connection from the pool
+        taken.set()
+        release.wait(10)
+        watchdog.WATCHDOG.end(second)
+
+    other = threading.Thread(target=next_attempt)
+    other.start()
+    try:
+        assert taken.wait(10)
+        end = time.monotonic() + 10
+        while not first.fired and time.monotonic() < end:
+            time.sleep(0.02)
+        assert first.fired  # the first attempt's deadline did pass
+        ours.sendall(b"still open")
+        assert theirs.recv(16) == b"still open"  # and the socket the second attempt uses was left alone
+    finally:
+        watchdog.WATCHDOG.end(first)
+        release.set()
+        other.join(10)
+        ours.close()
+        theirs.close()
+
+
+def test_a_deadline_shuts_the_socket_of_its_own_attempt() -> None:
+    ours, theirs = socket.socketpair()
+
+    class Conn:
+        sock = ours
+
+    watch = watchdog.WATCHDOG.start(0.2)
+    try:
+        watchdog.WATCHDOG.carries(Conn())
+        started = time.monotonic()
+        assert ours.recv(16) == b""  # blocked until the watchdog shut it down
+        assert watch.fired and time.monotonic() - started < 5
+    finally:
+        watchdog.WATCHDOG.end(watch)
+        ours.close()
+        theirs.close()
 
 
 def test_every_client_the_product_builds_is_bound() -> None:
@@ -98,7 +211,9 @@ def test_every_client_the_product_builds_is_bound() -> None:
         session(region="us-east-1").client("fsx"),
         session(region="us-east-1").client("pricing"),
     ):
-        assert isinstance(client._endpoint.http_session, BoundedSender), client.meta.service_model.service_name
+        sender = client._endpoint.http_session
+        assert isinstance(sender, BoundedSender), client.meta.service_model.service_name
+        assert sender.watched, client.meta.service_model.service_name  # with the installed botocore
         assert client.meta.config.connect_timeout == 5 and client.meta.config.read_timeout == 30
 
 

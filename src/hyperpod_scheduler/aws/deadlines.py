@@ -7,10 +7,11 @@ never trips it and ``stop`` hangs for good; a silent endpoint took 8 attempts x 
 with nothing printed; and botocore reads any answer whole, however large, before anyone looks at it.
 
 ``bound(client)`` (applied to every client ``aws.clients`` builds) replaces the client's HTTP sender
-with one that runs each attempt on a worker thread and waits at most the attempt's budget for the
-complete answer, reading the body itself with a size cap; a late attempt is abandoned (its socket shut
-down) and reported as a read timeout, which botocore retries like any other (for calls that change a
-cluster, the no-blind-retry rule decides). A ``needs-retry`` handler stops the retries when another
+with one that gives each attempt a budget for its complete answer, reading the body itself with a size
+cap. The attempt runs on the calling thread and ``aws.watchdog`` shuts its socket down when the budget
+is spent (where the watchdog cannot be installed, the attempt runs on a worker thread and the caller
+waits at most the budget). A late attempt is abandoned and reported as a read timeout, which botocore
+retries like any other (for calls that change a cluster, the no-blind-retry rule decides). A ``needs-retry`` handler stops the retries when another
 attempt could not finish before the call's deadline, and says so.
 
 The limits come from, in order: ``use()`` (the CLI's ``--aws-*`` options), the
@@ -36,6 +37,7 @@ import botocore.session
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from botocore.exceptions import ReadTimeoutError
 
+from hyperpod_scheduler.aws import watchdog
 from hyperpod_scheduler.errors import AwsError, UsageError
 
 C = TypeVar("C")
@@ -226,11 +228,17 @@ _WORKERS = _Workers()
 
 
 class BoundedSender:
-    """Stands in for a client's ``http_session``: the same ``send``, with a deadline and a size cap."""
+    """Stands in for a client's ``http_session``: the same ``send``, with a deadline and a size cap.
 
-    def __init__(self, inner: Any, deadlines: Deadlines) -> None:
+    ``watched`` (botocore's own urllib3 session, as ``aws.watchdog`` knows it): each attempt runs on the
+    calling thread and the watchdog keeps its deadline. Otherwise each attempt runs on a worker thread
+    and the calling thread waits at most its budget.
+    """
+
+    def __init__(self, inner: Any, deadlines: Deadlines, *, watched: bool | None = None) -> None:
         self._inner = inner
         self.deadlines = deadlines
+        self.watched = watchdog.install(inner) if watched is None else watched
 
     def __getattr__(self, name: str) -> Any:  # close(), proxies and the rest are the real sender's
         return getattr(self._inner, name)
@@ -245,6 +253,8 @@ class BoundedSender:
             if remaining <= 0:
                 raise DeadlineExceeded(operation, now - started, _attempt(request) - 1, self.deadlines.total_s)
             budget = min(budget, remaining)
+        if self.watched:
+            return self._send_watched(request, operation, started, budget)
         outcome: dict[str, Any] = {}
         # A bare lock, held until the worker is done: waiting on it is one C call, where an Event's wait
         # builds a Condition waiter in Python each time (a tenth of a millisecond per call, contended).
@@ -257,25 +267,48 @@ class BoundedSender:
             raw = outcome.get("raw")
             if raw is not None:
                 _shut(raw)
-            if isinstance(started, float) and budget < self.deadlines.attempt_s:
-                raise DeadlineExceeded(
-                    operation,
-                    time.monotonic() - started,
-                    _attempt(request),
-                    self.deadlines.total_s,
-                    f"no complete answer in the {budget:.0f} s that were left",
-                )
-            raise AnswerTimeout(
-                endpoint_url=request.url,
-                operation=operation,
-                seconds=budget,
-                attempt=_attempt(request),
-                read=self.deadlines.read_s,
-            )
+            raise self._late(request, operation, started, budget)
         if "error" in outcome:
             raise outcome["error"]
         response: AWSResponse = outcome["response"]
         return response
+
+    def _late(self, request: AWSPreparedRequest, operation: str, started: Any, budget: float) -> Exception:
+        """The error for an attempt that ran out of its budget."""
+        if isinstance(started, float) and budget < self.deadlines.attempt_s:
+            return DeadlineExceeded(
+                operation,
+                time.monotonic() - started,
+                _attempt(request),
+                self.deadlines.total_s,
+                f"no complete answer in the {budget:.0f} s that were left",
+            )
+        return AnswerTimeout(
+            endpoint_url=request.url,
+            operation=operation,
+            seconds=budget,
+            attempt=_attempt(request),
+            read=self.deadlines.read_s,
+        )
+
+    def _send_watched(self, request: AWSPreparedRequest, operation: str, started: Any, budget: float) -> AWSResponse:
+        streamed = copy.copy(request)
+        streamed.stream_output = True  # returned at the headers: the body is read below, counted
+        watch = watchdog.WATCHDOG.start(budget)
+        try:
+            try:
+                response = self._inner.send(streamed)
+                body = self._read(response, operation, watch)
+            except Exception:
+                if watch.fired:  # the watchdog shut the socket: whatever broke, it broke for lateness
+                    raise self._late(request, operation, started, budget) from None
+                raise
+            if watch.fired:  # shut between two reads: what was read may be cut short
+                _shut(response.raw)
+                raise self._late(request, operation, started, budget)
+        finally:
+            watchdog.WATCHDOG.end(watch)
+        return AWSResponse(response.url, response.status_code, response.headers, _Buffered(body))
 
     def _work(
         self,
@@ -301,7 +334,7 @@ class BoundedSender:
         finally:
             done.release()
 
-    def _read(self, response: AWSResponse, operation: str, cancelled: threading.Event) -> bytes:
+    def _read(self, response: AWSResponse, operation: str, cancelled: threading.Event | watchdog.Watch) -> bytes:
         limit = self.deadlines.max_answer_bytes
         declared = response.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
@@ -314,7 +347,7 @@ class BoundedSender:
             if size > limit:
                 _shut(response.raw)
                 raise AnswerTooLarge(operation, self.deadlines.max_answer_mb)
-            if cancelled.is_set():
+            if cancelled.fired if isinstance(cancelled, watchdog.Watch) else cancelled.is_set():
                 _shut(response.raw)
                 return b""
             chunks.append(chunk)

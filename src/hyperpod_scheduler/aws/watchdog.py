@@ -1,0 +1,189 @@
+"""One thread that keeps every attempt's deadline, so an attempt runs on the thread that made the call.
+
+Handing each attempt to a worker thread and waiting for it (what ``aws.deadlines`` did first, and still
+does where this cannot be installed) cost two thread switches per call: on a busy 2-core machine, a
+third of a millisecond and more per call, most of what the deadlines cost a tick. Here the calling
+thread sends and reads as botocore would, and a single watchdog thread shuts the attempt's socket
+down when its deadline passes, which wakes the caller from whatever read it is blocked in.
+
+The watchdog learns an attempt's socket from the HTTP connection the attempt uses:
+``install(http_session)`` gives botocore's urllib3 session connection classes that, on the calling
+thread, tell the attempt watched there which connection carries it (on connect, request and
+response). Installing needs two attributes of botocore's ``URLLib3Session`` that are not public API;
+when they are not as expected, ``install`` says no and the sender keeps its worker threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import itertools
+import math
+import os
+import socket
+import threading
+import time
+from typing import Any
+
+from botocore.awsrequest import (
+    AWSHTTPConnection,
+    AWSHTTPConnectionPool,
+    AWSHTTPSConnection,
+    AWSHTTPSConnectionPool,
+)
+
+
+class Expired(TimeoutError):
+    """Raised on the calling thread when its attempt's deadline passed before a socket could be shut."""
+
+
+class Watch:
+    """One attempt's deadline. ``fired``: the deadline passed while the attempt was still running."""
+
+    __slots__ = ("conn", "deadline", "fired", "over")
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.conn: Any = None  # the connection carrying the attempt, once it has one
+        self.fired = False
+        self.over = False
+
+
+_current = threading.local()  # the Watch of the attempt running on this thread, if any
+
+
+class Watchdog:
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._heap: list[tuple[float, int, Watch]] = []
+        self._order = itertools.count()
+        # When the watchdog will next look. A new deadline later than that (nearly every one: budgets
+        # are equal and time moves on) is registered without waking it: no thread switch per call.
+        self._wake_at = math.inf
+        self._thread: threading.Thread | None = None
+
+    def start(self, budget_s: float) -> Watch:
+        """Watch an attempt on this thread from now for ``budget_s`` seconds."""
+        watch = Watch(time.monotonic() + budget_s)
+        with self._cond:
+            heapq.heappush(self._heap, (watch.deadline, next(self._order), watch))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="aws-watchdog", daemon=True)
+                self._thread.start()
+            if watch.deadline < self._wake_at:
+                self._wake_at = watch.deadline
+                self._cond.notify()
+        _current.watch = watch
+        return watch
+
+    def end(self, watch: Watch) -> None:
+        """The attempt is over (answered, failed or abandoned): its socket is never shut after this."""
+        _current.watch = None
+        with self._cond:
+            watch.over = True
+            if watch.conn is not None and getattr(watch.conn, "_hps_watch", None) is watch:
+                watch.conn._hps_watch = None
+            watch.conn = None
+
+    def carries(self, conn: Any) -> None:
+        """``conn`` carries the attempt watched on this thread (called by the connection, on this thread)."""
+        watch: Watch | None = getattr(_current, "watch", None)
+        if watch is None:
+            return
+        with self._cond:
+            # The connection is this attempt's now: an earlier attempt's late deadline leaves it alone.
+            conn._hps_watch = watch
+            watch.conn = conn
+            fired = watch.fired
+        if fired:
+            raise Expired("the attempt's deadline passed")
+
+    @property
+    def watched(self) -> int:
+        """Attempts being watched now."""
+        with self._cond:
+            return sum(1 for _, _, w in self._heap if not w.over)
+
+    def _run(self) -> None:
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                while self._heap and (self._heap[0][2].over or self._heap[0][0] <= now):
+                    _, _, watch = heapq.heappop(self._heap)
+                    if not watch.over:
+                        watch.fired = True
+                        if watch.conn is not None and getattr(watch.conn, "_hps_watch", None) is watch:
+                            _shut_socket(getattr(watch.conn, "sock", None))
+                self._wake_at = self._heap[0][0] if self._heap else math.inf
+                self._cond.wait(None if not self._heap else max(self._wake_at - now, 0.0))
+
+    def _after_fork(self) -> None:
+        # A forked child has none of the parent's threads: it starts its own watchdog when it needs one.
+        self._cond = threading.Condition(threading.Lock())
+        self._heap = []
+        self._wake_at = math.inf
+        self._thread = None
+
+
+def _shut_socket(sock: Any) -> None:
+    if isinstance(sock, socket.socket):
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+WATCHDOG = Watchdog()
+os.register_at_fork(after_in_child=WATCHDOG._after_fork)
+
+
+class _Carrier:
+    """Mixed into botocore's connection classes: each step that may block tells the watchdog first."""
+
+    def connect(self) -> None:
+        WATCHDOG.carries(self)
+        super().connect()  # type: ignore[misc]
+        WATCHDOG.carries(self)  # a deadline that passed while connecting is kept now there is a socket
+
+    def request(self, *args: Any, **kwargs: Any) -> Any:
+        WATCHDOG.carries(self)
+        return super().request(*args, **kwargs)  # type: ignore[misc]
+
+    def getresponse(self, *args: Any, **kwargs: Any) -> Any:
+        WATCHDOG.carries(self)
+        return super().getresponse(*args, **kwargs)  # type: ignore[misc]
+
+
+class WatchedHTTPConnection(_Carrier, AWSHTTPConnection):  # type: ignore[misc]  # botocore's own classes clash in the stubs
+    pass
+
+
+class WatchedHTTPSConnection(_Carrier, AWSHTTPSConnection):  # type: ignore[misc]
+    pass
+
+
+class WatchedHTTPConnectionPool(AWSHTTPConnectionPool):
+    ConnectionCls = WatchedHTTPConnection
+
+
+class WatchedHTTPSConnectionPool(AWSHTTPSConnectionPool):
+    ConnectionCls = WatchedHTTPSConnection
+
+
+def install(http_session: Any) -> bool:
+    """Give botocore's urllib3 session the watched connections; False (nothing changed) if it is not
+    one as this module knows it, or has already opened connections with its own."""
+    found: object = getattr(http_session, "_pool_classes_by_scheme", None)
+    manager = getattr(http_session, "_manager", None)
+    if not isinstance(found, dict):
+        return False
+    classes: dict[str, Any] = found
+    if getattr(manager, "pool_classes_by_scheme", None) is not classes:
+        return False
+    if classes.get("http") is not AWSHTTPConnectionPool or classes.get("https") is not AWSHTTPSConnectionPool:
+        return False
+    pools = getattr(manager, "pools", None)
+    if pools is None or len(pools) or getattr(http_session, "_proxy_managers", None):
+        return False
+    # The manager and every proxy manager made later share this one dict (botocore hands it to each).
+    classes["http"] = WatchedHTTPConnectionPool
+    classes["https"] = WatchedHTTPSConnectionPool
+    return True
