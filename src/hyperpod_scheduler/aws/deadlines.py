@@ -11,8 +11,9 @@ with one that gives each attempt a budget for its complete answer, reading the b
 cap. The attempt runs on the calling thread and ``aws.watchdog`` shuts its socket down when the budget
 is spent (where the watchdog cannot be installed, the attempt runs on a worker thread and the caller
 waits at most the budget). A late attempt is abandoned and reported as a read timeout, which botocore
-retries like any other (for calls that change a cluster, the no-blind-retry rule decides). A ``needs-retry`` handler stops the retries when another
-attempt could not finish before the call's deadline, and says so.
+retries like any other (for calls that change a cluster, the no-blind-retry rule decides). A
+``needs-retry`` handler stops the retries when another attempt could not finish before the call's
+deadline, and says so.
 
 The limits come from, in order: ``use()`` (the CLI's ``--aws-*`` options), the
 ``HYPERPOD_SCHEDULER_AWS_*`` environment variables (Lambda, cron), and the defaults below.

@@ -25,6 +25,8 @@ RETRY_AFTER_ERROR = timedelta(minutes=15)
 def watch_plans(engine: Engine, ref: ClusterRef, now: datetime) -> None:
     known = engine.accounts.known(ref) or ref
     learned = engine.plan_groups(ref)
+    if not learned and engine.watched_no_plan(known):
+        return  # nothing to watch, as the turn's own read of the record just found
     for _ in range(5):  # compare-and-set: another runner's write in between means read and do again
         record = engine.store.get(known.key)
         if record is None or (not record.plans and not learned):

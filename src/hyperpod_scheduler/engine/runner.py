@@ -82,6 +82,13 @@ class Result:
     message: str
 
 
+class _Unread:
+    """Not read yet (None is a read that found no record)."""
+
+
+UNREAD = _Unread()
+
+
 class Engine:
     def __init__(
         self,
@@ -115,6 +122,9 @@ class Engine:
         self.policy_for = policy_for or (lambda ref: Policy())
         self.accounts = Accounts(store, now, self._entry, lambda ref, m: self._emit(ref, "note", m))
         self._plan_groups: dict[tuple[str | None, str | None, str], dict[str, tuple[list[str], str | None]]] = {}
+        # Keys whose record watched no training plan when this tick's turn read it: the plan watch after
+        # the turn then needs no read of its own (only this engine's own answers add plans to a record).
+        self._no_plans: set[str] = set()
 
     # ---- reporting -------------------------------------------------------------------------------
     def _emit(self, ref: ClusterRef, kind: Any, message: str, **detail: Any) -> None:
@@ -177,13 +187,22 @@ class Engine:
         known = self.accounts.known(ref)
         if known is not None:
             record = self.store.get(known.key)
+            if record is not None and not record.plans:
+                self._no_plans.add(known.key)
+            else:
+                self._no_plans.discard(known.key)
             if record is not None or not self._old_record_waits(known):
                 return known, None, record
             view = self.describe(known)
             return known, view, self.accounts.adopt(known, view, dry_run=dry_run)
         view = self.describe(ref)
         known = self.accounts.learn(ref, view, dry_run=dry_run)
+        self._no_plans.discard(known.key)  # not read here: the plan watch reads it itself
         return known, view, self.accounts.adopt(known, view, dry_run=dry_run)
+
+    def watched_no_plan(self, ref: ClusterRef) -> bool:
+        """True if this tick's turn of ``ref`` (by account) read a record that watches no training plan."""
+        return ref.key in self._no_plans
 
     def record_of(self, ref: ClusterRef) -> ClusterRecord | None:
         """The record of ``ref`` where the engine keeps it (by account, known without an API call), or
@@ -242,8 +261,8 @@ class Engine:
                 pending = record.pending if record is not None else None
                 if due.kind == "follow" and pending is not None and pending.phase != "intent":
                     return self._dry(ref, f"would follow the {pending.action} in flight")
-                return self._reconcile(ref, sched, due, dry_run, enforced, view)
-            return self._with_lease(ref, lambda: self._reconcile(ref, sched, due, dry_run, enforced, view))
+                return self._reconcile(ref, sched, due, dry_run, enforced, view, record)
+            return self._with_lease(ref, lambda: self._reconcile(ref, sched, due, dry_run, enforced, view, record))
         except Exception as exc:  # contained: one cluster never stops the tick for the others
             return self._failed(ref, exc)
 
@@ -255,13 +274,17 @@ class Engine:
         dry_run: bool,
         enforced: bool,
         view: ClusterView | None = None,
+        record: ClusterRecord | None = None,
     ) -> Result:
+        """``record``: what ``due`` was decided from, read before the lease was taken. Acting on it is
+        safe: if another runner wrote in between, the intent's compare-and-set fails and this tick
+        leaves the cluster to it."""
         if due.kind == "follow":
             record = self.store.get(ref.key)
             if record is not None and record.pending is not None and record.pending.phase == "intent":
                 return self._revisit_intent(ref, record, sched, enforced, dry_run, view)
             return self._follow(ref, wait=False)
-        return self._act_on(ref, sched, due, dry_run, view=view)
+        return self._act_on(ref, sched, due, dry_run, view=view, record=record)
 
     def _failed(self, ref: ClusterRef, exc: Exception) -> Result:
         message = _describe_error(exc)
@@ -316,7 +339,7 @@ class Engine:
             due = planner.due(after, sched, enforced=enforced, now=self.now())
             if due is None:
                 return Result(ref.name, "noop", f"withdrew the {pending.action} that never went out: {why}")
-            return self._act_on(ref, sched, due, dry_run)
+            return self._act_on(ref, sched, due, dry_run, record=after)
         self._emit(
             ref, "note", f"{pending.action} was interrupted before it went out; planning it again from the cluster now"
         )
@@ -423,10 +446,14 @@ class Engine:
         replan: bool = False,
         view: ClusterView | None = None,
         raise_to: Mapping[str, int] | None = None,
+        record: ClusterRecord | _Unread | None = UNREAD,
     ) -> Result:
         """``replan``: the record's pending intent never went out and is replaced by this one.
-        ``raise_to``: a start of only these groups, to these counts (``planner.plan_raise``)."""
-        record = self.store.get(ref.key)
+        ``raise_to``: a start of only these groups, to these counts (``planner.plan_raise``).
+        ``record``: the record as the caller just read it (one read less; the intent's compare-and-set
+        still refuses to act on it if it changed since)."""
+        if isinstance(record, _Unread):
+            record = self.store.get(ref.key)
         if record is not None and record.pending is not None and not replan:
             earlier = self._earlier(ref, record, action, dry_run, wait, poll_seconds)
             if earlier is not None:

@@ -1,0 +1,90 @@
+"""What a tick asks of the state store: the record is read once per cluster (the training-plan watch
+after the turn reuses the turn's read), and a due intent is written against that read (a write by
+someone else in between makes it a skip, never a lost update)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from hyperpod_scheduler.emulator import Emulator, running_emulator
+from hyperpod_scheduler.engine.fleet import Governed, ref_for, tick
+from hyperpod_scheduler.engine.runner import Engine
+from hyperpod_scheduler.schedule import resolve
+from hyperpod_scheduler.store.memory import MemoryStore
+from hyperpod_scheduler.store.records import ClusterRecord
+from tests.engine.conftest import CountingClient, settle, three_tier_request
+
+SUNDAY = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)  # the office schedule wants the cluster stopped
+MONDAY = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
+OFFICE = "Mon-Fri 08:00-18:00 UTC"
+
+
+class ReadCounting(MemoryStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+        self.before_lease: list[str] = []  # keys to change behind the engine's back as it takes the lease
+
+    def get(self, key: str) -> ClusterRecord | None:
+        self.reads += 1
+        return super().get(key)
+
+    def acquire_lease(self, key: str, owner: str, ttl_s: float, now: datetime) -> bool:
+        if key in self.before_lease:  # another runner's write lands between the read and the lease
+            self.before_lease.remove(key)
+            record = super().get(key)
+            assert record is not None
+            super().put(record.evolve(updated_at=now), record.version)
+        return super().acquire_lease(key, owner, ttl_s, now)
+
+
+def _stopped(emu: Emulator, store: ReadCounting, counting: CountingClient) -> tuple[Engine, list[Governed]]:
+    engine = Engine(store, lambda ref: counting.client, emu.clock.now)
+    fleet = [Governed(ref_for("c1", "us-east-1"), "office", resolve(OFFICE, {}), False)]
+    [first] = tick(engine, fleet, emu.clock.now())
+    assert first.kind == "sent", first
+    for _ in range(200):
+        emu.advance(30)
+        [result] = tick(engine, fleet, emu.clock.now())
+        if result.kind != "in-progress":
+            break
+    assert result.kind == "settled", result
+    return engine, fleet
+
+
+def test_a_quiet_tick_and_a_due_start_each_read_the_record_once() -> None:
+    with running_emulator(virtual_start=SUNDAY, seed=3) as emu:
+        counting = CountingClient(emu.endpoint)
+        counting.client.create_cluster(**three_tier_request())
+        settle(emu, counting.client, "c1")
+        store = ReadCounting()
+        engine, fleet = _stopped(emu, store, counting)
+        emu.advance(600)
+        store.reads = 0
+        [quiet] = tick(engine, fleet, emu.clock.now())
+        assert quiet.kind == "quiet" and store.reads == 1, (quiet, store.reads)
+        emu.advance((MONDAY - emu.clock.now()).total_seconds())
+        store.reads = 0
+        [result] = tick(engine, fleet, emu.clock.now())
+        assert result.kind == "sent", result
+        assert store.reads == 1
+
+
+def test_a_write_between_the_read_and_the_lease_makes_the_due_start_a_skip_not_a_lost_update() -> None:
+    with running_emulator(virtual_start=SUNDAY, seed=3) as emu:
+        counting = CountingClient(emu.endpoint)
+        counting.client.create_cluster(**three_tier_request())
+        settle(emu, counting.client, "c1")
+        store = ReadCounting()
+        engine, fleet = _stopped(emu, store, counting)
+        emu.advance((MONDAY - emu.clock.now()).total_seconds())
+        [key] = store.list_keys()
+        store.before_lease.append(key)
+        updates = counting.calls["UpdateCluster"]
+        [result] = tick(engine, fleet, emu.clock.now())
+        assert result.kind == "skip" and "another runner" in result.message, result
+        assert counting.calls["UpdateCluster"] == updates  # nothing sent on a stale read
+        record = store.get(key)
+        assert record is not None and record.pending is None
+        [again] = tick(engine, fleet, emu.clock.now())  # the next tick starts it
+        assert again.kind == "sent", again
