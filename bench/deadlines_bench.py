@@ -1,11 +1,14 @@
 """What the call deadlines cost: DescribeCluster per call through a plain boto3 client (the reference)
-and through one bound by aws/deadlines.py (each attempt on a worker thread, the body read with a cap)
-and checked by aws/answers.py, side by side against the same emulator.
+and through one bound by aws/deadlines.py (the body read with a cap, the deadline kept by the watchdog
+of aws/watchdog.py) and checked by aws/answers.py, side by side against the same emulator; and the same
+bound client with each attempt handed to a worker thread instead (the fallback where the watchdog
+cannot be installed).
 
     .venv/bin/python bench/deadlines_bench.py [--calls 300] [--latency-ms 0] [--quick]
 
-The emulator runs in this process, so the worker thread competes for the GIL with the server's threads:
-the worst case. ``--latency-ms`` adds AWS-like latency per request, where the difference all but vanishes.
+The emulator runs in this process, so the calls compete for the GIL with the server's threads: the
+worst case for a thread hand-over. ``--latency-ms`` adds AWS-like latency per request, where the
+difference all but vanishes.
 """
 
 from __future__ import annotations
@@ -47,7 +50,9 @@ def main() -> None:
                 "sagemaker", endpoint_url=emu.endpoint
             ),
             "bounded and checked": sagemaker_client(region="us-east-1", endpoint_url=emu.endpoint, **keys),
+            "the same, worker threads": sagemaker_client(region="us-east-1", endpoint_url=emu.endpoint, **keys),
         }
+        clients["the same, worker threads"]._endpoint.http_session.watched = False  # type: ignore[attr-defined]
         for client in clients.values():
             per_call_ms(client, 5)  # warm: connections, models
         timings: dict[str, list[float]] = {name: [] for name in clients}
