@@ -7,6 +7,8 @@ Three kinds of figure, each from its own fresh process so that none distorts ano
 - **floor**: one DescribeCluster + one UpdateCluster per cluster through one default boto3 client, with
   the tick's concurrency, against a trivial local server (its own process) that replays the emulator's
   own answers for these clusters. It is what any tool calling these two APIs through boto3 pays.
+  Beside it, the same two calls through the tick's own client (what the client adds, apart from what
+  the engine does).
 - **time pass**: the ticks as production runs them (``app.compose`` clients: adaptive retries, the
   answer check, no blind retries of mutating calls; the state store given by ``--store``), untraced.
   Wall time per tick; peak RSS of the whole tick process after it (``getrusage``, free to read).
@@ -137,10 +139,18 @@ def serve_replay(answers_file: str) -> None:
     server.serve_forever()
 
 
-def floor_worker(endpoint: str, n: int, concurrency: int, describe: dict[str, Any]) -> dict[str, Any]:
+def floor_worker(
+    endpoint: str, n: int, concurrency: int, describe: dict[str, Any], production: bool = False
+) -> dict[str, Any]:
+    """``production``: the same two calls through the client the tick uses (``aws.clients``: adaptive
+    retries, the answer check, the call deadlines), to tell what the client adds from what the engine does."""
     import boto3
 
     client = boto3.Session(region_name="us-east-1").client("sagemaker", endpoint_url=endpoint)
+    if production:
+        from hyperpod_scheduler.aws.clients import sagemaker_client
+
+        client = sagemaker_client(region="us-east-1", endpoint_url=endpoint)
     spec = client.meta.service_model.shape_for("ClusterInstanceGroupSpecification").members
     groups = [
         {**{k: v for k, v in g.items() if k in spec and k != "TargetCount"}, "InstanceCount": 0}
@@ -284,7 +294,7 @@ def main() -> None:
     parser.add_argument(
         "--time-only", action="store_true", help="skip the memory pass (traced, 3-5x slower; its target is at 1,000)"
     )
-    parser.add_argument("--worker", choices=("tick", "floor"), help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=("tick", "floor", "client-floor"), help=argparse.SUPPRESS)
     parser.add_argument("--endpoint", help=argparse.SUPPRESS)
     parser.add_argument("--traced", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--replay", action="store_true", help=argparse.SUPPRESS)
@@ -303,8 +313,9 @@ def main() -> None:
             )
         )
         return
-    if args.worker == "floor":
-        print(json.dumps(floor_worker(args.endpoint, n, args.concurrency, json.loads(args.describe))))
+    if args.worker in ("floor", "client-floor"):
+        production = args.worker == "client-floor"
+        print(json.dumps(floor_worker(args.endpoint, n, args.concurrency, json.loads(args.describe), production)))
         return
 
     import botocore
@@ -320,6 +331,7 @@ def main() -> None:
     with replay_server(answers) as endpoint:
         describe = answers["DescribeCluster"].decode()
         floor = child(["--worker", "floor", "--endpoint", endpoint, "--describe", describe, *common])
+        ours = child(["--worker", "client-floor", "--endpoint", endpoint, "--describe", describe, *common])
         replayed = child(["--worker", "tick", "--endpoint", endpoint, "--replay", *common])
         unbounded = child(["--worker", "tick", "--endpoint", endpoint, "--replay", "--unbounded", *common])
     traced = None if args.time_only else pass_with_emulator(n, [*common, "--traced"])[0]
@@ -328,6 +340,11 @@ def main() -> None:
         f"boto3 floor (DescribeCluster + UpdateCluster per cluster, one default boto3 client, {args.concurrency} "
         f"threads, replayed emulator answers): {floor['wall']:.2f} s = {per_floor:.2f} ms per cluster, "
         f"CPU {1000 * floor['cpu'] / n:.2f} ms per cluster (load {floor['load']})"
+    )
+    print(
+        f"the same two calls through the tick's own client (adaptive retries, answer check, call deadlines): "
+        f"{1000 * ours['wall'] / n:.2f} ms per cluster = {ours['wall'] / floor['wall']:.2f}x the floor; "
+        f"CPU {1000 * ours['cpu'] / n:.2f} ms = {ours['cpu'] / floor['cpu']:.2f}x (load {ours['load']})"
     )
     row = replayed["rows"][0]
     print(
