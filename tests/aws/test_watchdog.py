@@ -400,3 +400,26 @@ def test_eight_threads_on_a_client_with_two_pooled_connections_are_all_answered(
         deadlines.use(None)
     assert len(answers) == 200 and len(set(answers)) == 1
     assert watchdog.WATCHDOG.watched == 0
+
+
+def test_a_proxy_that_drips_its_connect_answer_ends_at_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """HTTPS through $HTTPS_PROXY: the proxy's answer to CONNECT arrives a byte at a time."""
+
+    def dripping_proxy(conn: socket.socket, stop: threading.Event) -> None:
+        assert _read_request(conn).startswith(b"CONNECT ")
+        for byte in b"HTTP/1.1 200 Connection established\r\n" + b"X-Pad: a\r\n" * 100:
+            if stop.wait(0.05):
+                return
+            conn.sendall(bytes([byte]))
+
+    for name in ("NO_PROXY", "no_proxy", "HTTP_PROXY", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    with endpoint(dripping_proxy) as proxy, endpoint(silent()) as target:
+        monkeypatch.setenv("HTTPS_PROXY", proxy.url)
+        client = _client(target.url.replace("http:", "https:"))
+        started = time.monotonic()
+        raised = _raised_within(10, lambda: client.describe_cluster(ClusterName="c1"))  # type: ignore[attr-defined]
+        elapsed = time.monotonic() - started
+        assert proxy.connections >= 1 and target.connections == 0  # it did go through the proxy
+    assert isinstance(raised, DeadlineExceeded), raised
+    assert elapsed < TIGHT.total_s + 1.0
