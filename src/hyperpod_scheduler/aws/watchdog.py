@@ -40,13 +40,14 @@ class Expired(TimeoutError):
 class Watch:
     """One attempt's deadline. ``fired``: the deadline passed while the attempt was still running."""
 
-    __slots__ = ("conn", "deadline", "fired", "over")
+    __slots__ = ("conn", "deadline", "fired", "over", "queued")
 
     def __init__(self, deadline: float) -> None:
         self.deadline = deadline
         self.conn: Any = None  # the connection carrying the attempt, once it has one
         self.fired = False
         self.over = False
+        self.queued = True  # still in the watchdog's heap
 
 
 _current = threading.local()  # the Watch of the attempt running on this thread, if any
@@ -61,6 +62,11 @@ class Watchdog:
         # are equal and time moves on) is registered without waking it: no thread switch per call.
         self._wake_at = math.inf
         self._thread: threading.Thread | None = None
+        # Attempts that are over but still in the heap. Nearly every attempt ends long before its
+        # deadline, and the watchdog only looks at the heap's top when it wakes (about once a budget):
+        # without pruning, every quick call in the last budget's worth of seconds would stay queued
+        # (100,000 quick calls: 17 MiB, and read budgets may be an hour).
+        self._ended = 0
 
     def start(self, budget_s: float) -> Watch:
         """Watch an attempt on this thread from now for ``budget_s`` seconds."""
@@ -84,6 +90,39 @@ class Watchdog:
             if watch.conn is not None and getattr(watch.conn, "_hps_watch", None) is watch:
                 watch.conn._hps_watch = None
             watch.conn = None
+            if watch.queued:
+                self._ended += 1
+                if self._ended > 64 and 2 * self._ended > len(self._heap):
+                    self._prune()
+
+    def _prune(self) -> None:
+        """Drop the attempts that are over from the heap (amortised: at most once per half a heap of
+        ends). ``_wake_at`` is left as it is: the watchdog waking once early costs less than a notify."""
+        kept = []
+        for entry in self._heap:
+            if entry[2].over:
+                entry[2].queued = False
+            else:
+                kept.append(entry)
+        heapq.heapify(kept)
+        self._heap = kept
+        self._ended = 0
+
+    def returned(self, conn: Any) -> None:
+        """``conn`` went back to its pool (its answer was read to the end): no attempt carries it now, so
+        a deadline passing before the attempt that used it is marked over must not shut it, whoever
+        takes it from the pool next."""
+        with self._cond:
+            watch = getattr(conn, "_hps_watch", None)
+            if watch is not None:
+                conn._hps_watch = None
+                if watch.conn is conn:
+                    watch.conn = None
+
+    def left(self) -> float | None:
+        """Seconds left of the attempt watched on this thread, if any."""
+        watch: Watch | None = getattr(_current, "watch", None)
+        return None if watch is None else watch.deadline - time.monotonic()
 
     def carries(self, conn: Any) -> None:
         """``conn`` carries the attempt watched on this thread (called by the connection, on this thread)."""
@@ -110,7 +149,10 @@ class Watchdog:
                 now = time.monotonic()
                 while self._heap and (self._heap[0][2].over or self._heap[0][0] <= now):
                     _, _, watch = heapq.heappop(self._heap)
-                    if not watch.over:
+                    watch.queued = False
+                    if watch.over:
+                        self._ended -= 1
+                    else:
                         watch.fired = True
                         if watch.conn is not None and getattr(watch.conn, "_hps_watch", None) is watch:
                             _shut_socket(getattr(watch.conn, "sock", None))
@@ -121,6 +163,7 @@ class Watchdog:
         # A forked child has none of the parent's threads: it starts its own watchdog when it needs one.
         self._cond = threading.Condition(threading.Lock())
         self._heap = []
+        self._ended = 0
         self._wake_at = math.inf
         self._thread = None
 
@@ -140,6 +183,14 @@ class _Carrier:
 
     def connect(self) -> None:
         WATCHDOG.carries(self)
+        # Opening the connection (the TCP connect, a proxy's CONNECT, the TLS handshake) happens before
+        # the watchdog can shut a socket it can reach: a TLS handshake reads from a socket the SSL
+        # wrapper has already taken over. So the connect timeout, which bounds it all, is cut to what is
+        # left of the attempt (urllib3 sets the read timeout again once connected).
+        left = WATCHDOG.left()
+        timeout = getattr(self, "timeout", None)
+        if left is not None and (not isinstance(timeout, int | float) or timeout > left):
+            self.timeout = max(left, 0.001)
         super().connect()  # type: ignore[misc]
         WATCHDOG.carries(self)  # a deadline that passed while connecting is kept now there is a socket
 
@@ -160,11 +211,20 @@ class WatchedHTTPSConnection(_Carrier, AWSHTTPSConnection):  # type: ignore[misc
     pass
 
 
-class WatchedHTTPConnectionPool(AWSHTTPConnectionPool):
+class _Returns:
+    """Mixed into botocore's pool classes: a connection back in the pool is no attempt's any more."""
+
+    def _put_conn(self, conn: Any) -> None:
+        if conn is not None:
+            WATCHDOG.returned(conn)
+        super()._put_conn(conn)  # type: ignore[misc]
+
+
+class WatchedHTTPConnectionPool(_Returns, AWSHTTPConnectionPool):
     ConnectionCls = WatchedHTTPConnection
 
 
-class WatchedHTTPSConnectionPool(AWSHTTPSConnectionPool):
+class WatchedHTTPSConnectionPool(_Returns, AWSHTTPSConnectionPool):
     ConnectionCls = WatchedHTTPSConnection
 
 
