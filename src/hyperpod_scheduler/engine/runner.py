@@ -82,13 +82,6 @@ class Result:
     message: str
 
 
-class _Unread:
-    """Not read yet (None is a read that found no record)."""
-
-
-UNREAD = _Unread()
-
-
 class Engine:
     def __init__(
         self,
@@ -261,8 +254,8 @@ class Engine:
                 pending = record.pending if record is not None else None
                 if due.kind == "follow" and pending is not None and pending.phase != "intent":
                     return self._dry(ref, f"would follow the {pending.action} in flight")
-                return self._reconcile(ref, sched, due, dry_run, enforced, view, record)
-            return self._with_lease(ref, lambda: self._reconcile(ref, sched, due, dry_run, enforced, view, record))
+                return self._reconcile(ref, sched, due, dry_run, enforced, view)
+            return self._with_lease(ref, lambda: self._reconcile(ref, sched, due, dry_run, enforced, view))
         except Exception as exc:  # contained: one cluster never stops the tick for the others
             return self._failed(ref, exc)
 
@@ -274,17 +267,17 @@ class Engine:
         dry_run: bool,
         enforced: bool,
         view: ClusterView | None = None,
-        record: ClusterRecord | None = None,
     ) -> Result:
-        """``record``: what ``due`` was decided from, read before the lease was taken. Acting on it is
-        safe: if another runner wrote in between, the intent's compare-and-set fails and this tick
-        leaves the cluster to it."""
+        # The record is read again under the lease (in _act or here), although the turn read it just
+        # before to decide what is due: a runner that held the lease in between may have sent a stop,
+        # and this turn's guards (draining nodes, the checkpoint audit) must not run on the read from
+        # before. The intent's compare-and-set alone would only stop the send, after the guards.
         if due.kind == "follow":
             record = self.store.get(ref.key)
             if record is not None and record.pending is not None and record.pending.phase == "intent":
                 return self._revisit_intent(ref, record, sched, enforced, dry_run, view)
             return self._follow(ref, wait=False)
-        return self._act_on(ref, sched, due, dry_run, view=view, record=record)
+        return self._act_on(ref, sched, due, dry_run, view=view)
 
     def _failed(self, ref: ClusterRef, exc: Exception) -> Result:
         message = _describe_error(exc)
@@ -339,7 +332,7 @@ class Engine:
             due = planner.due(after, sched, enforced=enforced, now=self.now())
             if due is None:
                 return Result(ref.name, "noop", f"withdrew the {pending.action} that never went out: {why}")
-            return self._act_on(ref, sched, due, dry_run, record=after)
+            return self._act_on(ref, sched, due, dry_run)
         self._emit(
             ref, "note", f"{pending.action} was interrupted before it went out; planning it again from the cluster now"
         )
@@ -446,14 +439,10 @@ class Engine:
         replan: bool = False,
         view: ClusterView | None = None,
         raise_to: Mapping[str, int] | None = None,
-        record: ClusterRecord | _Unread | None = UNREAD,
     ) -> Result:
         """``replan``: the record's pending intent never went out and is replaced by this one.
-        ``raise_to``: a start of only these groups, to these counts (``planner.plan_raise``).
-        ``record``: the record as the caller just read it (one read less; the intent's compare-and-set
-        still refuses to act on it if it changed since)."""
-        if isinstance(record, _Unread):
-            record = self.store.get(ref.key)
+        ``raise_to``: a start of only these groups, to these counts (``planner.plan_raise``)."""
+        record = self.store.get(ref.key)
         if record is not None and record.pending is not None and not replan:
             earlier = self._earlier(ref, record, action, dry_run, wait, poll_seconds)
             if earlier is not None:
