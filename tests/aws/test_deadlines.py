@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
+from botocore.awsrequest import AWSPreparedRequest, AWSResponse
+from urllib3 import HTTPHeaderDict
 
 from hyperpod_scheduler.aws import deadlines, watchdog
 from hyperpod_scheduler.aws.clients import s3_client, sagemaker_client, session
@@ -252,3 +254,40 @@ def test_stop_against_a_dripping_endpoint_ends_with_one_line(tmp_path: object) -
 )
 def test_bad_limits_on_the_command_line_are_one_line(args: tuple[str, ...], said: str) -> None:
     assert said in cli("status", "--state", "memory:", *args).one_error_line()
+
+
+class _EndsAsTheDeadlinePasses:
+    """botocore's sender, standing in: an answer whose deadline passes the moment its body has been read."""
+
+    def __init__(self, body: bytes, declared: bool) -> None:
+        self.body = body
+        self.declared = declared
+
+    def send(self, request: AWSPreparedRequest) -> AWSResponse:
+        body = self.body
+
+        class Raw:
+            def stream(self, amt: int = 0, decode_content: bool = False) -> Iterator[bytes]:
+                yield body
+                watch = watchdog._current.watch
+                watch.fired = True  # what the watchdog does when the deadline passes
+
+            def close(self) -> None:
+                return None
+
+        headers = HTTPHeaderDict({"content-length": str(len(body))} if self.declared else {})
+        return AWSResponse(request.url, 200, headers, Raw())
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["content-length", "close-delimited"])
+def test_an_answer_read_whole_as_its_deadline_passes_is_kept_when_its_length_proves_it(declared: bool) -> None:
+    """An UpdateCluster answered in full must not become one whose outcome is unknown because the deadline
+    passed as its last byte arrived; without a Content-Length nothing proves the body whole."""
+    sender = BoundedSender(_EndsAsTheDeadlinePasses(b'{"ClusterArn": "arn"}', declared), QUICK, watched=True)
+    request = AWSPreparedRequest("POST", "http://127.0.0.1:1", {}, b"{}", stream_output=False)
+    if declared:
+        assert sender.send(request).content == b'{"ClusterArn": "arn"}'
+    else:
+        with pytest.raises(deadlines.AnswerTimeout):
+            sender.send(request)
+    assert watchdog.WATCHDOG.watched == 0

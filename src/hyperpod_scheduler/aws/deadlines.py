@@ -300,11 +300,13 @@ class BoundedSender:
             try:
                 response = self._inner.send(streamed)
                 body = self._read(response, operation, watch)
+            except AnswerTooLarge:
+                raise  # refused for its size, whenever the deadline passed
             except Exception:
                 if watch.fired:  # the watchdog shut the socket: whatever broke, it broke for lateness
                     raise self._late(request, operation, started, budget) from None
                 raise
-            if watch.fired:  # shut between two reads: what was read may be cut short
+            if watch.fired and not _whole(response, body):  # shut between two reads: cut short
                 _shut(response.raw)
                 raise self._late(request, operation, started, budget)
         finally:
@@ -353,6 +355,14 @@ class BoundedSender:
                 return b""
             chunks.append(chunk)
         return b"".join(chunks)
+
+
+def _whole(response: AWSResponse, body: bytes) -> bool:
+    """The body is as long as its Content-Length said: complete, even if the deadline passed as it ended
+    (an UpdateCluster answered in full is not turned into one whose outcome is unknown). Without a
+    Content-Length a shut socket looks like the end of the body, so it cannot be told."""
+    declared = response.headers.get("content-length")
+    return declared is not None and declared.isdigit() and int(declared) == len(body)
 
 
 # ---- the hooks ---------------------------------------------------------------------------------------
