@@ -173,11 +173,19 @@ def floor_worker(
 
 
 def tick_worker(
-    endpoint: str, n: int, concurrency: int, store_kind: str, traced: bool, replay: bool, unbounded: bool = False
+    endpoint: str,
+    n: int,
+    concurrency: int,
+    store_kind: str,
+    traced: bool,
+    replay: bool,
+    unbounded: bool = False,
+    threaded: bool = False,
 ) -> dict[str, Any]:
     """The ticks against the emulator; with ``replay``, only the first one, against the floor's server.
     ``unbounded``: a client without the call deadlines of ``aws.deadlines`` (to attribute their cost;
-    production clients always have them)."""
+    production clients always have them). ``threaded``: the deadlines kept by handing each attempt to a
+    worker thread (the fallback where the watchdog cannot be installed), not by the watchdog."""
     from emulator_bench import Http, _port
     from hyperpod_scheduler.aws.clients import sagemaker_client
     from hyperpod_scheduler.engine.fleet import Governed, ref_for, tick
@@ -198,6 +206,8 @@ def tick_worker(
     # The production client (answer check, adaptive retries, no blind retries), built the way
     # app.compose builds it, pointed at the emulator.
     client = sagemaker_client(region="us-east-1", endpoint_url=endpoint)
+    if threaded:
+        client._endpoint.http_session.watched = False
     if unbounded:
         import boto3
 
@@ -299,6 +309,7 @@ def main() -> None:
     parser.add_argument("--traced", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--replay", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--unbounded", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--threaded", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--describe", help=argparse.SUPPRESS)
     parser.add_argument("--serve-replay", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -309,7 +320,16 @@ def main() -> None:
     if args.worker == "tick":
         print(
             json.dumps(
-                tick_worker(args.endpoint, n, args.concurrency, args.store, args.traced, args.replay, args.unbounded)
+                tick_worker(
+                    args.endpoint,
+                    n,
+                    args.concurrency,
+                    args.store,
+                    args.traced,
+                    args.replay,
+                    args.unbounded,
+                    args.threaded,
+                )
             )
         )
         return
