@@ -236,16 +236,17 @@ class SqliteStore:
         check_reach(reach)
         check_account(account)
         verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
-        with self._write(durable=False) as conn:
-            conn.execute(
-                f"{verb} INTO accounts (profile, region, name, account) VALUES (?, ?, ?, ?)",
-                (reach.profile, reach.region, reach.name, account),
-            )
-            row = conn.execute(
-                "SELECT account FROM accounts WHERE region = ? AND name = ? AND profile = ?",
-                (reach.region, reach.name, reach.profile),
-            ).fetchone()
-        return str(row[0])
+        # A lone statement, then a read outside the write lock: a binding is never removed, so the read
+        # finds the one now bound (this one, the earlier one that won, or a later replacement).
+        self._write_one(
+            f"{verb} INTO accounts (profile, region, name, account) VALUES (?, ?, ?, ?)",
+            (reach.profile, reach.region, reach.name, account),
+            durable=False,
+        )
+        bound = self.account_for(reach)
+        if bound is None:  # pragma: no cover - a binding is never deleted
+            raise StoreError(f"state store {self.path}: the account binding of {reach} vanished")
+        return bound
 
     def accounts_named(self, region: str, name: str) -> dict[str, str]:
         with self._read() as conn:
