@@ -8,7 +8,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
@@ -16,23 +16,16 @@ from urllib3 import HTTPHeaderDict
 
 from hyperpod_scheduler.aws import deadlines, watchdog
 from hyperpod_scheduler.aws.clients import s3_client, sagemaker_client, session
-from hyperpod_scheduler.aws.deadlines import _WORKERS, AnswerTooLarge, BoundedSender, DeadlineExceeded, Deadlines
+from hyperpod_scheduler.aws.deadlines import AnswerTooLarge, BoundedSender, DeadlineExceeded, Deadlines
 from hyperpod_scheduler.emulator import Emulator
 from hyperpod_scheduler.errors import UsageError
+from tests.aws.bounded_calls import CREDENTIALS, raised_within, workers_gone
+from tests.aws.bounded_calls import credentials as credentials  # the autouse fixture, for this module
 from tests.aws.slow_endpoints import drip, drip_headers, endpoint, huge, silent
 from tests.engine.conftest import three_tier_request
 from tests.reliability.cli_inproc import cli
 
 QUICK = Deadlines(connect_s=1, read_s=1, total_s=6, max_answer_mb=1)
-CREDENTIALS = {"AWS_ACCESS_KEY_ID": "t", "AWS_SECRET_ACCESS_KEY": "t", "AWS_DEFAULT_REGION": "us-east-1"}
-
-
-@pytest.fixture(autouse=True)
-def _credentials(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for key, value in CREDENTIALS.items():
-        monkeypatch.setenv(key, value)
-    yield
-    deadlines.use(None)
 
 
 @pytest.fixture(params=["watched", "threads"])
@@ -52,39 +45,6 @@ def _client(url: str, limits: Deadlines = QUICK, mode: str = "watched") -> objec
     return client
 
 
-def _attempts_running() -> int:
-    # Attempts still watched, or worker threads still running one (idle ones wait for the next).
-    return watchdog.WATCHDOG.watched + _WORKERS.busy
-
-
-def _workers_gone(within_s: float = 5.0) -> bool:
-    end = time.monotonic() + within_s
-    while time.monotonic() < end:
-        if _attempts_running() == 0:
-            return True
-        time.sleep(0.05)
-    return False
-
-
-def _raised_within(seconds: float, call: Callable[[], object]) -> BaseException | None:
-    """What ``call`` raised, run on a thread so that a deadline not kept fails the test, not hangs it."""
-    raised: list[BaseException | None] = []
-
-    def run() -> None:
-        try:
-            call()
-            raised.append(None)
-        except BaseException as exc:
-            raised.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if not raised:
-        pytest.fail(f"the call was still running after {seconds:g} s: no deadline kept it")
-    return raised[0]
-
-
 @pytest.mark.parametrize(
     "behaviour", [drip(every_s=0.2), drip_headers(every_s=0.2), silent()], ids=["drip", "drip-headers", "silent"]
 )
@@ -92,7 +52,7 @@ def test_a_slow_endpoint_fails_at_the_deadline_with_a_line_that_says_so(behaviou
     with endpoint(behaviour) as slow:  # type: ignore[arg-type]
         client = _client(slow.url, mode=mode)
         started = time.monotonic()
-        raised = _raised_within(QUICK.total_s + 10, lambda: client.describe_cluster(ClusterName="c1"))  # type: ignore[attr-defined]
+        raised = raised_within(QUICK.total_s + 10, lambda: client.describe_cluster(ClusterName="c1"))  # type: ignore[attr-defined]
         elapsed = time.monotonic() - started
         assert slow.connections >= 2  # a late attempt is retried like a read timeout, within the deadline
     assert isinstance(raised, DeadlineExceeded), raised
@@ -100,7 +60,7 @@ def test_a_slow_endpoint_fails_at_the_deadline_with_a_line_that_says_so(behaviou
     assert said.startswith("DescribeCluster: gave up after") and "(the call's deadline is 6 s" in said
     assert "--aws-deadline" in said and "\n" not in said
     assert elapsed < QUICK.total_s + 1.5  # not 8 attempts x 30 s, and never for good
-    assert _workers_gone()  # abandoned attempts do not linger
+    assert workers_gone()  # abandoned attempts do not linger
 
 
 @pytest.mark.parametrize("declared", [True, False], ids=["content-length", "chunked"])
@@ -113,7 +73,7 @@ def test_an_oversized_answer_is_refused_as_it_arrives_and_not_retried(declared: 
         assert time.monotonic() - started < 3
         assert big.connections == 1
     assert ("45.0 MiB declared" in str(caught.value)) is declared
-    assert _workers_gone()
+    assert workers_gone()
 
 
 def test_a_well_behaved_endpoint_is_answered_through_the_bounded_sender(emu: Emulator, mode: str) -> None:
@@ -126,7 +86,7 @@ def test_a_well_behaved_endpoint_is_answered_through_the_bounded_sender(emu: Emu
         "train",
     ]
     assert isinstance(client._endpoint.http_session, BoundedSender)  # type: ignore[attr-defined]
-    assert _workers_gone()
+    assert workers_gone()
 
 
 def test_calls_from_many_threads_at_once_are_answered_on_their_own_threads(emu: Emulator) -> None:
@@ -146,7 +106,7 @@ def test_calls_from_many_threads_at_once_are_answered_on_their_own_threads(emu: 
         t.join(60)
     assert answers == ["c1"] * 30
     assert "aws-attempt" not in {t.name for t in threading.enumerate()} - before  # no thread hand-over
-    assert _workers_gone()
+    assert workers_gone()
 
 
 def test_a_late_deadline_never_shuts_the_socket_the_next_attempt_uses() -> None:

@@ -18,20 +18,13 @@ import pytest
 from hyperpod_scheduler.aws import deadlines, watchdog
 from hyperpod_scheduler.aws.clients import sagemaker_client
 from hyperpod_scheduler.aws.deadlines import BoundedSender, DeadlineExceeded, Deadlines
+from tests.aws.bounded_calls import credentials as credentials  # the autouse fixture, for this module
+from tests.aws.bounded_calls import raised_within, workers_gone
 from tests.aws.slow_endpoints import Behaviour, Endpoint, _read_request, drip, endpoint, silent
-from tests.aws.test_deadlines import CREDENTIALS, _raised_within, _workers_gone
 from tests.engine.conftest import three_tier_request
 
 # An attempt gets one second, the call 1.5: another attempt would not fit, so one attempt decides.
 TIGHT = Deadlines(connect_s=0.5, read_s=0.5, total_s=1.5, max_answer_mb=1)
-
-
-@pytest.fixture(autouse=True)
-def _credentials(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for key, value in CREDENTIALS.items():
-        monkeypatch.setenv(key, value)
-    yield
-    deadlines.use(None)
 
 
 def _client(url: str, limits: Deadlines = TIGHT) -> object:
@@ -63,12 +56,12 @@ def test_a_tls_handshake_dripped_a_byte_at_a_time_ends_at_the_call_deadline() ->
     with endpoint(drip_tls_handshake()) as slow:
         client = _client(slow.url.replace("http://", "https://"))
         started = time.monotonic()
-        raised = _raised_within(TIGHT.total_s + 8, lambda: client.describe_cluster(ClusterName="c1"))  # type: ignore[attr-defined]
+        raised = raised_within(TIGHT.total_s + 8, lambda: client.describe_cluster(ClusterName="c1"))  # type: ignore[attr-defined]
         elapsed = time.monotonic() - started
     assert isinstance(raised, DeadlineExceeded), raised
     assert "DescribeCluster: gave up after" in str(raised)
     assert elapsed < TIGHT.total_s + 1.0
-    assert _workers_gone()
+    assert workers_gone()
 
 
 # ---- cost: memory and wake-ups over many quick calls --------------------------------------------------
@@ -202,7 +195,7 @@ def test_opening_the_connection_is_cut_short_at_the_call_deadline(where: str, re
         )
         client = _client(url, limits)
         started = time.monotonic()
-        raised = _raised_within(10, lambda: client.describe_cluster(ClusterName="c1"))  # type: ignore[attr-defined]
+        raised = raised_within(10, lambda: client.describe_cluster(ClusterName="c1"))  # type: ignore[attr-defined]
         elapsed = time.monotonic() - started
     assert isinstance(raised, DeadlineExceeded), raised
     assert elapsed < limits.total_s + 1.5, elapsed
@@ -259,7 +252,7 @@ def test_after_a_late_answer_the_next_update_cluster_goes_out_on_a_whole_connect
     server.behave = over_tls(certificate, choose) if scheme == "https" else choose
     try:
         client = _client(server.url.replace("http:", f"{scheme}:"), Deadlines(connect_s=1, read_s=0.5, total_s=1.5))
-        raised = _raised_within(10, lambda: client.describe_cluster(ClusterName="c1"))  # type: ignore[attr-defined]
+        raised = raised_within(10, lambda: client.describe_cluster(ClusterName="c1"))  # type: ignore[attr-defined]
         assert isinstance(raised, DeadlineExceeded), raised
         answer = client.update_cluster(ClusterName="c1", InstanceGroups=three_tier_request()["InstanceGroups"])  # type: ignore[attr-defined]
         assert answer["ClusterArn"].endswith("/abcdefghijkl")
@@ -276,7 +269,7 @@ def test_a_silent_tls_endpoint_ends_at_the_deadline(
     with endpoint(over_tls(certificate, silent())) as quiet:
         client = _client(quiet.url.replace("http:", "https:"))
         started = time.monotonic()
-        raised = _raised_within(10, lambda: client.describe_cluster(ClusterName="c1"))  # type: ignore[attr-defined]
+        raised = raised_within(10, lambda: client.describe_cluster(ClusterName="c1"))  # type: ignore[attr-defined]
         elapsed = time.monotonic() - started
     assert isinstance(raised, DeadlineExceeded), raised
     assert elapsed < TIGHT.total_s + 1.0
@@ -288,9 +281,7 @@ def test_a_silent_tls_endpoint_ends_at_the_deadline(
 def test_a_forked_child_keeps_its_deadlines_while_the_parent_had_an_attempt_in_flight() -> None:
     with endpoint(silent()) as quiet:
         client = _client(quiet.url)
-        in_flight = threading.Thread(
-            target=lambda: _raised_within(10, lambda: client.describe_cluster(ClusterName="p"))
-        )  # type: ignore[attr-defined]
+        in_flight = threading.Thread(target=lambda: raised_within(10, lambda: client.describe_cluster(ClusterName="p")))  # type: ignore[attr-defined]
         in_flight.start()
         assert _until(lambda: watchdog.WATCHDOG.watched == 1)  # the parent's watchdog holds one attempt
         read, write = os.pipe()
@@ -344,9 +335,9 @@ def test_a_client_used_before_it_was_bound_keeps_its_deadlines_on_worker_threads
         client = deadlines.bound(raw, TIGHT)
         sender = client._endpoint.http_session
         assert isinstance(sender, BoundedSender) and not sender.watched  # its pool already has the plain classes
-        raised = _raised_within(10, lambda: client.describe_cluster(ClusterName="c1"))
+        raised = raised_within(10, lambda: client.describe_cluster(ClusterName="c1"))
     assert isinstance(raised, DeadlineExceeded), raised
-    assert _workers_gone()
+    assert workers_gone()
 
 
 def test_a_client_whose_http_session_is_not_botocores_keeps_its_deadlines_on_worker_threads() -> None:
@@ -365,11 +356,11 @@ def test_a_client_whose_http_session_is_not_botocores_keeps_its_deadlines_on_wor
         client = deadlines.bound(raw, TIGHT)
         assert not client._endpoint.http_session.watched
         started = time.monotonic()
-        raised = _raised_within(10, lambda: client.describe_cluster(ClusterName="c1"))
+        raised = raised_within(10, lambda: client.describe_cluster(ClusterName="c1"))
         elapsed = time.monotonic() - started
     assert isinstance(raised, DeadlineExceeded), raised
     assert elapsed < TIGHT.total_s + 1.0
-    assert _workers_gone()
+    assert workers_gone()
 
 
 def test_eight_threads_on_a_client_with_two_pooled_connections_are_all_answered() -> None:
@@ -418,7 +409,7 @@ def test_a_proxy_that_drips_its_connect_answer_ends_at_the_deadline(monkeypatch:
         monkeypatch.setenv("HTTPS_PROXY", proxy.url)
         client = _client(target.url.replace("http:", "https:"))
         started = time.monotonic()
-        raised = _raised_within(10, lambda: client.describe_cluster(ClusterName="c1"))  # type: ignore[attr-defined]
+        raised = raised_within(10, lambda: client.describe_cluster(ClusterName="c1"))  # type: ignore[attr-defined]
         elapsed = time.monotonic() - started
         assert proxy.connections >= 1 and target.connections == 0  # it did go through the proxy
     assert isinstance(raised, DeadlineExceeded), raised
