@@ -299,7 +299,7 @@ class BoundedSender:
         try:
             try:
                 response = self._inner.send(streamed)
-                body = self._read(response, operation, watch)
+                body = self._read(response, operation, lambda: watch.fired)
             except AnswerTooLarge:
                 raise  # refused for its size, whenever the deadline passed
             except Exception:
@@ -330,14 +330,15 @@ class BoundedSender:
             if cancelled.is_set():
                 _shut(response.raw)
                 return
-            body = self._read(response, _operation(request), cancelled)
+            body = self._read(response, _operation(request), cancelled.is_set)
             outcome["response"] = AWSResponse(response.url, response.status_code, response.headers, _Buffered(body))
         except BaseException as exc:
             outcome["error"] = exc
         finally:
             done.release()
 
-    def _read(self, response: AWSResponse, operation: str, cancelled: threading.Event | watchdog.Watch) -> bytes:
+    def _read(self, response: AWSResponse, operation: str, late: Callable[[], bool]) -> bytes:
+        """The whole body, counted; empty if ``late()`` says the attempt was given up meanwhile."""
         limit = self.deadlines.max_answer_bytes
         declared = response.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
@@ -350,7 +351,7 @@ class BoundedSender:
             if size > limit:
                 _shut(response.raw)
                 raise AnswerTooLarge(operation, self.deadlines.max_answer_mb)
-            if cancelled.fired if isinstance(cancelled, watchdog.Watch) else cancelled.is_set():
+            if late():
                 _shut(response.raw)
                 return b""
             chunks.append(chunk)
