@@ -1,9 +1,10 @@
-"""Fixtures: an emulator on a virtual clock, a boto3 client that counts its calls, and a store."""
+"""Fixtures: an emulator on a virtual clock, a boto3 client that counts its calls, and a store; and
+helpers that wait on the virtual clock for a cluster, or a fleet tick, to settle."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -12,7 +13,8 @@ import pytest
 
 from hyperpod_scheduler.emulator import Emulator, running_emulator
 from hyperpod_scheduler.engine.events import Collector
-from hyperpod_scheduler.engine.runner import Engine
+from hyperpod_scheduler.engine.fleet import Governed, tick
+from hyperpod_scheduler.engine.runner import Engine, Result
 from hyperpod_scheduler.store.memory import MemoryStore
 
 ROLE = "arn:aws:iam::123456789012:role/hyperpod-exec"
@@ -93,6 +95,19 @@ def settle(emu: Emulator, client: Any, name: str, limit_s: float = 8 * 3600) -> 
         emu.advance(60)
         waited += 60
     raise AssertionError(f"{name} did not settle")
+
+
+def tick_until_settled(
+    emu: Emulator, engine: Engine, fleet: Sequence[Governed], step_s: float, limit: int = 2000
+) -> tuple[Result, int]:
+    """Tick a one-cluster fleet every ``step_s`` virtual seconds until its update stops being in
+    progress: the last result, and how many ticks that took."""
+    for looks in range(1, limit + 1):
+        emu.advance(step_s)
+        [result] = tick(engine, fleet, emu.clock.now())
+        if result.kind != "in-progress":
+            return result, looks
+    raise AssertionError(f"still in progress after {limit} ticks of {step_s:g} s")
 
 
 @pytest.fixture

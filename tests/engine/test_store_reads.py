@@ -4,6 +4,8 @@ it is then (a write by another runner in between is seen, never lost)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 
 from hyperpod_scheduler.emulator import Emulator, running_emulator
@@ -12,7 +14,7 @@ from hyperpod_scheduler.engine.runner import Engine
 from hyperpod_scheduler.schedule import resolve
 from hyperpod_scheduler.store.memory import MemoryStore
 from hyperpod_scheduler.store.records import ClusterRecord
-from tests.engine.conftest import CountingClient, settle, three_tier_request
+from tests.engine.conftest import CountingClient, settle, three_tier_request, tick_until_settled
 
 SUNDAY = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)  # the office schedule wants the cluster stopped
 MONDAY = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
@@ -38,27 +40,25 @@ class ReadCounting(MemoryStore):
         return super().acquire_lease(key, owner, ttl_s, now)
 
 
-def _stopped(emu: Emulator, store: ReadCounting, counting: CountingClient) -> tuple[Engine, list[Governed]]:
-    engine = Engine(store, lambda ref: counting.client, emu.clock.now)
-    fleet = [Governed(ref_for("c1", "us-east-1"), "office", resolve(OFFICE, {}), False)]
-    [first] = tick(engine, fleet, emu.clock.now())
-    assert first.kind == "sent", first
-    for _ in range(200):
-        emu.advance(30)
-        [result] = tick(engine, fleet, emu.clock.now())
-        if result.kind != "in-progress":
-            break
-    assert result.kind == "settled", result
-    return engine, fleet
-
-
-def test_a_quiet_tick_reads_the_record_once_and_a_due_start_twice() -> None:
+@contextmanager
+def _a_stopped_cluster() -> Iterator[tuple[Emulator, ReadCounting, Engine, list[Governed]]]:
+    """c1 under the office schedule, stopped by its first tick on Sunday and followed to settled."""
     with running_emulator(virtual_start=SUNDAY, seed=3) as emu:
         counting = CountingClient(emu.endpoint)
         counting.client.create_cluster(**three_tier_request())
         settle(emu, counting.client, "c1")
         store = ReadCounting()
-        engine, fleet = _stopped(emu, store, counting)
+        engine = Engine(store, lambda ref: counting.client, emu.clock.now)
+        fleet = [Governed(ref_for("c1", "us-east-1"), "office", resolve(OFFICE, {}), False)]
+        [first] = tick(engine, fleet, emu.clock.now())
+        assert first.kind == "sent", first
+        result, _ = tick_until_settled(emu, engine, fleet, 30, limit=200)
+        assert result.kind == "settled", result
+        yield emu, store, engine, fleet
+
+
+def test_a_quiet_tick_reads_the_record_once_and_a_due_start_twice() -> None:
+    with _a_stopped_cluster() as (emu, store, engine, fleet):
         emu.advance(600)
         store.reads = 0
         [quiet] = tick(engine, fleet, emu.clock.now())
@@ -71,12 +71,7 @@ def test_a_quiet_tick_reads_the_record_once_and_a_due_start_twice() -> None:
 
 
 def test_a_write_between_the_read_and_the_lease_is_seen_and_kept_by_the_due_start() -> None:
-    with running_emulator(virtual_start=SUNDAY, seed=3) as emu:
-        counting = CountingClient(emu.endpoint)
-        counting.client.create_cluster(**three_tier_request())
-        settle(emu, counting.client, "c1")
-        store = ReadCounting()
-        engine, fleet = _stopped(emu, store, counting)
+    with _a_stopped_cluster() as (emu, store, engine, fleet):
         emu.advance((MONDAY - emu.clock.now()).total_seconds())
         [key] = store.list_keys()
         store.before_lease.append(key)

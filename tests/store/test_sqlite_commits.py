@@ -21,7 +21,7 @@ from hyperpod_scheduler.schedule import resolve
 from hyperpod_scheduler.store.errors import ConflictError
 from hyperpod_scheduler.store.records import ClusterRecord, HistoryEntry
 from hyperpod_scheduler.store.sqlite import SqliteStore
-from tests.engine.conftest import CountingClient, settle, three_tier_request
+from tests.engine.conftest import CountingClient, settle, three_tier_request, tick_until_settled
 
 SUNDAY = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)  # the office schedule wants the cluster stopped
 MONDAY = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)  # and started again
@@ -82,13 +82,7 @@ def test_a_stop_and_a_start_each_cost_two_durable_commits_their_intent_and_outco
             fleet = [Governed(ref_for("c1", "us-east-1"), "office", resolve("Mon-Fri 08:00-18:00 UTC", {}), False)]
             [first] = tick(engine, fleet, emu.clock.now())
             assert first.kind == "sent", first
-            looks = 0
-            while True:
-                emu.advance(20)
-                [result] = tick(engine, fleet, emu.clock.now())
-                looks += 1
-                if result.kind != "in-progress":
-                    break
+            result, looks = tick_until_settled(emu, engine, fleet, 20)
             assert result.kind == "settled", result
             record = store.get(ref_for("c1", "us-east-1", account=DEFAULT_ACCOUNT).key)
             assert record is not None and record.pending is None and record.snapshot is not None
@@ -101,11 +95,7 @@ def test_a_stop_and_a_start_each_cost_two_durable_commits_their_intent_and_outco
             emu.advance((MONDAY - emu.clock.now()).total_seconds())
             [first] = tick(engine, fleet, emu.clock.now())
             assert first.kind == "sent", first
-            for _ in range(2000):
-                emu.advance(30)
-                [result] = tick(engine, fleet, emu.clock.now())
-                if result.kind != "in-progress":
-                    break
+            result, _ = tick_until_settled(emu, engine, fleet, 30)
             assert result.kind == "settled", result
             record = store.get(ref_for("c1", "us-east-1", account=DEFAULT_ACCOUNT).key)
             assert record is not None and record.applied_state == "running" and record.group_phase_s
