@@ -20,7 +20,7 @@ from hyperpod_scheduler.engine.planner import ScheduleState
 from hyperpod_scheduler.engine.runner import ClusterRef, Engine
 from hyperpod_scheduler.schedule import resolve
 from hyperpod_scheduler.store.memory import MemoryStore
-from hyperpod_scheduler.store.records import ClusterRecord, GroupSize, Reach, Snapshot
+from hyperpod_scheduler.store.records import ClusterRecord, GroupSize, HistoryEntry, Reach, Snapshot
 from tests.engine.conftest import START, settle
 from tests.reliability.harness import account_emulator, small_request
 
@@ -228,3 +228,29 @@ def test_a_record_found_not_to_fit_costs_no_look_on_later_ticks(world: World) ->
         assert world.engine().reconcile(ref("dev"), held).kind == "quiet"
     assert sum(world.calls.values()) == 0
     assert world.store.get(OLD_KEY).misfits == [B]  # type: ignore[union-attr]
+
+
+def test_a_record_moved_by_another_runner_after_this_turn_read_it_is_moved_once(world: World) -> None:
+    # The turn reads the record from before account keys once, to decide what is due, and adopts from
+    # that read. Another runner marks it moved in between: the stale read must lose its compare-and-set
+    # and be read again, not move the record a second time.
+    class MovedMeanwhile(MemoryStore):
+        def get(self, key: str) -> ClusterRecord | None:
+            found = super().get(key)
+            if key == OLD_KEY and found is not None and found.moved_to is None:
+                line = HistoryEntry(key=OLD_KEY, at=START, action="migrate", actor="other runner", outcome="moved")
+                super().put(found.evolve(moved_to=f"{A}/us-east-1/train"), found.version, history=[line])
+            return found
+
+    _stop_by_hand(world, A)
+    world.store = MovedMeanwhile()
+    world.old_record(8)
+    engine = world.engine()
+    now = world.emus[A].clock.now()
+    result = engine.reconcile(ref("prod"), ScheduleState("running", now - timedelta(minutes=1)))
+    assert result.kind == "sent", result
+    world.settle()
+    assert world.workers(A) == 8  # the sizes the old record held
+    assert [e.actor for e in world.store.history(OLD_KEY)] == ["other runner"]  # moved once, by the other
+    adopted = world.store.get(f"{A}/us-east-1/train")
+    assert adopted is not None and adopted.pending is not None and adopted.pending.action == "start"

@@ -1,6 +1,7 @@
 """What a tick asks of the state store: a quiet cluster's record is read once (the training-plan watch
 after the turn reuses the turn's read); a due one is read once more under the lease, and acted on as
-it is then (a write by another runner in between is seen, never lost)."""
+it is then (a write by another runner in between is seen, never lost); a first sight reads nothing
+twice before the lease."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from hyperpod_scheduler.engine.fleet import Governed, ref_for, tick
 from hyperpod_scheduler.engine.runner import Engine
 from hyperpod_scheduler.schedule import resolve
 from hyperpod_scheduler.store.memory import MemoryStore
-from hyperpod_scheduler.store.records import ClusterRecord
+from hyperpod_scheduler.store.records import ClusterRecord, Reach
 from tests.engine.conftest import CountingClient, settle, three_tier_request, tick_until_settled
 
 SUNDAY = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)  # the office schedule wants the cluster stopped
@@ -25,11 +26,16 @@ class ReadCounting(MemoryStore):
     def __init__(self) -> None:
         super().__init__()
         self.reads = 0
+        self.account_reads = 0
         self.before_lease: list[str] = []  # keys to change behind the engine's back as it takes the lease
 
     def get(self, key: str) -> ClusterRecord | None:
         self.reads += 1
         return super().get(key)
+
+    def account_for(self, reach: Reach) -> str | None:
+        self.account_reads += 1
+        return super().account_for(reach)
 
     def acquire_lease(self, key: str, owner: str, ttl_s: float, now: datetime) -> bool:
         if key in self.before_lease:  # another runner's write lands between the read and the lease
@@ -68,6 +74,22 @@ def test_a_quiet_tick_reads_the_record_once_and_a_due_start_twice() -> None:
         [result] = tick(engine, fleet, emu.clock.now())
         assert result.kind == "sent", result
         assert store.reads == 2  # to decide what is due, then under the lease
+
+
+def test_a_first_sight_reads_each_record_once_to_decide_and_its_own_again_under_the_lease() -> None:
+    with running_emulator(virtual_start=SUNDAY, seed=3) as emu:
+        counting = CountingClient(emu.endpoint)
+        counting.client.create_cluster(**three_tier_request())
+        settle(emu, counting.client, "c1")
+        store = ReadCounting()
+        engine = Engine(store, lambda ref: counting.client, emu.clock.now)
+        fleet = [Governed(ref_for("c1", "us-east-1"), "office", resolve(OFFICE, {}), False)]
+        [first] = tick(engine, fleet, emu.clock.now())
+        assert first.kind == "sent", first
+        # The record from before account keys (to decide what is due, then whether to adopt it), the
+        # account's own (none yet), and the account's again under the lease; the binding is looked up
+        # once, and the plan watch after the turn reads nothing (the cluster's groups name no plan).
+        assert (store.reads, store.account_reads) == (3, 1)
 
 
 def test_a_write_between_the_read_and_the_lease_is_seen_and_kept_by_the_due_start() -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -105,6 +106,14 @@ def ambiguity(
 # ---- the store side --------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class LegacyRead:
+    """The record under a key from before account keys, as read once this turn (None: there is none)."""
+
+    record_key: str
+    record: ClusterRecord | None
+
+
 class Accounts:
     """Bindings (profile, region, name) -> account, cached, and the legacy-record migration."""
 
@@ -168,18 +177,27 @@ class Accounts:
 
     # ---- records from before account keys ------------------------------------------------------------
 
-    def adopt(self, ref: ClusterRef, view: ClusterView, *, dry_run: bool, force: bool = False) -> ClusterRecord | None:
+    def adopt(
+        self,
+        ref: ClusterRef,
+        view: ClusterView,
+        *,
+        dry_run: bool,
+        force: bool = False,
+        legacy: LegacyRead | None = None,
+    ) -> ClusterRecord | None:
         """Give the ``default/REGION/NAME`` record to ``ref``'s account if it is that cluster's.
 
         Returns the record ``ref`` should act on: its own, the adopted one (or, in a dry run, the one it
         would adopt), or None. Raises ``IdentityError`` when the old record could be another account's.
-        ``force``: the user said whose it is (``claim``)."""
+        ``force``: the user said whose it is (``claim``). ``legacy``: that record as the caller read it
+        this turn (a stale read costs nothing: moving it is a compare-and-set, and a lost race reads again)."""
         assert ref.account is not None and ref.region is not None
         mine = self.store.get(ref.key)
         if mine is not None:
             return mine
         old_key = cluster_key(ref.name, ref.region)
-        old = self.store.get(old_key)
+        old = legacy.record if legacy is not None and legacy.record_key == old_key else self.store.get(old_key)
         if old is None:
             return None
         if old.moved_to is not None:

@@ -26,7 +26,7 @@ from hyperpod_scheduler.cluster.view import ClusterView, parse_cluster
 from hyperpod_scheduler.config.model import Policy, Retry
 from hyperpod_scheduler.engine import crashpoints, fidelity, phases, planner
 from hyperpod_scheduler.engine.events import Event, Sink, discard
-from hyperpod_scheduler.engine.identity import Accounts
+from hyperpod_scheduler.engine.identity import Accounts, LegacyRead
 from hyperpod_scheduler.engine.look import look
 from hyperpod_scheduler.engine.update_request import build_update
 from hyperpod_scheduler.errors import HyperpodSchedulerError, SpecError
@@ -175,23 +175,31 @@ class Engine:
         return known, view
 
     def _identified(
-        self, ref: ClusterRef, dry_run: bool
+        self, ref: ClusterRef, dry_run: bool, *, looked: tuple[ClusterRef | None, LegacyRead | None] | None = None
     ) -> tuple[ClusterRef, ClusterView | None, ClusterRecord | None]:
-        known = self.accounts.known(ref)
+        """``looked``: what the turn has read already (not read twice): ``self.accounts.known(ref)`` and,
+        if that was None, the record under ``ref``'s key from before account keys."""
+        known, legacy = looked if looked is not None else (self.accounts.known(ref), None)
+        view = None
         if known is not None:
             record = self.store.get(known.key)
-            if record is not None and not record.plans:
-                self._no_plans.add(known.key)
-            else:
-                self._no_plans.discard(known.key)
-            if record is not None or not self._old_record_waits(known):
-                return known, None, record
-            view = self.describe(known)
-            return known, view, self.accounts.adopt(known, view, dry_run=dry_run)
-        view = self.describe(ref)
-        known = self.accounts.learn(ref, view, dry_run=dry_run)
-        self._no_plans.discard(known.key)  # not read here: the plan watch reads it itself
-        return known, view, self.accounts.adopt(known, view, dry_run=dry_run)
+            if record is None and self._old_record_waits(known):
+                view = self.describe(known)
+                record = self.accounts.adopt(known, view, dry_run=dry_run)
+        else:
+            view = self.describe(ref)
+            known = self.accounts.learn(ref, view, dry_run=dry_run)
+            record = self.accounts.adopt(known, view, dry_run=dry_run, legacy=legacy)
+        self._read_plans(known, record)
+        return known, view, record
+
+    def _read_plans(self, ref: ClusterRef, record: ClusterRecord | None) -> None:
+        # For the plan watch after this turn. No record is no plan too: plans are remembered only from
+        # the engine's own DescribeCluster answers, and the watch reads again whenever those name one.
+        if record is None or not record.plans:
+            self._no_plans.add(ref.key)
+        else:
+            self._no_plans.discard(ref.key)
 
     def watched_no_plan(self, ref: ClusterRef) -> bool:
         """True if this tick's turn of ``ref`` (by account) read a record that watches no training plan."""
@@ -236,17 +244,20 @@ class Engine:
         """One cluster, one tick. Never raises for that cluster's own trouble (a damaged record, an
         answer no parser can read, a bug met on its data): it becomes this cluster's ``error`` result."""
         try:
-            if self.accounts.known(ref) is None:
+            known = self.accounts.known(ref)
+            legacy = None
+            if known is None:
                 # Never looked at through this profile: decide from the record it had before account
                 # keys (if any) whether anything is due at all, so a quiet tick stays without API calls.
-                old = self.store.get(ref.key)
+                legacy = LegacyRead(ref.key, self.store.get(ref.key))
+                old = legacy.record
                 if (
                     planner.due(old if old and not old.moved_to else None, sched, enforced=enforced, now=self.now())
                     is None
                 ):
                     return Result(ref.name, "quiet", "nothing due")
             # A first look's answer serves this pass too; in a dry run the record may be the one it would adopt.
-            ref, view, record = self._identified(ref, dry_run)
+            ref, view, record = self._identified(ref, dry_run, looked=(known, legacy))
             due = planner.due(record, sched, enforced=enforced, now=self.now())
             if due is None:
                 return Result(ref.name, "quiet", "nothing due")

@@ -236,13 +236,16 @@ class SqliteStore:
         check_reach(reach)
         check_account(account)
         verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
-        # A lone statement, then a read outside the write lock: a binding is never removed, so the read
-        # finds the one now bound (this one, the earlier one that won, or a later replacement).
-        self._write_one(
+        # A lone statement; if it stored nothing (an earlier binding won), a read outside the write lock:
+        # a binding is never removed, so the read finds the one now bound (the earlier one, or a later
+        # replacement).
+        stored = self._write_one(
             f"{verb} INTO accounts (profile, region, name, account) VALUES (?, ?, ?, ?)",
             (reach.profile, reach.region, reach.name, account),
             durable=False,
         )
+        if stored == 1:
+            return account
         bound = self.account_for(reach)
         if bound is None:  # pragma: no cover - a binding is never deleted
             raise StoreError(f"state store {self.path}: the account binding of {reach} vanished")
