@@ -190,10 +190,10 @@ class Engine:
             view = self.describe(ref)
             known = self.accounts.learn(ref, view, dry_run=dry_run)
             record = self.accounts.adopt(known, view, dry_run=dry_run, legacy=legacy)
-        self._read_plans(known, record)
+        self._note_plan_read(known, record)
         return known, view, record
 
-    def _read_plans(self, ref: ClusterRef, record: ClusterRecord | None) -> None:
+    def _note_plan_read(self, ref: ClusterRef, record: ClusterRecord | None) -> None:
         # For the plan watch after this turn. No record is no plan too: plans are remembered only from
         # the engine's own DescribeCluster answers, and the watch reads again whenever those name one.
         if record is None or not record.plans:
