@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 from pathlib import Path
 
@@ -21,7 +20,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import tick_bench as tb  # noqa: E402  (the workers and servers live there)
-from tick_senders_bench import run  # noqa: E402
+from tick_senders_bench import interleaved, recorded  # noqa: E402
 
 
 def main() -> None:
@@ -31,11 +30,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="200 clusters, 3 rounds")
     args = parser.parse_args()
     n, rounds = (200, 3) if args.quick else (args.clusters, args.rounds)
-    os.environ.update(tb.CREDENTIALS)
-    with tb.emulator_process() as endpoint:
-        tb.create_fleet(endpoint, n)
-        answers = tb.raw_answers(endpoint)
-    results: dict[tuple[int, str], list[tuple[float, float]]] = {}
+    answers = recorded(n)
     with tb.replay_server(answers) as ep:
         describe = answers["DescribeCluster"].decode()
         parts = {
@@ -44,24 +39,24 @@ def main() -> None:
             "tick, memory store": ["--worker", "tick", "--endpoint", ep, "--replay", "--store", "memory"],
             "tick, sqlite store": ["--worker", "tick", "--endpoint", ep, "--replay", "--store", "sqlite"],
         }
-        variants = [(c, name) for c in (1, 8) for name in parts]
-        for i in range(rounds):
-            for c, name in variants if i % 2 == 0 else list(reversed(variants)):
-                common = ["--clusters", str(n), "--concurrency", str(c)]
-                if "--store" not in parts[name]:
-                    common += ["--store", "memory"]
-                results.setdefault((c, name), []).append(run([*parts[name], *common]))
+        # The floor and the client ignore --store; the ticks name theirs (the last --store given wins).
+        results = interleaved(
+            {
+                (c, name): ["--store", "memory", *a, "--clusters", str(n), "--concurrency", str(c)]
+                for c in (1, 8)
+                for name, a in parts.items()
+            },
+            rounds,
+        )
     print(
         f"{n:,} clusters, {rounds} rounds interleaved; per cluster: DescribeCluster + UpdateCluster (floor, "
         "client) or the first tick (describe, intent, stop); ratios against the floor at the same concurrency"
     )
     for c in (1, 8):
-        floor_wall = statistics.median(w for w, _ in results[(c, "boto3 floor")])
-        floor_cpu = statistics.median(u for _, u in results[(c, "boto3 floor")])
+        floor_wall, floor_cpu = results[(c, "boto3 floor")]
         print(f"concurrency {c}")
         for name in parts:
-            wall = statistics.median(w for w, _ in results[(c, name)])
-            cpu = statistics.median(u for _, u in results[(c, name)])
+            wall, cpu = results[(c, name)]
             print(
                 f"  {name:<24} wall {1000 * wall / n:5.2f} ms ({wall / floor_wall:4.2f}x)  "
                 f"CPU {1000 * cpu / n:5.2f} ms ({cpu / floor_cpu:4.2f}x)"

@@ -17,13 +17,16 @@ import os
 import statistics
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import tick_bench as tb  # noqa: E402  (the workers and servers live there)
+
+K = TypeVar("K")
 
 
 def run(args: list[str]) -> tuple[float, float]:
@@ -42,6 +45,23 @@ def run(args: list[str]) -> tuple[float, float]:
     return float(row["wall"]), float(row["cpu"])
 
 
+def recorded(n: int) -> dict[str, bytes]:
+    """The emulator's answers for a fleet of ``n`` clusters, for the replay server."""
+    os.environ.update(tb.CREDENTIALS)
+    with tb.emulator_process() as endpoint:
+        tb.create_fleet(endpoint, n)
+        return tb.raw_answers(endpoint)
+
+
+def interleaved(variants: Mapping[K, list[str]], rounds: int) -> dict[K, tuple[float, float]]:
+    """Median (wall, CPU) seconds of each variant's worker, run round after round in alternating order."""
+    results: dict[K, list[tuple[float, float]]] = {}
+    for i in range(rounds):
+        for key in list(variants) if i % 2 == 0 else list(reversed(list(variants))):
+            results.setdefault(key, []).append(run(variants[key]))
+    return {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in results.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--clusters", type=int, default=500)
@@ -51,12 +71,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="200 clusters, 3 rounds")
     args = parser.parse_args()
     n, rounds = (200, 3) if args.quick else (args.clusters, args.rounds)
-    os.environ.update(tb.CREDENTIALS)
-    with tb.emulator_process() as endpoint:
-        tb.create_fleet(endpoint, n)
-        answers = tb.raw_answers(endpoint)
+    answers = recorded(n)
     common = ["--clusters", str(n), "--concurrency", str(args.concurrency), "--store", args.store]
-    results: dict[str, list[tuple[float, float]]] = {}
     with tb.replay_server(answers) as ep:
         describe = answers["DescribeCluster"].decode()
         variants = {
@@ -66,18 +82,13 @@ def main() -> None:
             "tick, worker threads": ["--worker", "tick", "--endpoint", ep, "--replay", "--threaded"],
             "tick, no deadlines": ["--worker", "tick", "--endpoint", ep, "--replay", "--unbounded"],
         }
-        for i in range(rounds):
-            for name in list(variants) if i % 2 == 0 else list(reversed(variants)):
-                results.setdefault(name, []).append(run([*variants[name], *common]))
-    floor_wall = statistics.median(w for w, _ in results["boto3 floor"])
-    floor_cpu = statistics.median(c for _, c in results["boto3 floor"])
+        results = interleaved({name: [*a, *common] for name, a in variants.items()}, rounds)
+    floor_wall, floor_cpu = results["boto3 floor"]
     print(
         f"{n:,} clusters, concurrency {args.concurrency}, store {args.store}, {rounds} rounds interleaved; "
         "per cluster: DescribeCluster + UpdateCluster (floor, client) or the first tick (the rest)"
     )
-    for name, values in results.items():
-        wall = statistics.median(w for w, _ in values)
-        cpu = statistics.median(c for _, c in values)
+    for name, (wall, cpu) in results.items():
         print(
             f"  {name:<28} wall {1000 * wall / n:5.2f} ms ({wall / floor_wall:4.2f}x the floor)  "
             f"CPU {1000 * cpu / n:5.2f} ms ({cpu / floor_cpu:4.2f}x)"

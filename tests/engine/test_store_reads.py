@@ -47,15 +47,21 @@ class ReadCounting(MemoryStore):
 
 
 @contextmanager
-def _a_stopped_cluster() -> Iterator[tuple[Emulator, ReadCounting, Engine, list[Governed]]]:
-    """c1 under the office schedule, stopped by its first tick on Sunday and followed to settled."""
+def _a_new_cluster() -> Iterator[tuple[Emulator, ReadCounting, Engine, list[Governed]]]:
+    """c1 under the office schedule on Sunday, running and never looked at: its first tick stops it."""
     with running_emulator(virtual_start=SUNDAY, seed=3) as emu:
         counting = CountingClient(emu.endpoint)
         counting.client.create_cluster(**three_tier_request())
         settle(emu, counting.client, "c1")
         store = ReadCounting()
         engine = Engine(store, lambda ref: counting.client, emu.clock.now)
-        fleet = [Governed(ref_for("c1", "us-east-1"), "office", resolve(OFFICE, {}), False)]
+        yield emu, store, engine, [Governed(ref_for("c1", "us-east-1"), "office", resolve(OFFICE, {}), False)]
+
+
+@contextmanager
+def _a_stopped_cluster() -> Iterator[tuple[Emulator, ReadCounting, Engine, list[Governed]]]:
+    """c1 stopped by its first tick on Sunday and followed to settled."""
+    with _a_new_cluster() as (emu, store, engine, fleet):
         [first] = tick(engine, fleet, emu.clock.now())
         assert first.kind == "sent", first
         result, _ = tick_until_settled(emu, engine, fleet, 30, limit=200)
@@ -77,13 +83,7 @@ def test_a_quiet_tick_reads_the_record_once_and_a_due_start_twice() -> None:
 
 
 def test_a_first_sight_reads_each_record_once_to_decide_and_its_own_again_under_the_lease() -> None:
-    with running_emulator(virtual_start=SUNDAY, seed=3) as emu:
-        counting = CountingClient(emu.endpoint)
-        counting.client.create_cluster(**three_tier_request())
-        settle(emu, counting.client, "c1")
-        store = ReadCounting()
-        engine = Engine(store, lambda ref: counting.client, emu.clock.now)
-        fleet = [Governed(ref_for("c1", "us-east-1"), "office", resolve(OFFICE, {}), False)]
+    with _a_new_cluster() as (emu, store, engine, fleet):
         [first] = tick(engine, fleet, emu.clock.now())
         assert first.kind == "sent", first
         # The record from before account keys (to decide what is due, then whether to adopt it), the
