@@ -1,6 +1,6 @@
 """Shared by the tests of the call deadlines (test_deadlines.py, test_watchdog.py): dummy credentials
-for every test, a call run so that a deadline not kept fails the test instead of hanging it, and a wait
-for every abandoned attempt to be gone."""
+for every test, the production client under given limits, a call run so that a deadline not kept fails
+the test instead of hanging it, and a wait for every abandoned attempt to be gone."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from hyperpod_scheduler.aws import deadlines, watchdog
-from hyperpod_scheduler.aws.deadlines import _WORKERS
+from hyperpod_scheduler.aws.clients import sagemaker_client
+from hyperpod_scheduler.aws.deadlines import _WORKERS, BoundedSender, Deadlines
 
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "t", "AWS_SECRET_ACCESS_KEY": "t", "AWS_DEFAULT_REGION": "us-east-1"}
 
@@ -23,6 +24,20 @@ def credentials(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         monkeypatch.setenv(key, value)
     yield
     deadlines.use(None)
+
+
+def bounded_client(url: str, limits: Deadlines, mode: str = "watched") -> object:
+    """The SageMaker client the product builds, under ``limits``, pointed at ``url``. ``mode``
+    "threads": its attempts on worker threads (the fallback where the watchdog cannot be installed)."""
+    deadlines.use(limits)
+    try:
+        client = sagemaker_client(region="us-east-1", endpoint_url=url)
+    finally:
+        deadlines.use(None)
+    sender = client._endpoint.http_session  # type: ignore[attr-defined]
+    assert isinstance(sender, BoundedSender) and sender.watched  # what production uses
+    sender.watched = mode == "watched"
+    return client
 
 
 def attempts_running() -> int:

@@ -19,7 +19,7 @@ from hyperpod_scheduler.aws.clients import s3_client, sagemaker_client, session
 from hyperpod_scheduler.aws.deadlines import AnswerTooLarge, BoundedSender, DeadlineExceeded, Deadlines
 from hyperpod_scheduler.emulator import Emulator
 from hyperpod_scheduler.errors import UsageError
-from tests.aws.bounded_calls import CREDENTIALS, raised_within, workers_gone
+from tests.aws.bounded_calls import CREDENTIALS, bounded_client, raised_within, workers_gone
 from tests.aws.bounded_calls import credentials as credentials  # the autouse fixture, for this module
 from tests.aws.slow_endpoints import drip, drip_headers, endpoint, huge, silent
 from tests.engine.conftest import three_tier_request
@@ -34,15 +34,7 @@ def mode(request: pytest.FixtureRequest) -> str:
 
 
 def _client(url: str, limits: Deadlines = QUICK, mode: str = "watched") -> object:
-    deadlines.use(limits)
-    try:
-        client = sagemaker_client(region="us-east-1", endpoint_url=url)
-    finally:
-        deadlines.use(None)
-    sender = client._endpoint.http_session  # type: ignore[attr-defined]
-    assert isinstance(sender, BoundedSender) and sender.watched  # what production uses
-    sender.watched = mode == "watched"
-    return client
+    return bounded_client(url, limits, mode)
 
 
 @pytest.mark.parametrize(

@@ -16,10 +16,9 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from hyperpod_scheduler.aws import deadlines, watchdog
-from hyperpod_scheduler.aws.clients import sagemaker_client
 from hyperpod_scheduler.aws.deadlines import BoundedSender, DeadlineExceeded, Deadlines
+from tests.aws.bounded_calls import bounded_client, raised_within, workers_gone
 from tests.aws.bounded_calls import credentials as credentials  # the autouse fixture, for this module
-from tests.aws.bounded_calls import raised_within, workers_gone
 from tests.aws.slow_endpoints import Behaviour, Endpoint, _read_request, drip, endpoint, silent
 from tests.engine.conftest import three_tier_request
 
@@ -28,14 +27,7 @@ TIGHT = Deadlines(connect_s=0.5, read_s=0.5, total_s=1.5, max_answer_mb=1)
 
 
 def _client(url: str, limits: Deadlines = TIGHT) -> object:
-    deadlines.use(limits)
-    try:
-        client = sagemaker_client(region="us-east-1", endpoint_url=url)
-    finally:
-        deadlines.use(None)
-    sender = client._endpoint.http_session  # type: ignore[attr-defined]
-    assert isinstance(sender, BoundedSender) and sender.watched
-    return client
+    return bounded_client(url, limits)
 
 
 def drip_tls_handshake(every_s: float = 0.1) -> Behaviour:
