@@ -171,15 +171,14 @@ class Engine:
         """``ref`` with its account, learning it from the cluster's ARN on the first look (one
         DescribeCluster per profile, region and name, ever) and giving it the record from before account
         keys if that is its; with the view when a look was needed."""
-        known, view, _record = self._identified(ref, dry_run)
+        known, view, _record = self._identified(ref, self.accounts.known(ref), dry_run)
         return known, view
 
     def _identified(
-        self, ref: ClusterRef, dry_run: bool, *, looked: tuple[ClusterRef | None, LegacyRead | None] | None = None
+        self, ref: ClusterRef, known: ClusterRef | None, dry_run: bool, legacy: LegacyRead | None = None
     ) -> tuple[ClusterRef, ClusterView | None, ClusterRecord | None]:
-        """``looked``: what the turn has read already (not read twice): ``self.accounts.known(ref)`` and,
-        if that was None, the record under ``ref``'s key from before account keys."""
-        known, legacy = looked if looked is not None else (self.accounts.known(ref), None)
+        """``known``: ``self.accounts.known(ref)``; ``legacy``: when that is None, the record under
+        ``ref``'s key from before account keys if the turn has read it already (not read twice)."""
         view = None
         if known is not None:
             record = self.store.get(known.key)
@@ -257,7 +256,7 @@ class Engine:
                 ):
                     return Result(ref.name, "quiet", "nothing due")
             # A first look's answer serves this pass too; in a dry run the record may be the one it would adopt.
-            ref, view, record = self._identified(ref, dry_run, looked=(known, legacy))
+            ref, view, record = self._identified(ref, known, dry_run, legacy)
             due = planner.due(record, sched, enforced=enforced, now=self.now())
             if due is None:
                 return Result(ref.name, "quiet", "nothing due")
