@@ -340,10 +340,10 @@ class BoundedSender:
     def _read(self, response: AWSResponse, operation: str, late: Callable[[], bool]) -> bytes:
         """The whole body, counted; empty if ``late()`` says the attempt was given up meanwhile."""
         limit = self.deadlines.max_answer_bytes
-        declared = response.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
+        declared = _declared_length(response)
+        if declared is not None and declared > limit:
             _shut(response.raw)
-            raise AnswerTooLarge(operation, self.deadlines.max_answer_mb, int(declared))
+            raise AnswerTooLarge(operation, self.deadlines.max_answer_mb, declared)
         chunks: list[bytes] = []
         size = 0
         for chunk in response.raw.stream(_CHUNK, decode_content=False):
@@ -362,8 +362,12 @@ def _whole(response: AWSResponse, body: bytes) -> bool:
     """The body is as long as its Content-Length said: complete, even if the deadline passed as it ended
     (an UpdateCluster answered in full is not turned into one whose outcome is unknown). Without a
     Content-Length a shut socket looks like the end of the body, so it cannot be told."""
+    return _declared_length(response) == len(body)
+
+
+def _declared_length(response: AWSResponse) -> int | None:
     declared = response.headers.get("content-length")
-    return declared is not None and declared.isdigit() and int(declared) == len(body)
+    return int(declared) if declared is not None and declared.isdigit() else None
 
 
 # ---- the hooks ---------------------------------------------------------------------------------------
