@@ -33,8 +33,7 @@ from hyperpod_scheduler.config.model import Policy, ReadyBy
 from hyperpod_scheduler.emulator import running_emulator
 from hyperpod_scheduler.engine.events import Collector
 from hyperpod_scheduler.engine.fleet import Governed, ref_for, tick
-from hyperpod_scheduler.engine.runner import Engine
-from hyperpod_scheduler.guards.capacity import CapacityGuard
+from hyperpod_scheduler.engine.runner import ClusterSettings, Engine
 from hyperpod_scheduler.schedule import load_schedules
 from hyperpod_scheduler.store.memory import MemoryStore
 
@@ -102,10 +101,12 @@ def main() -> None:
             lambda r: client,
             emu.clock.now,
             events=events,
-            guards_for=lambda r: [CapacityGuard(policy)],
-            policy_for=lambda r: policy,
         )
-        governed = [Governed(ref_for(name, "us-east-1"), "office", schedules["office"], False) for name in names]
+        settings = ClusterSettings(policy=policy)
+        governed = [
+            Governed(ref_for(name, "us-east-1").governed(settings), "office", schedules["office"], False)
+            for name in names
+        ]
         end = emu.clock.now() + timedelta(days=days)
         while emu.clock.now() < end:
             tick(engine, governed, emu.clock.now(), ready_by=settings)

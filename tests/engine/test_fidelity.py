@@ -14,7 +14,7 @@ import pytest
 from hyperpod_scheduler.config.model import Policy
 from hyperpod_scheduler.emulator import Emulator
 from hyperpod_scheduler.engine.events import Collector
-from hyperpod_scheduler.engine.runner import ClusterRef, Engine
+from hyperpod_scheduler.engine.runner import ClusterRef, ClusterSettings, Engine
 from hyperpod_scheduler.notify.channels import message_for
 from hyperpod_scheduler.store.memory import MemoryStore
 from tests.aws.proxy import AnswerProxy, Rewrite, add_to_group, answer_proxy
@@ -37,11 +37,11 @@ class Rig:
             emu.clock.now,
             events=self.events,
             sleep=lambda s: emu.advance(s),
-            policy_for=lambda ref: policy,
         )
+        self.ref = REF.governed(ClusterSettings(policy=policy))
 
     def act(self, action: str) -> Any:
-        return self.engine.act(REF, action, transition_id=f"manual-{action}", wait=True, poll_seconds=60)  # type: ignore[arg-type]
+        return self.engine.act(self.ref, action, transition_id=f"manual-{action}", wait=True, poll_seconds=60)  # type: ignore[arg-type]
 
     def kinds(self) -> list[str]:
         return [e.kind for e in self.events.events]
@@ -145,7 +145,7 @@ def test_a_malformed_patch_or_image_field_is_one_line_naming_it(
     assert rig.act("stop").kind == "settled"
     before = rig.store.get(REF.key)
     rewrites.append(add_to_group("dev", member, value))
-    result = rig.engine.reconcile(REF, _wants_running(rig))
+    result = rig.engine.reconcile(rig.ref, _wants_running(rig))
     assert result.kind == "error"
     assert said in result.message and "\n" not in result.message
     after = rig.store.get(REF.key)

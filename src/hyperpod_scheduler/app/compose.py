@@ -172,7 +172,6 @@ class Context:
             lease_ttl_s=defaults.lease_ttl_seconds,
             guards_for=lambda ref: self.guards_for(ref, include_protected),
             retry=defaults.retry,
-            policy_for=lambda ref: self.fleet().policy_for(ref),
         )
 
     def tick(
@@ -219,16 +218,22 @@ class Context:
         return lead_for(self.engine(), g, self.config.defaults.ready_by)
 
     def guards_for(self, ref: ClusterRef, include_protected: bool = False) -> list[StopGuard]:
+        """The guards a stop of ``ref`` asks, from the settings its own target gave it (``ref.settings``,
+        resolved by the fleet): never looked up again here by region and name."""
         from hyperpod_scheduler.guards.approval import ApprovalGuard
         from hyperpod_scheduler.guards.capacity import CapacityGuard
 
-        policy = self.fleet().policy_for(ref)
+        policy = ref.settings.policy
         guards: list[StopGuard] = [CapacityGuard(policy, include_protected)]
         if policy.approve_release:
             guards.append(ApprovalGuard(policy, self._approvals))
-        checkpoints = self.fleet().checkpoints_for(ref)
+        checkpoints = ref.settings.checkpoints
         if checkpoints is not None:
             guards.append(self._checkpoint_guard(ref, checkpoints, policy.keep_slurm_head))
+        else:
+            from hyperpod_scheduler.guards.coverage import AuditCoverage
+
+            guards.append(AuditCoverage(ref.settings.unaudited))
         return guards
 
     def _approvals(self, key: str) -> list[Approval]:

@@ -46,7 +46,7 @@ from hyperpod_scheduler.config.model import DEFAULT_CONFIG_FILE, SCHEDULE_TAG, C
 from hyperpod_scheduler.cost.savings import keep_cost_per_night
 from hyperpod_scheduler.engine import fidelity
 from hyperpod_scheduler.engine.approvals import DEFAULT_APPROVAL_MINUTES
-from hyperpod_scheduler.engine.fleet import HORIZON, Governed, as_mapping, plan, ref_for
+from hyperpod_scheduler.engine.fleet import HORIZON, OUTSIDE, Governed, as_mapping, plan, ref_for
 from hyperpod_scheduler.engine.identity import reach_of
 from hyperpod_scheduler.engine.planner import Action
 from hyperpod_scheduler.engine.runner import ClusterRef, Engine, Result
@@ -90,7 +90,7 @@ def _ref(ctx: Context, name: str, region: str | None, profile: str | None) -> Cl
     governed = ctx.fleet().find(name, region, profile) if ctx.config.targets else None
     if governed is not None:
         return governed.ref
-    ref = ref_for(name, region, profile)
+    ref = ref_for(name, region, profile).governed(ctx.fleet().settings(OUTSIDE))
     account = ctx.store.account_for(reach_of(ref))  # so a face reads the record where the engine keeps it
     return ref.with_account(account) if account is not None else ref
 

@@ -59,6 +59,16 @@ class ClusterView:
         return self.autoscaling_mode == "Enable"
 
     @property
+    def orchestrator(self) -> str | None:
+        """``Eks`` or ``Slurm`` as the answer's Orchestrator names it (None: not said)."""
+        orch = self.raw.get("Orchestrator")
+        if isinstance(orch, Mapping):
+            for name in ("Eks", "Slurm"):
+                if name in orch:
+                    return name
+        return None
+
+    @property
     def busy(self) -> bool:
         return self.status in BUSY_CLUSTER_STATES or bool(self.busy_groups)
 

@@ -55,7 +55,7 @@ def schedule_references(config: Config) -> Iterator[tuple[str, str | None]]:
 def checkpoint_blocks(config: Config) -> Iterator[tuple[str, CheckpointSettings]]:
     """(key, settings) for every ``checkpoints:`` block of the config."""
     for where, block in levels(config):
-        if block.checkpoints is not None:
+        if isinstance(block.checkpoints, CheckpointSettings):  # ``none`` asks for no audit
             yield f"{where}.checkpoints", block.checkpoints
 
 

@@ -44,6 +44,9 @@ def _unworkable(message: str) -> PydanticCustomError:
 
 
 GroupPolicyValue = Literal["zero", "keep"] | dict[Literal["floor"], int]
+# ``checkpoints: none``: stops of these clusters need no checkpoint audit, said on purpose (an EKS cluster,
+# which has no audit yet, is stopped on a schedule only with this said; every such stop says no audit ran).
+Checkpoints = CheckpointSettings | Literal["none"]
 
 
 class Policy(_Strict):
@@ -142,7 +145,7 @@ class ClusterEntry(_Strict):
     schedule: str | None = None
     enforced: bool | None = None
     policy: Policy | None = None
-    checkpoints: CheckpointSettings | None = None
+    checkpoints: Checkpoints | None = None
 
     @field_validator("name")
     @classmethod
@@ -165,7 +168,7 @@ class Target(_Strict):
     # Also govern every cluster in the region that carries the tag hyperpod-scheduler:schedule=<name>.
     tag_selector: bool = False
     policy: Policy | None = None
-    checkpoints: CheckpointSettings | None = None
+    checkpoints: Checkpoints | None = None
 
     @field_validator("clusters", mode="before")
     @classmethod
@@ -187,7 +190,7 @@ class Defaults(_Strict):
     policy: Policy = Field(default_factory=Policy)
     retry: Retry = Field(default_factory=Retry)
     ready_by: ReadyBy = Field(default_factory=ReadyBy)
-    checkpoints: CheckpointSettings | None = None  # the checkpoint audit before each stop (nearest block wins)
+    checkpoints: Checkpoints | None = None  # the checkpoint audit before each stop (nearest block wins)
 
     @model_validator(mode="after")
     def _workable(self) -> Self:
@@ -241,13 +244,14 @@ class Config(_Strict):
     cost: CostSettings = Field(default_factory=CostSettings)
 
     def checkpoint_blocks(self) -> Iterator[tuple[str, CheckpointSettings]]:
-        if self.defaults.checkpoints is not None:
+        """Every checkpoint audit the config asks for, with where (``checkpoints: none`` asks for none)."""
+        if isinstance(self.defaults.checkpoints, CheckpointSettings):
             yield "defaults.checkpoints", self.defaults.checkpoints
         for i, target in enumerate(self.targets):
-            if target.checkpoints is not None:
+            if isinstance(target.checkpoints, CheckpointSettings):
                 yield f"targets[{i}].checkpoints", target.checkpoints
             for j, entry in enumerate(target.clusters):
-                if entry.checkpoints is not None:
+                if isinstance(entry.checkpoints, CheckpointSettings):
                     yield f"targets[{i}].clusters[{j}].checkpoints", entry.checkpoints
 
     @model_validator(mode="after")

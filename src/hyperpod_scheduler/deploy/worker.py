@@ -96,7 +96,9 @@ def governed_in_account(job: TargetJob, ctx: Context) -> list[Governed]:
     """The job's clusters, keyed by account so two accounts' same-named clusters never share a record."""
     explicit = _explicit(job)
     return [
-        dataclasses.replace(g, ref=ref_for(g.ref.name, g.ref.region or job.region, account=job.account))
+        dataclasses.replace(
+            g, ref=ref_for(g.ref.name, g.ref.region or job.region, account=job.account).governed(g.ref.settings)
+        )
         for g in ctx.fleet().governed()
         if job.governs(g.ref.name, g.ref.name in explicit)
     ]

@@ -17,14 +17,23 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_scheduler.agent.settings import CheckpointSettings
 from hyperpod_scheduler.aws.clients import default_region
-from hyperpod_scheduler.config.model import SCHEDULE_TAG, Config, Policy, ReadyBy, Target, merge_policies
+from hyperpod_scheduler.config.model import (
+    SCHEDULE_TAG,
+    ClusterEntry,
+    Config,
+    Policy,
+    ReadyBy,
+    Target,
+    merge_policies,
+)
 from hyperpod_scheduler.engine.approvals import ask_if_due, lapse_due
 from hyperpod_scheduler.engine.events import Event
 from hyperpod_scheduler.engine.identity import arn_account, reach_of
 from hyperpod_scheduler.engine.plan_watch import watch_plans
 from hyperpod_scheduler.engine.planner import Action, ScheduleState
 from hyperpod_scheduler.engine.readiness import Lead, cluster_lead, histories, lead_time
-from hyperpod_scheduler.engine.runner import ClusterRef, Engine, Result
+from hyperpod_scheduler.engine.ref import ClusterRef, ClusterSettings, Result
+from hyperpod_scheduler.engine.runner import Engine
 from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
 from hyperpod_scheduler.schedule import Schedule, load_schedules, resolve
 from hyperpod_scheduler.store.records import Reach, cluster_key
@@ -48,13 +57,16 @@ class Skipped:
 
 @dataclass(frozen=True)
 class Governed:
-    """A cluster under a schedule."""
+    """A cluster under a schedule; its settings travel on its reference (``ref.settings``)."""
 
     ref: ClusterRef
     schedule_label: str
     schedule: Schedule
     enforced: bool
-    policy: Policy = field(default_factory=Policy)
+
+    @property
+    def policy(self) -> Policy:
+        return self.ref.settings.policy
 
 
 def _allowed(schedule: Schedule) -> frozenset[Action]:
@@ -81,6 +93,9 @@ def ref_for(name: str, region: str | None, profile: str | None = None, account: 
         key=cluster_key(name, region, account), name=name, region=region, profile=profile, account=account
     )
 
+
+# Where a cluster outside the config takes its settings from (a manual stop of any cluster).
+OUTSIDE = "defaults (not in the config)"
 
 AccountLookup = Callable[[Reach], "str | None"]
 
@@ -137,12 +152,14 @@ class Fleet:
         for entry in target.clusters:
             where = f"targets[{i}] cluster '{entry.name}'"
             label, schedule = self._schedule(entry.schedule or target.schedule, where)
-            ref = ref_for(entry.name, target.region, target.profile)
+            settings = self.settings(where, target, entry)
+            ref = ref_for(entry.name, target.region, target.profile).governed(settings)
             enforced = _first(entry.enforced, target.enforced, self.config.defaults.enforced)
-            policy = merge_policies(entry.policy, target.policy, self.config.defaults.policy)
-            out[reach_of(ref)] = Governed(ref, label, schedule, enforced, policy)
+            out[reach_of(ref)] = Governed(ref, label, schedule, enforced)
         if target.tag_selector:
-            for ref, label in self._discover(i, target):
+            settings = self.settings(f"{_where(i, target)} tag selector", target)
+            for found, label in self._discover(i, target):
+                ref = found.governed(settings)
                 if reach_of(ref) in out:
                     continue  # an explicit entry wins over the tag
                 try:
@@ -152,8 +169,7 @@ class Fleet:
                     self.problems.append(Skipped(f"cluster '{ref.name}'", str(exc), ref.name))
                     continue
                 enforced = _first(target.enforced, self.config.defaults.enforced)
-                policy = merge_policies(target.policy, self.config.defaults.policy)
-                out[reach_of(ref)] = Governed(ref, label, schedule, enforced, policy)
+                out[reach_of(ref)] = Governed(ref, label, schedule, enforced)
 
     def _discover(self, i: int, target: Target) -> Iterable[tuple[ClusterRef, str]]:
         probe = ref_for("-", target.region, target.profile)
@@ -175,29 +191,20 @@ class Fleet:
                         account = None
                     yield ref_for(name, target.region, target.profile, account), label
 
-    def policy_for(self, ref: ClusterRef) -> Policy:
-        """The cluster's policy; a cluster outside the config gets the defaults (scarce capacity protected)."""
-        for i, target in enumerate(self.config.targets):
-            if (target.region or default_region(target.profile)) != ref.region:
-                continue
-            for entry in target.clusters:
-                if entry.name == ref.name:
-                    return merge_policies(entry.policy, target.policy, self.config.defaults.policy)
-            if target.tag_selector and i >= 0:
-                return merge_policies(target.policy, self.config.defaults.policy)
-        return merge_policies(self.config.defaults.policy)
-
-    def checkpoints_for(self, ref: ClusterRef) -> CheckpointSettings | None:
-        """The cluster's checkpoint-audit block: the cluster's own, else its target's, else the defaults'."""
-        for target in self.config.targets:
-            if (target.region or default_region(target.profile)) != ref.region:
-                continue
-            for entry in target.clusters:
-                if entry.name == ref.name:
-                    return entry.checkpoints or target.checkpoints or self.config.defaults.checkpoints
-            if target.tag_selector:
-                return target.checkpoints or self.config.defaults.checkpoints
-        return self.config.defaults.checkpoints
+    def settings(self, where: str, target: Target | None = None, entry: ClusterEntry | None = None) -> ClusterSettings:
+        """A cluster's settings from its own entry, its own target and the defaults (the nearest wins,
+        field by field for the policy, whole for the checkpoint block). No target: a cluster outside
+        the config, judged by the defaults (scarce capacity and training plans still protected)."""
+        defaults = self.config.defaults
+        policy = merge_policies(entry.policy if entry else None, target.policy if target else None, defaults.policy)
+        blocks = (entry.checkpoints if entry else None, target.checkpoints if target else None, defaults.checkpoints)
+        block = next((b for b in blocks if b is not None), None)
+        return ClusterSettings(
+            policy=policy,
+            checkpoints=block if isinstance(block, CheckpointSettings) else None,
+            unaudited=block == "none",
+            governed_by=where,
+        )
 
     def find(self, name: str, region: str | None = None, profile: str | None = None) -> Governed | None:
         """The governed cluster of this name (in ``region``, through ``profile`` when given). Two

@@ -13,7 +13,17 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from hyperpod_scheduler.cluster.view import ClusterView
-from hyperpod_scheduler.store.records import ClusterRecord, GroupOutcome, GroupSize, Origin, Outcome, Snapshot
+from hyperpod_scheduler.store.records import (
+    ClusterRecord,
+    GroupOutcome,
+    GroupSize,
+    Hold,
+    Origin,
+    Outcome,
+    RetryState,
+    Snapshot,
+    request_digest,
+)
 
 State = Literal["running", "stopped"]
 Action = Literal["stop", "start"]
@@ -52,42 +62,80 @@ def effective_hold(record: ClusterRecord | None, now: datetime) -> State | None:
     return record.hold.state
 
 
+def live_retry(record: ClusterRecord | None, sched: ScheduleState, now: datetime) -> RetryState | None:
+    """The record's start retry while it still serves its own transition: before its deadline, and no
+    schedule transition since the start it retries (a retry is that start's, never the next morning's)."""
+    retry = record.retry if record is not None else None
+    if retry is None or retry.deadline <= now:
+        return None
+    last = sched.last_transition_at
+    if retry.transition_at is not None and last is not None and last > retry.transition_at:
+        return None
+    return retry
+
+
+def lapsed_hold(record: ClusterRecord | None, now: datetime) -> bool:
+    """A hold that ended by its ``until`` and whose end nothing has applied yet: the schedule resumes
+    once, then decides as usual (a lapsed hold never overrides later manual commands)."""
+    if record is None or record.hold is None or record.hold.active(now):
+        return False
+    until = record.hold.until
+    applied = record.applied_transition_at
+    return applied is None or until is None or applied < until
+
+
+def _instant_id(action: Action, at: datetime | None) -> str:
+    # Stable for as long as the transition is the same one, whatever tick asks: a wait, a retry and a
+    # refusal belong to it (an id made from the tick's own time would make every tick a new transition).
+    return f"{action}@{at.isoformat() if at is not None else 'always'}"
+
+
 def due(record: ClusterRecord | None, sched: ScheduleState, *, enforced: bool, now: datetime) -> Due | None:
     """Whether this cluster needs attention this tick, decided without any API call."""
     if record is not None and record.pending is not None:
         return Due("follow", record.pending.transition_id, f"following {record.pending.action}")
+    if record is not None and record.applied_transition_at is not None and record.applied_transition_at > now:
+        # The clock is behind a transition already applied (stepped back): nothing is decided from a
+        # past the record has already lived through.
+        return None
     held = effective_hold(record, now)
-    retry = record.retry if record is not None else None
+    retry = live_retry(record, sched, now)
     if retry is not None and (held or sched.desired) == "running" and retry.next_at <= now:
         return Due(
             "start",
             f"{retry.transition_id}#retry{retry.attempt}",
             f"retry {retry.attempt} after {retry.reason}",
+            transition_at=retry.transition_at,
             origin="retry",
         )
     if held is not None:
-        if record is not None and record.applied_state == held:
+        assert record is not None and record.hold is not None
+        if record.applied_state == held:
             return None
-        return Due(action_for(held), f"hold-{action_for(held)}@{now.isoformat()}", f"held {held}", origin="hold")
+        return Due(action_for(held), hold_transition_id(record.hold, action_for(held)), f"held {held}", origin="hold")
     action = action_for(sched.desired)
     if action not in sched.allowed:
         return None
-    hold_lapsed = record is not None and record.hold is not None
-    never_applied = record is None or record.applied_transition_at is None or hold_lapsed
+    never_applied = record is None or record.applied_transition_at is None or lapsed_hold(record, now)
+    at = sched.last_transition_at
     if never_applied:
         if record is not None and record.applied_state == sched.desired and not enforced:
             return None
-        at = sched.last_transition_at
-        tid = f"{action}@{(at or now).isoformat()}"
-        return Due(action, tid, "first run for this cluster" if record is None else "schedule resumed", at)
+        why = "first run for this cluster" if record is None else "schedule resumed"
+        return Due(action, _instant_id(action, at), why, at)
     assert record is not None and record.applied_transition_at is not None
-    at = sched.last_transition_at
     if at is not None and at > record.applied_transition_at:
         said = sched.why or f"schedule turned {sched.desired} at {at.isoformat()}"
-        return Due(action, f"{action}@{at.isoformat()}", said, at)
+        return Due(action, _instant_id(action, at), said, at)
     if enforced:
-        return Due("check", f"{action}@{(at or now).isoformat()}", f"enforced: keep {sched.desired}", at)
+        return Due("check", _instant_id(action, at), f"enforced: keep {sched.desired}", at)
     return None
+
+
+def hold_transition_id(hold: Hold, action: Action) -> str:
+    """One id per hold: every tick that carries it out serves the same transition."""
+    since = hold.since.isoformat() if hold.since is not None else request_digest(hold.model_dump(mode="json"))[7:23]
+    return f"hold-{action}@{since}"
 
 
 # ---- after DescribeCluster -------------------------------------------------------------------------
@@ -108,6 +156,13 @@ class Noop:
 
 
 @dataclass(frozen=True)
+class Refuse:
+    """No update may go out: sending it would act on something else than what was recorded."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
 class Send:
     action: Action
     counts: Mapping[str, tuple[int, int | None]]  # group -> (InstanceCount, MinInstanceCount)
@@ -115,7 +170,7 @@ class Send:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
-Plan = Skip | Noop | Send
+Plan = Skip | Noop | Refuse | Send
 
 
 def snapshot_for_stop(
@@ -132,6 +187,11 @@ def snapshot_for_stop(
             sizes[g.name] = previous.sizes[g.name]
             notes.append(f"group '{g.name}' is at 0: keeping its recorded size {previous.sizes[g.name].count}")
             continue
+        ours = previous is not None and applied == "stopped" and g.name in previous.sizes
+        if ours and previous is not None and previous.kept.get(g.name) == size:
+            # Our own stop left it at this floor: the morning restores its size before the floor.
+            sizes[g.name] = previous.sizes[g.name]
+            continue
         if previous is not None and g.name in previous.sizes and previous.sizes[g.name].count != size:
             notes.append(
                 f"group '{g.name}' was resized by hand to {size} (recorded {previous.sizes[g.name].count}): "
@@ -145,7 +205,8 @@ def snapshot_for_stop(
             image_release=g.image_release,
             health_checks=bool(g.details.get("OnStartDeepHealthChecks")),
         )
-    return Snapshot(taken_at=now, sizes=sizes, transition_id=transition_id, reason="stop"), tuple(notes)
+    snapshot = Snapshot(taken_at=now, sizes=sizes, transition_id=transition_id, reason="stop", cluster_arn=view.arn)
+    return snapshot, tuple(notes)
 
 
 def plan_stop(view: ClusterView, record: ClusterRecord | None, now: datetime, transition_id: str) -> Plan:
@@ -161,12 +222,35 @@ def plan_stop(view: ClusterView, record: ClusterRecord | None, now: datetime, tr
     return Send("stop", counts, snapshot, notes)
 
 
+def replaced(view: ClusterView, snapshot: Snapshot) -> str | None:
+    """What is no longer the cluster or the groups the sizes were recorded from, or None. A size is only
+    ever restored onto the same cluster (its ARN) and a group that runs the same instance type."""
+    if snapshot.cluster_arn is not None and snapshot.cluster_arn != view.arn:
+        return (
+            f"the cluster was replaced while stopped (recorded {snapshot.cluster_arn}, now {view.arn}): its "
+            "recorded sizes are not restored onto another cluster"
+        )
+    changed = []
+    for g in view.groups:
+        recorded = snapshot.sizes.get(g.name)
+        if recorded is None or recorded.instance_type is None or g.instance_type is None:
+            continue
+        if recorded.instance_type != g.instance_type:
+            changed.append(f"'{g.name}' was {recorded.instance_type}, now {g.instance_type}")
+    if changed:
+        return f"group {'; '.join(changed)} (replaced while stopped): its recorded size is not restored onto it"
+    return None
+
+
 def plan_start(view: ClusterView, record: ClusterRecord | None) -> Plan:
     snapshot = record.snapshot if record else None
     if snapshot is None:
         return Noop("running", "nothing recorded for this cluster: start does nothing")
     if view.busy:
         return Skip(f"{view.busy_reason()}: not touched this tick")
+    why = replaced(view, snapshot)
+    if why is not None:
+        return Refuse(why)
     counts: dict[str, tuple[int, int | None]] = {}
     notes: list[str] = []
     for g in view.groups:
@@ -210,14 +294,21 @@ def apply_floors(plan: Send, view: ClusterView, floors: Mapping[str, int]) -> Se
     if not floors:
         return plan
     counts = dict(plan.counts)
+    kept: dict[str, int] = {}
     for name, floor in floors.items():
         g = view.group(name)
         if g is None:
             continue
+        # A stop never raises a target, whatever a guard asked or a DescribeCluster answer claims (an
+        # answer with target 0 and current 4 is a group on its way down).
+        floor = min(floor, g.target)
+        kept[name] = floor
         counts[name] = (floor, None if g.min_count is None else min(g.min_count, floor))
+    snapshot = plan.snapshot.evolve(kept=kept) if plan.snapshot is not None else None
     if all(view.targets().get(n) == c for n, (c, _) in counts.items()):
-        return Noop("stopped", "every group with nodes is protected: nothing to stop")
-    snapshot = plan.snapshot.evolve(kept=dict(floors)) if plan.snapshot is not None else None
+        # Nothing is sent, but the sizes are recorded all the same: the morning restores today's sizes,
+        # not an older night's (a group zeroed by hand today stays at zero).
+        return Noop("stopped", "every group with nodes is protected: nothing to stop", snapshot)
     return Send(plan.action, counts, snapshot, plan.notes)
 
 

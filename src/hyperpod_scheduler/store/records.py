@@ -141,6 +141,9 @@ class Snapshot(Stored):
     transition_id: str
     reason: str = ""
     kept: dict[str, Count] = Field(default_factory=dict)  # groups a guard left running, at this count
+    # The cluster these sizes are of: a start onto another cluster of the same name (deleted and created
+    # again while stopped) is refused. None in snapshots from before it was kept.
+    cluster_arn: str | None = None
 
 
 # The phases of a start, in order: nodes asked for, launched, lifecycle setup passed, deep health
@@ -332,6 +335,7 @@ class Hold(Stored):
     until: AwareDatetime | None = None
     by: Text
     reason: Text = ""
+    since: AwareDatetime | None = None  # when it was set: the hold's transitions are known by it
 
     def active(self, now: datetime) -> bool:
         return self.until is None or now < self.until
@@ -345,6 +349,8 @@ class RetryState(Stored):
     next_at: AwareDatetime
     deadline: AwareDatetime
     reason: Text = ""
+    # The schedule instant of the start it retries: a later transition ends it (``planner.live_retry``).
+    transition_at: AwareDatetime | None = None
 
 
 class ClusterRecord(Stored):

@@ -30,7 +30,7 @@ from hyperpod_scheduler.cost.fsx import FileSystem
 from hyperpod_scheduler.cost.savings import Report
 from hyperpod_scheduler.cost.settings import CostSettings
 from hyperpod_scheduler.engine import approvals
-from hyperpod_scheduler.engine.fleet import Governed, ref_for
+from hyperpod_scheduler.engine.fleet import OUTSIDE, Governed, ref_for
 from hyperpod_scheduler.engine.runner import ClusterRef
 from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
 from hyperpod_scheduler.guards.capacity import protections
@@ -144,7 +144,7 @@ class Dashboard:
         for key in ctx.store.list_keys():
             if key.rsplit("/", 1)[-1] == name and not key.startswith("agent/"):
                 region, _ = reports.split_key(key)
-                return None, ClusterRef(key, name, region)
+                return None, ClusterRef(key, name, region).governed(ctx.fleet().settings(OUTSIDE))
         raise NotFound(f"cluster: {name!r} is not governed by the config and not in the state store")
 
     def describe_cached(self, ctx: Context, ref: ClusterRef) -> Any:
@@ -316,7 +316,7 @@ class Dashboard:
         groups: list[dict[str, Any]] = []
         protected: list[dict[str, Any]] = []
         describe_error = None
-        policy = g.policy if g is not None else ctx.fleet().policy_for(ref)
+        policy = ref.settings.policy
         view = self.describe_cached(ctx, ref)
         if not isinstance(view, Exception):
             groups = [
@@ -401,7 +401,7 @@ class Dashboard:
         """What a stop or start from the dashboard would do, group by group, and what it is worth per
         hour; read-only (DescribeCluster, the record, the policy, prices)."""
         ctx = self.context()
-        g, ref = self.target(ctx, name)
+        _, ref = self.target(ctx, name)
         record = ctx.store.get(ref.key)
         out: dict[str, Any] = {"action": action, "groups": [], "nothing": None, "in_flight": None, "error": None}
         if record is not None and record.pending is not None:
@@ -411,7 +411,7 @@ class Dashboard:
             out["error"] = f"cannot describe the cluster: {view}"
             return out
         prices = ctx.prices()
-        policy = g.policy if g is not None else ctx.fleet().policy_for(ref)
+        policy = ref.settings.policy
         kept = {p.group: p for p in protections(view.groups, policy)}
         recorded = record.snapshot.sizes if record is not None and record.snapshot is not None else {}
         saved = still = 0.0
@@ -454,7 +454,7 @@ class Dashboard:
             out["nothing"] = "already at the recorded sizes: nothing would be sent"
         out["usd_per_hour_saved"] = round(saved, 2) if action == "stop" else None
         out["usd_per_hour_after"] = round(still, 2)
-        out["checkpoints"] = action == "stop" and g is not None and ctx.fleet().checkpoints_for(ref) is not None
+        out["checkpoints"] = action == "stop" and ref.settings.checkpoints is not None
         return out
 
     def savings(self, since_text: str | None = None, until_text: str | None = None) -> dict[str, Any]:

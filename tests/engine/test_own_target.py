@@ -1,0 +1,227 @@
+"""Each cluster is judged by its own target (issue "one truth per cluster", cases 1, 2 and 17).
+
+Two accounts each have a cluster named ``train`` with P5 workers in us-east-1, reached through the
+profiles ``prod`` and ``dev``. The targets differ in what a stop may release and whether jobs are
+audited first; the same name in the same region must never borrow the other target's settings. The
+tick runs through the composition root (``app.compose.Context``), as every face runs it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import boto3
+import pytest
+import yaml
+
+from hyperpod_scheduler.agent.messages import AgentVerdict, Intent
+from hyperpod_scheduler.agent.settings import CheckpointSettings
+from hyperpod_scheduler.app.compose import Context, LocalAgent, chain_clients
+from hyperpod_scheduler.cluster.samples import slurm_request
+from hyperpod_scheduler.config.load import parse_config
+from hyperpod_scheduler.emulator import Emulator
+from hyperpod_scheduler.engine.events import Collector
+from hyperpod_scheduler.engine.runner import ClusterRef
+from hyperpod_scheduler.store.memory import MemoryStore
+from tests.engine.conftest import START, settle
+from tests.reliability.harness import account_emulator
+
+PROD, DEV = "111111111111", "222222222222"
+ROLE = "arn:aws:iam::123456789012:role/own-target"
+# Monday 06:00 UTC: the office schedule wants these clusters stopped now.
+OFFICE = "Mon-Fri 08:00-18:00 UTC"
+
+
+def p5_request(name: str) -> dict[str, Any]:
+    return slurm_request(name, {"gpu": ("ml.p5.48xlarge", 2)}, role=ROLE)
+
+
+@dataclass
+class Audits:
+    """The Slurm side of the checkpoint audit, in process: who was asked, and it blocks every stop."""
+
+    asked: list[str] = field(default_factory=list)
+
+    def link_for(self, ref: ClusterRef, settings: CheckpointSettings) -> Any:
+        audits = self
+
+        class Link:
+            def ask(self, intent: Intent) -> AgentVerdict | None:
+                audits.asked.append(ref.profile or "")
+                return AgentVerdict(
+                    intent_id=intent.id,
+                    phase="done",
+                    decision="block",
+                    reason="a job has no fresh checkpoint",
+                    at=intent.posted_at,
+                )
+
+        return Link()
+
+
+class Accounts:
+    """Two accounts' emulators; a profile reaches one of them."""
+
+    def __init__(self, prod: Emulator, dev: Emulator) -> None:
+        self.emus = {PROD: prod, DEV: dev}
+        session = boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1")
+        self.clients = {a: session.client("sagemaker", endpoint_url=e.endpoint) for a, e in self.emus.items()}
+        self.route = {"prod": PROD, "dev": DEV}
+
+    def create(self, account: str, name: str, request: dict[str, Any]) -> None:
+        self.clients[account].create_cluster(**request)
+        settle(self.emus[account], self.clients[account], name)
+
+    def context(self, config_text: str, audits: Audits | None = None) -> tuple[Context, Collector]:
+        events = Collector()
+        clients = chain_clients(lambda ref: self.clients[self.route[ref.profile or "prod"]])
+        agent = LocalAgent(link_for=audits.link_for, now=self.emus[PROD].clock.now) if audits else None
+        ctx = Context(
+            parse_config(yaml.safe_load(config_text), "test.yaml"),
+            MemoryStore(),
+            clients,
+            self.emus[PROD].clock.now,
+            events,
+            agent=agent,
+            notify=False,
+        )
+        return ctx, events
+
+    def targets(self, account: str, name: str) -> dict[str, int]:
+        d = self.clients[account].describe_cluster(ClusterName=name)
+        return {g["InstanceGroupName"]: g["TargetCount"] for g in d["InstanceGroups"]}
+
+
+@pytest.fixture
+def accounts() -> Iterator[Accounts]:
+    with (
+        account_emulator(PROD, virtual_start=START - timedelta(hours=1), seed=1) as prod,
+        account_emulator(DEV, virtual_start=START - timedelta(hours=1), seed=2) as dev,
+    ):
+        yield Accounts(prod, dev)
+
+
+def _tick(ctx: Context) -> dict[str, str]:
+    """One tick of the whole fleet: each cluster's result kind, by profile/name."""
+    governed = ctx.fleet().governed()
+    results = ctx.tick(governed)
+    return {f"{g.ref.profile}/{g.ref.name}": r.kind for g, r in zip(governed, results, strict=True)}
+
+
+TWO_PROFILES = f"""
+defaults: {{schedule: "{OFFICE}"}}
+targets:
+  - region: us-east-1
+    profile: dev
+    clusters: [train]
+    policy: {{release_scarce_capacity: true}}
+  - region: us-east-1
+    profile: prod
+    clusters: [train]
+"""
+
+
+def test_two_profiles_one_name_each_is_stopped_by_its_own_policy(accounts: Accounts) -> None:
+    for account in (PROD, DEV):
+        accounts.create(account, "train", p5_request("train"))
+    ctx, _ = accounts.context(TWO_PROFILES)
+    _tick(ctx)
+    # dev's target releases scarce capacity; prod's keeps it (the default): prod's P5s stay up.
+    assert accounts.targets(DEV, "train")["gpu"] == 0
+    assert accounts.targets(PROD, "train")["gpu"] == 2
+
+
+TAGGED_THEN_NAMED = f"""
+defaults: {{schedule: "{OFFICE}"}}
+targets:
+  - region: us-east-1
+    profile: prod
+    tag_selector: true
+    policy: {{release_scarce_capacity: true}}
+  - region: us-east-1
+    profile: prod
+    clusters: [solo]
+"""
+
+
+def test_a_named_cluster_is_not_judged_by_an_earlier_tag_selector_target(accounts: Accounts) -> None:
+    accounts.create(PROD, "solo", p5_request("solo"))  # untagged: governed only by the second target
+    ctx, _ = accounts.context(TAGGED_THEN_NAMED)
+    _tick(ctx)
+    assert accounts.targets(PROD, "solo")["gpu"] == 2
+
+
+AUDITED_PROD = f"""
+defaults: {{schedule: "{OFFICE}"}}
+targets:
+  - region: us-east-1
+    profile: dev
+    clusters: [train]
+    policy: {{release_scarce_capacity: true}}
+  - region: us-east-1
+    profile: prod
+    clusters: [train]
+    policy: {{release_scarce_capacity: true}}
+    checkpoints: {{policy: block}}
+"""
+
+
+def test_each_cluster_gets_its_own_checkpoint_audit_or_none(accounts: Accounts) -> None:
+    for account in (PROD, DEV):
+        accounts.create(account, "train", p5_request("train"))
+    audits = Audits()
+    ctx, _ = accounts.context(AUDITED_PROD, audits)
+    kinds = _tick(ctx)
+    # prod's own blocking audit ran and kept its nodes; dev (no audit configured) was stopped unaudited.
+    assert audits.asked == ["prod"]
+    assert kinds["prod/train"] == "blocked"
+    assert accounts.targets(PROD, "train")["gpu"] == 2
+    assert accounts.targets(DEV, "train")["gpu"] == 0
+
+
+def eks_request(name: str) -> dict[str, Any]:
+    lifecycle = {"SourceS3Uri": "s3://sagemaker-tests/lifecycle/", "OnCreate": "on_create.sh"}
+    group = {"InstanceType": "ml.g5.8xlarge", "ExecutionRole": ROLE, "LifeCycleConfig": lifecycle}
+    return {
+        "ClusterName": name,
+        "Orchestrator": {"Eks": {"ClusterArn": f"arn:aws:eks:us-east-1:{PROD}:cluster/{name}"}},
+        "InstanceGroups": [{"InstanceGroupName": "workers", "InstanceCount": 3, **group}],
+    }
+
+
+def _eks_config(extra: str = "") -> str:
+    return f"""
+defaults: {{schedule: "{OFFICE}"}}
+targets:
+  - region: us-east-1
+    profile: prod
+    clusters: [kube]
+{extra}"""
+
+
+def test_a_scheduled_stop_of_an_eks_cluster_needs_its_target_to_say_no_audit(accounts: Accounts) -> None:
+    accounts.create(PROD, "kube", eks_request("kube"))
+    ctx, events = accounts.context(_eks_config())
+    assert _tick(ctx) == {"prod/kube": "blocked"}
+    assert accounts.targets(PROD, "kube")["workers"] == 3
+    [line] = ctx.store.history(ctx.fleet().governed()[0].ref.key, limit=1)
+    assert line.outcome == "blocked" and "checkpoints: none" in line.detail["reason"]
+
+
+def test_every_stop_of_an_eks_cluster_says_no_audit_ran(accounts: Accounts) -> None:
+    accounts.create(PROD, "kube", eks_request("kube"))
+    ctx, events = accounts.context(_eks_config("    checkpoints: none"))
+    assert _tick(ctx) == {"prod/kube": "sent"}
+    assert any("no checkpoint audit ran" in e.message for e in events.events if e.kind == "note")
+    emu = accounts.emus[PROD]
+    for _ in range(60):
+        emu.advance(60)
+        if _tick(ctx)["prod/kube"] != "in-progress":
+            break
+    assert accounts.targets(PROD, "kube")["workers"] == 0
+    key = ctx.fleet().governed()[0].ref.key
+    [line] = [e for e in ctx.store.history(key, limit=5) if e.action == "stop" and e.outcome == "ok"]
+    assert "no checkpoint audit ran" in line.detail["audit"]
