@@ -308,7 +308,12 @@ def checks_wait(eng: Engine, ref: ClusterRef, record: ClusterRecord, action: pla
         )
         line = eng.entry(ref, action, "failed", waited, error=message, attempts=wait.attempts)
         updated = record.evolve(
-            pending=None, checks_wait=None, applied_transition_at=pending.transition_at, updated_at=now
+            pending=None,
+            checks_wait=None,
+            applied_transition_at=pending.transition_at,
+            # Given up on: a hold asking for it again at every tick would fail again at every timeout.
+            refused=Refusal(at=now, action=action, reason=message),
+            updated_at=now,
         )
         with contextlib.suppress(ConflictError):
             eng.store.put(updated, expected_version=record.version, history=[line])

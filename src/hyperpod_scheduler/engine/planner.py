@@ -110,7 +110,7 @@ def due(record: ClusterRecord | None, sched: ScheduleState, *, enforced: bool, n
         )
     if held is not None:
         assert record is not None and record.hold is not None
-        if record.applied_state == held:
+        if record.applied_state == held or _given_up(record, record.hold, action_for(held)):
             return None
         return Due(action_for(held), hold_transition_id(record.hold, action_for(held)), f"held {held}", origin="hold")
     action = action_for(sched.desired)
@@ -130,6 +130,13 @@ def due(record: ClusterRecord | None, sched: ScheduleState, *, enforced: bool, n
     if enforced:
         return Due("check", _instant_id(action, at), f"enforced: keep {sched.desired}", at)
     return None
+
+
+def _given_up(record: ClusterRecord, hold: Hold, action: Action) -> bool:
+    """This hold's own update was refused for good (a wait past the settle timeout): it is not asked
+    for again at every tick; setting the hold again, or releasing it, tries again."""
+    refused = record.refused
+    return refused is not None and refused.action == action and hold.since is not None and refused.at >= hold.since
 
 
 def hold_transition_id(hold: Hold, action: Action) -> str:
