@@ -204,7 +204,7 @@ targets:
 
 def test_a_scheduled_stop_of_an_eks_cluster_needs_its_target_to_say_no_audit(accounts: Accounts) -> None:
     accounts.create(PROD, "kube", eks_request("kube"))
-    ctx, events = accounts.context(_eks_config())
+    ctx, _ = accounts.context(_eks_config())
     assert _tick(ctx) == {"prod/kube": "blocked"}
     assert accounts.targets(PROD, "kube")["workers"] == 3
     [line] = ctx.store.history(ctx.fleet().governed()[0].ref.key, limit=1)
