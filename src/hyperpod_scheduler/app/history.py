@@ -33,6 +33,7 @@ _SAID = {
     "members",
     "phases",
     "ready_for",
+    "audit",
 }
 
 
@@ -84,6 +85,10 @@ def sentence(e: HistoryEntry) -> Sentence:
         return Sentence(f"held {d.get('state', 'running')}{end}{why}", "info")
     if e.action == "release":
         return Sentence("hold released: the schedule is in charge again", "info")
+    if e.action == "forget":
+        sizes = d.get("sizes")
+        forgot = ", ".join(f"{g} {n}" for g, n in sizes.items()) if isinstance(sizes, dict) else ""
+        return Sentence("recorded sizes forgotten" + (f" ({forgot})" if forgot else ""), "info")
     if e.action.startswith("manual-"):
         what = e.action.removeprefix("manual-")
         asked = f"asked to {what} now" + (f" ({reason})" if reason else "")
@@ -116,7 +121,9 @@ def _transition(
         kept = [o for o in outcomes if o.outcome == "kept" or (e.action == "stop" and o.current > 0)]
         short = [o for o in outcomes if o.outcome in ("partial", "failed")]
         tone: Tone = "warn" if kept or short else "ok"
-        return Sentence(f"{verb}{took}: {groups}" if groups else f"{verb}{took}", tone, outcomes)
+        text = f"{verb}{took}: {groups}" if groups else f"{verb}{took}"
+        audit = _text(e.detail, "audit")
+        return Sentence(text + (f"; checkpoint audit {audit}" if audit else ""), tone, outcomes)
     said = "; ".join(x for x in (reason, message, error) if x)
     return Sentence(f"{e.action} {e.outcome}{took}" + (f": {said}" if said else ""), "info", outcomes)
 

@@ -53,14 +53,21 @@ COMMANDS: dict[str, Entry] = {
     ),
     "plan": Entry("ops", "What would happen, and when, touching nothing."),
     "history": Entry(
-        "ops", "The actions taken on a cluster, newest first: what happened, per group, and how long it took."
+        "records", "The actions taken on a cluster, newest first: what happened, per group, and how long it took."
     ),
-    "hold": Entry("ops", "Override the schedule: keep a cluster running (or stopped) until a time or until released."),
-    "release": Entry("ops", "End a hold; the next tick applies what the schedule wants."),
+    "hold": Entry(
+        "records", "Override the schedule: keep a cluster running (or stopped) until a time or until released."
+    ),
+    "release": Entry("records", "End a hold; the next tick applies what the schedule wants."),
     "claim": Entry(
-        "ops",
+        "records",
         "Say whose cluster this is: remember the account this profile reaches now for it (replacing an earlier "
         "one), and give it the record kept from before account keys, if one is waiting.",
+    ),
+    "forget": Entry(
+        "records",
+        "Drop the sizes recorded at the last stop (a start then restores nothing); for a cluster or a group "
+        "replaced while stopped, whose recorded sizes a start refuses to restore onto something else.",
     ),
     "demo": Entry("demo", "Create three example clusters in the emulator and schedule them across a virtual week."),
     "report": Entry(

@@ -1,4 +1,5 @@
-"""The scheduler commands: stop, start, status, plan, tick, run, history, hold, release.
+"""The scheduler commands: stop, start, status, plan, tick, run (history, hold, release, claim and forget,
+which act on a cluster's record, are in ``cli.records``).
 
 Exit codes (docs/scheduler.md, "Exit codes"): 0 the action happened (or nothing was needed), 1 it was
 refused, blocked or failed, 2 bad input (an unknown cluster, no config where one is needed), 3 nothing
@@ -21,9 +22,8 @@ import typer
 from botocore.exceptions import BotoCoreError, ClientError
 from rich.live import Live
 
-from hyperpod_scheduler.app.history import sentence
 from hyperpod_scheduler.app.status import KeptGroup, StatusRow, fleet_status, night_hours, state_text
-from hyperpod_scheduler.app.wording import clock, countdown, duration, iso_minute, usd
+from hyperpod_scheduler.app.wording import clock, countdown, iso_minute, usd
 from hyperpod_scheduler.cli.context import Context, make_context, parse_instant, printer
 from hyperpod_scheduler.cli.output import (
     JSON_HELP,
@@ -40,14 +40,15 @@ from hyperpod_scheduler.cli.output import (
     rich_table,
     warning_line,
 )
+from hyperpod_scheduler.cli.refs import cluster_ref as _ref
+from hyperpod_scheduler.cli.refs import not_found as _not_found
 from hyperpod_scheduler.cli.waiting import AdaptivePoll, GroupLine, LiveWait, WaitView
 from hyperpod_scheduler.config.load import config_path, load_config
 from hyperpod_scheduler.config.model import DEFAULT_CONFIG_FILE, SCHEDULE_TAG, Config
 from hyperpod_scheduler.cost.savings import keep_cost_per_night
 from hyperpod_scheduler.engine import fidelity
 from hyperpod_scheduler.engine.approvals import DEFAULT_APPROVAL_MINUTES
-from hyperpod_scheduler.engine.fleet import HORIZON, OUTSIDE, Governed, as_mapping, plan, ref_for
-from hyperpod_scheduler.engine.identity import reach_of
+from hyperpod_scheduler.engine.fleet import HORIZON, Governed, as_mapping, plan
 from hyperpod_scheduler.engine.planner import Action
 from hyperpod_scheduler.engine.runner import ClusterRef, Engine, Result
 from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
@@ -83,16 +84,6 @@ class NotReady(HyperpodSchedulerError):
 
 def _cluster_name(value: str) -> str:
     return args.cluster_name(value, "CLUSTER")
-
-
-def _ref(ctx: Context, name: str, region: str | None, profile: str | None) -> ClusterRef:
-    args.cluster_name(name)  # before it is looked up, stored or used as a key
-    governed = ctx.fleet().find(name, region, profile) if ctx.config.targets else None
-    if governed is not None:
-        return governed.ref
-    ref = ref_for(name, region, profile).governed(ctx.fleet().settings(OUTSIDE))
-    account = ctx.store.account_for(reach_of(ref))  # so a face reads the record where the engine keeps it
-    return ref.with_account(account) if account is not None else ref
 
 
 class ConfigWatch:
@@ -163,29 +154,6 @@ def _one_line(exc: Exception) -> str:
         return f"{err.get('Code', 'Error')}: {err.get('Message', '')}"
     text = str(exc) if isinstance(exc, HyperpodSchedulerError | BotoCoreError) else f"{type(exc).__name__}: {exc}"
     return " ".join(text.split())
-
-
-def _known_ref(ctx: Context, name: str, region: str | None, what: str) -> ClusterRef:
-    """A cluster ``hold``/``release``/``history`` may name: governed, remembered, or one AWS knows."""
-    ref = _ref(ctx, name, region, None)
-    if ctx.store.get(ref.key) is not None or (ctx.config.targets and ctx.fleet().find(name, region)):
-        return ref
-    try:
-        ctx.engine().describe(ref)
-    except ClientError as exc:
-        if _not_found(exc):
-            raise UsageError(
-                f"{what}: cluster {name!r} not found in {ref.region} (not in the config, the state store or AWS)"
-            ) from None
-        raise
-    return ref
-
-
-def _not_found(exc: ClientError) -> bool:
-    err = exc.response.get("Error", {})
-    return err.get("Code") in ("ResourceNotFound", "ResourceNotFoundException") or (
-        err.get("Code") == "ValidationException" and "not found" in str(err.get("Message", "")).lower()
-    )
 
 
 def _instant(option: str) -> Callable[[str | None], str | None]:
@@ -390,100 +358,6 @@ def register(app: typer.Typer) -> None:
             notes=[line for row in guarded for line in _protection_lines(row)],
         )
         emit(listing, fmt, {"steps": as_mapping(steps), "clusters": guarded})
-
-    @app.command()
-    def history(
-        cluster: str = ClusterArg,
-        region: str | None = RegionOpt,
-        limit: int = typer.Option(20, "--limit", min=1),
-        config: str | None = ConfigOpt,
-        state: str | None = StateOpt,
-        as_json: bool = JsonOpt,
-        output: str | None = output_option(),
-    ) -> None:
-        """The actions taken on a cluster, newest first: what happened, per group, and how long it took."""
-        fmt = output_format(output, as_json)
-        ctx = make_context(config, state, fmt in ("json", "yaml"))
-        ref = _ref(ctx, cluster, region, None)
-        entries = ctx.store.history(ref.key, limit=limit)
-        if not entries and ctx.store.get(ref.key) is None and not (ctx.config.targets and ctx.fleet().find(cluster)):
-            raise UsageError(f"history: no record of cluster {cluster!r} in {ref.region} (key {ref.key})")
-        rows = []
-        for e in entries:
-            said = sentence(e)
-            rows.append([iso_minute(e.at), e.action, e.actor, e.outcome, said.text, duration(e.duration_s)])
-        listing = Listing(
-            [
-                Column("at (UTC)", keep=True),
-                Column("action", keep=True),
-                Column("by"),
-                Column("outcome", wide_only=True),
-                Column("what happened"),
-                Column("took", wide_only=True, right=True),
-            ],
-            rows,
-            title=f"history of {cluster}",
-            empty="no actions recorded yet",
-        )
-        emit(listing, fmt, [{**e.model_dump(mode="json"), "sentence": sentence(e).text} for e in entries])
-
-    @app.command()
-    def hold(
-        cluster: str = ClusterArg,
-        until: str | None = typer.Option(None, "--until", help="ISO instant the hold ends (default: until released)."),
-        hold_state: str = typer.Option("running", "--state-wanted", help="Keep the cluster 'running' or 'stopped'."),
-        reason: str = typer.Option("", "--reason", help="Why (recorded in the history)."),
-        region: str | None = RegionOpt,
-        dry_run: bool = DryRunOpt,
-        config: str | None = ConfigOpt,
-        state: str | None = StateOpt,
-    ) -> None:
-        """Override the schedule: keep a cluster running (or stopped) until a time or until released."""
-        if hold_state not in ("running", "stopped"):
-            raise UsageError(f"--state-wanted: {hold_state!r} is not 'running' or 'stopped'")
-        ctx = make_context(config, state, False)
-        end = parse_instant(until, "--until") if until else None
-        if end is not None and end <= ctx.now():
-            raise UsageError(f"--until: {until!r} is not in the future")
-        ref = _known_ref(ctx, cluster, region, "hold")
-        ends = f" until {iso_minute(end)}" if end else " until released"
-        if dry_run:
-            console.print(f"{cluster}: would hold {hold_state}{ends}")
-            return
-        ctx.engine().set_hold(ref, hold_state, end, reason)  # type: ignore[arg-type]
-        console.print(f"{cluster}: held {hold_state}{ends}")
-
-    @app.command()
-    def release(
-        cluster: str = ClusterArg,
-        region: str | None = RegionOpt,
-        dry_run: bool = DryRunOpt,
-        config: str | None = ConfigOpt,
-        state: str | None = StateOpt,
-    ) -> None:
-        """End a hold; the next tick applies what the schedule wants."""
-        ctx = make_context(config, state, False)
-        ref = _known_ref(ctx, cluster, region, "release")
-        if dry_run:
-            record = ctx.store.get(ref.key)
-            console.print(f"{cluster}: " + ("would release the hold" if record and record.hold else "no hold"))
-            return
-        released = ctx.engine().release(ref)
-        console.print(f"{cluster}: " + ("released" if released else "no hold to release"))
-
-    @app.command()
-    def claim(
-        cluster: str = typer.Argument(..., help="Cluster name."),
-        region: str | None = RegionOpt,
-        profile: str | None = ProfileOpt,
-        config: str | None = ConfigOpt,
-        state: str | None = StateOpt,
-    ) -> None:
-        """Say whose cluster this is: remember the account this profile reaches now for it (replacing an
-        earlier one), and give it the record kept from before account keys, if one is waiting."""
-        ctx = make_context(config, state, False)
-        ref = _ref(ctx, cluster, region, profile)
-        console.print(ctx.engine().claim(ref), highlight=False)
 
 
 # ---- stop / start -----------------------------------------------------------------------------------

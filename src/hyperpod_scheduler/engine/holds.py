@@ -1,4 +1,5 @@
-"""Manual holds: keep a cluster running or stopped until a time or until released."""
+"""A person's word on a cluster's record: a hold (keep it running or stopped until a time or until
+released), and forgetting the sizes recorded at the last stop."""
 
 from __future__ import annotations
 
@@ -46,6 +47,28 @@ def release(eng: Engine, ref: ClusterRef) -> bool:
         eng.entry(ref, "release", "ok"),
     )
     return True
+
+
+def forget(eng: Engine, ref: ClusterRef) -> dict[str, int] | None:
+    """Drop the recorded sizes (the snapshot); the sizes that were forgotten, or None if there were none.
+    Refused while an update is in flight: its outcome is still to be recorded against them."""
+    ref, _ = eng.identify(ref)
+    record = eng.store.get(ref.key)
+    if record is None or record.snapshot is None:
+        return None
+    if record.pending is not None:
+        raise HyperpodSchedulerError(
+            f"cluster '{ref.name}': a {record.pending.action} is in flight; forget its sizes once it has settled"
+        )
+    sizes = {n: s.count for n, s in record.snapshot.sizes.items()}
+    now = eng.now()
+    update(
+        eng,
+        ref,
+        lambda rec: (rec or ClusterRecord.new(ref.key, now)).evolve(snapshot=None, updated_at=now),
+        eng.entry(ref, "forget", "ok", sizes=sizes),
+    )
+    return sizes
 
 
 def update(

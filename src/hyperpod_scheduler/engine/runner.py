@@ -311,6 +311,9 @@ class Engine:
     def release(self, ref: ClusterRef) -> bool:
         return holds.release(self, ref)
 
+    def forget(self, ref: ClusterRef) -> dict[str, int] | None:
+        return holds.forget(self, ref)
+
     def with_lease(
         self, ref: ClusterRef, work: Callable[[], Result], *, wait_s: float = 0.0, poll_seconds: float = 30.0
     ) -> Result:

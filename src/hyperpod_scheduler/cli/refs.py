@@ -1,0 +1,48 @@
+"""Which cluster a command names: governed by the config (with its own target's settings), remembered
+by the store, or one AWS knows, reached through ``--region`` and ``--profile`` when a name alone is not
+enough (two accounts can each have a cluster of that name)."""
+
+from __future__ import annotations
+
+from botocore.exceptions import ClientError
+
+from hyperpod_scheduler.cli.context import Context
+from hyperpod_scheduler.engine.fleet import OUTSIDE, ref_for
+from hyperpod_scheduler.engine.identity import reach_of
+from hyperpod_scheduler.engine.ref import ClusterRef
+from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.inputs import args
+
+
+def cluster_ref(ctx: Context, name: str, region: str | None, profile: str | None) -> ClusterRef:
+    """The cluster ``name`` as the config governs it, else as the store keeps it (defaults' settings)."""
+    args.cluster_name(name)  # before it is looked up, stored or used as a key
+    governed = ctx.fleet().find(name, region, profile) if ctx.config.targets else None
+    if governed is not None:
+        return governed.ref
+    ref = ref_for(name, region, profile).governed(ctx.fleet().settings(OUTSIDE))
+    account = ctx.store.account_for(reach_of(ref))  # so a face reads the record where the engine keeps it
+    return ref.with_account(account) if account is not None else ref
+
+
+def known_ref(ctx: Context, name: str, region: str | None, profile: str | None, what: str) -> ClusterRef:
+    """A cluster a record command may name: governed, remembered, or one AWS knows."""
+    ref = cluster_ref(ctx, name, region, profile)
+    if ctx.store.get(ref.key) is not None or (ctx.config.targets and ctx.fleet().find(name, region, profile)):
+        return ref
+    try:
+        ctx.engine().describe(ref)
+    except ClientError as exc:
+        if not_found(exc):
+            raise UsageError(
+                f"{what}: cluster {name!r} not found in {ref.region} (not in the config, the state store or AWS)"
+            ) from None
+        raise
+    return ref
+
+
+def not_found(exc: ClientError) -> bool:
+    err = exc.response.get("Error", {})
+    return err.get("Code") in ("ResourceNotFound", "ResourceNotFoundException") or (
+        err.get("Code") == "ValidationException" and "not found" in str(err.get("Message", "")).lower()
+    )

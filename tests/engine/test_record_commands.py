@@ -1,0 +1,133 @@
+"""Commands on a cluster's record, through the CLI in process (issue "one truth per cluster", cases 5
+and 16): a start never lands on a cluster or group replaced while stopped, and two accounts' clusters
+of one name are told apart with --profile by hold, release and history."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from hyperpod_scheduler.cluster.samples import slurm_request
+from hyperpod_scheduler.emulator import Emulator
+from tests.engine.conftest import START, settle
+from tests.reliability.cli_inproc import Ran, cli
+from tests.reliability.harness import account_emulator
+
+PROD, DEV = "111111111111", "222222222222"
+ROLE = "arn:aws:iam::123456789012:role/records"
+
+
+@dataclass
+class Two:
+    emus: dict[str, Emulator]
+    clients: dict[str, Any]
+    env: dict[str, str]
+    tmp: Path
+
+    def run(self, *argv: str) -> Ran:
+        return cli(*argv, "-c", str(self.tmp / "config.yaml"), "--state", str(self.tmp / "state.db"), env=self.env)
+
+    def targets(self, account: str, name: str = "train") -> dict[str, int]:
+        d = self.clients[account].describe_cluster(ClusterName=name)
+        return {g["InstanceGroupName"]: g["TargetCount"] for g in d["InstanceGroups"]}
+
+
+@pytest.fixture
+def two(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Two]:
+    with (
+        account_emulator(PROD, virtual_start=START, seed=1) as prod,
+        account_emulator(DEV, virtual_start=START, seed=2) as dev,
+    ):
+        emus = {PROD: prod, DEV: dev}
+        profiles = "".join(
+            f"[profile {p}]\nregion = us-east-1\naws_access_key_id = t\naws_secret_access_key = t\n"
+            f"endpoint_url = {emus[a].endpoint}\n"
+            for p, a in (("prod", PROD), ("dev", DEV))
+        )
+        (tmp_path / "aws-config").write_text(profiles)
+        (tmp_path / "config.yaml").write_text(
+            'defaults: {schedule: "Mon-Fri 08:00-18:00 UTC"}\n'
+            "targets:\n"
+            "  - {region: us-east-1, profile: prod, clusters: [train]}\n"
+            "  - {region: us-east-1, profile: dev, clusters: [train]}\n"
+        )
+        for var in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_SAGEMAKER", "AWS_PROFILE", "HYPERPOD_SCHEDULER_CONFIG"):
+            monkeypatch.delenv(var, raising=False)
+        env = {"AWS_CONFIG_FILE": str(tmp_path / "aws-config"), "AWS_SHARED_CREDENTIALS_FILE": "/dev/null"}
+        session = boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1")
+        clients = {a: session.client("sagemaker", endpoint_url=e.endpoint) for a, e in emus.items()}
+        for account, emu in emus.items():
+            clients[account].create_cluster(**slurm_request("train", {"workers": ("ml.c5.xlarge", 4)}, role=ROLE))
+            settle(emu, clients[account], "train")
+        yield Two(emus, clients, env, tmp_path)
+
+
+def test_hold_release_and_history_take_a_profile_when_two_accounts_share_a_name(two: Two) -> None:
+    ambiguous = two.run("hold", "train", "--state-wanted", "stopped")
+    assert ambiguous.code == 2 and "--profile" in ambiguous.one_error_line()
+    assert two.run("hold", "train", "--profile", "prod", "--state-wanted", "stopped").code == 0
+    prod = two.run("history", "train", "--profile", "prod", "-o", "json")
+    dev = two.run("history", "train", "--profile", "dev", "-o", "json")
+    assert prod.code == 0 and '"hold"' in prod.out
+    assert dev.code in (0, 2) and '"hold"' not in dev.out
+    assert "no hold" in two.run("release", "train", "--profile", "dev").out
+    assert "released" in two.run("release", "train", "--profile", "prod").out
+
+
+def _replace_group(client: Any, name: str, group: str, itype: str, emu: Emulator) -> None:
+    """Delete ``group`` and add a group of the same name with another instance type (at 0)."""
+    d = client.describe_cluster(ClusterName=name)
+    keep = ("InstanceGroupName", "InstanceType", "ExecutionRole", "SlurmConfig")
+    others = [{**{k: g[k] for k in keep if k in g}, "InstanceCount": 0} for g in d["InstanceGroups"]]
+    client.update_cluster(
+        ClusterName=name,
+        InstanceGroups=[g for g in others if g["InstanceGroupName"] != group],
+        InstanceGroupsToDelete=[group],
+    )
+    settle(emu, client, name)
+    new = {**next(g for g in others if g["InstanceGroupName"] == group), "InstanceType": itype}
+    client.update_cluster(
+        ClusterName=name, InstanceGroups=[g for g in others if g["InstanceGroupName"] != group] + [new]
+    )
+    settle(emu, client, name)
+
+
+def test_a_start_onto_a_group_replaced_while_stopped_is_refused_until_its_sizes_are_forgotten(two: Two) -> None:
+    assert two.run("stop", "train", "--profile", "prod").code == 0
+    settle(two.emus[PROD], two.clients[PROD], "train")
+    _replace_group(two.clients[PROD], "train", "workers", "ml.p5.48xlarge", two.emus[PROD])
+    refused = two.run("start", "train", "--profile", "prod")
+    assert refused.code == 1
+    said = refused.out + refused.err
+    assert "'workers' was ml.c5.xlarge, now ml.p5.48xlarge" in said and "forget" in said
+    assert two.targets(PROD)["workers"] == 0  # nothing was sent: no P5 was launched
+    assert two.run("forget", "train", "--profile", "prod").code == 0
+    assert two.run("start", "train", "--profile", "prod").code == 0
+    assert two.targets(PROD)["workers"] == 0
+
+
+def test_a_start_onto_a_cluster_created_again_under_the_same_name_is_refused(two: Two) -> None:
+    assert two.run("stop", "train", "--profile", "prod").code == 0
+    client = two.clients[PROD]
+    settle(two.emus[PROD], client, "train")
+    client.delete_cluster(ClusterName="train")
+    settle_gone(two.emus[PROD], client)
+    client.create_cluster(**slurm_request("train", {"workers": ("ml.c5.xlarge", 0)}, role=ROLE))
+    settle(two.emus[PROD], client, "train")
+    refused = two.run("start", "train", "--profile", "prod")
+    assert refused.code == 1 and "replaced while stopped" in refused.out + refused.err
+    assert two.targets(PROD)["workers"] == 0
+
+
+def settle_gone(emu: Emulator, client: Any) -> None:
+    for _ in range(240):
+        names = [c["ClusterName"] for c in client.list_clusters()["ClusterSummaries"]]
+        if "train" not in names:
+            return
+        emu.advance(60)
+    raise AssertionError("the cluster was not deleted")
