@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -28,6 +29,7 @@ from hyperpod_scheduler.engine import crashpoints, fidelity, phases, planner
 from hyperpod_scheduler.engine.events import Event, Sink, discard
 from hyperpod_scheduler.engine.identity import Accounts, LegacyRead
 from hyperpod_scheduler.engine.look import look
+from hyperpod_scheduler.engine.slurm_roles import remember_roles, resolve_roles
 from hyperpod_scheduler.engine.update_request import build_update
 from hyperpod_scheduler.errors import HyperpodSchedulerError, SpecError
 from hyperpod_scheduler.guards.base import StopContext, StopGuard, Verdict
@@ -97,6 +99,7 @@ class Engine:
         guards_for: Callable[[ClusterRef], Sequence[StopGuard]] | None = None,
         retry: Retry | None = None,
         policy_for: Callable[[ClusterRef], Policy] | None = None,
+        read_file: Callable[[ClusterRef, str], bytes] | None = None,
     ) -> None:
         self.store = store
         self.client_for = client_for
@@ -113,6 +116,9 @@ class Engine:
         self.lease_ttl_s = lease_ttl_s
         # The cluster's merged policy: what an update may accept losing, and whether it pins the AMI.
         self.policy_for = policy_for or (lambda ref: Policy())
+        # Reads a cluster's provisioning_parameters.json (s3://...) for its Slurm roles; None: roles that
+        # only that file names stay unknown, and the head is kept with any compute kept.
+        self.read_file = read_file
         self.accounts = Accounts(store, now, self._entry, lambda ref, m: self._emit(ref, "note", m))
         self._plan_groups: dict[tuple[str | None, str | None, str], dict[str, tuple[list[str], str | None]]] = {}
         # Keys whose record watched no training plan when this tick's turn read it: the plan watch after
@@ -460,6 +466,13 @@ class Engine:
             record = self.store.get(ref.key)
             view = None
         view = view or self.describe(ref)
+        read = self.read_file
+        roles = resolve_roles(view, record, None if read is None else lambda uri: read(ref, uri), self.now())
+        view = roles.view
+        if roles.note:
+            self._emit(ref, "note", roles.note)
+        if roles.record_change is not None and not dry_run:
+            record = remember_roles(self.store, ref.key, record, roles, partial(self._entry, ref))
         now = self.now()
         policy = self.policy_for(ref)
         refused = fidelity.refusal(view, policy)
