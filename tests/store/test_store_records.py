@@ -85,6 +85,7 @@ def test_history_detail_is_stored_in_its_json_form() -> None:
             "count": 3,
             "min_count": None,
             "instance_type": None,
+            "instance_types": [],
             "image_id": None,
             "image_release": None,
             "health_checks": False,
@@ -111,3 +112,10 @@ def test_cluster_keys_name_account_region_and_cluster() -> None:
 def test_json_round_trip_of_a_full_record(make_full_record: Callable[..., ClusterRecord]) -> None:
     full = make_full_record()
     assert ClusterRecord.model_validate_json(full.model_dump_json()) == full
+
+
+def test_a_group_size_from_before_instance_types_still_loads_and_reads_its_one_type() -> None:
+    old = GroupSize.model_validate({"count": 4, "instance_type": "ml.p5.48xlarge"})
+    assert old.instance_types == [] and old.types == ("ml.p5.48xlarge",)
+    flexible = GroupSize(count=10, instance_types=["ml.p5.48xlarge", "ml.g6.48xlarge"])
+    assert flexible.types == ("ml.p5.48xlarge", "ml.g6.48xlarge")

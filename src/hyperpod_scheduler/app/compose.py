@@ -172,7 +172,14 @@ class Context:
             lease_ttl_s=defaults.lease_ttl_seconds,
             guards_for=lambda ref: self.guards_for(ref, include_protected),
             retry=defaults.retry,
+            read_file=self.read_file,
         )
+
+    def read_file(self, ref: ClusterRef, uri: str) -> bytes:
+        """A cluster's provisioning_parameters.json (its Slurm roles), through its account's S3 client."""
+        from hyperpod_scheduler.engine.slurm_roles import read_s3_file
+
+        return read_s3_file(self.clients.s3(ref), uri)
 
     def tick(
         self,

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from hyperpod_scheduler.cluster.slurm_roles import FILE_NAME
 from hyperpod_scheduler.cluster.spec import ClusterSpec
 from hyperpod_scheduler.errors import Problem, SpecError
 
-FILE_NAME = "provisioning_parameters.json"
+__all__ = ["FILE_NAME", "legacy_problems", "provisioning_parameters"]
 
 
 def legacy_problems(spec: ClusterSpec) -> list[Problem]:

@@ -7,7 +7,7 @@ so a tick can log a clear skip instead of crashing or, worse, recording a wrong 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hyperpod_scheduler.aws.answers import UnknownMember, unknown_in
@@ -38,6 +38,27 @@ class GroupView:
     details: Mapping[str, Any] = field(repr=False, compare=False)
     image_id: str | None = None  # CurrentImageId: the AMI the running nodes have
     image_release: str | None = None  # CurrentImageReleaseVersion
+    # Every type the group may run: InstanceType alone, or for a flexible group (InstanceRequirements,
+    # no InstanceType) the union of its Current and Desired instance types. Scarcity, prices and the
+    # snapshot read this, never ``instance_type`` alone (issue 26, case 4).
+    instance_types: tuple[str, ...] = ()
+    # Where ``node_type`` came from: "SlurmConfig", or the lifecycle source's provisioning_parameters.json
+    # ("provisioning_parameters.json"); None when the group has no Slurm role known.
+    role_source: str | None = None
+    # Why this group's Slurm role is unknown (the legacy file could not be read), or None. A stop keeps
+    # such a group with any compute that stays: it may be the controller.
+    role_unknown: str | None = None
+
+    @property
+    def flexible(self) -> bool:
+        return self.instance_type is None and len(self.instance_types) > 0
+
+    @property
+    def type_text(self) -> str | None:
+        """The instance type(s) for people: ``ml.p5.48xlarge``, or ``flexible ml.p5.48xlarge|ml.p4d.24xlarge``."""
+        if self.instance_type is not None or not self.instance_types:
+            return self.instance_type
+        return "flexible " + "|".join(self.instance_types)
 
 
 @dataclass(frozen=True)
@@ -98,6 +119,27 @@ class ClusterView:
     def all_zero(self) -> bool:
         return all(g.target == 0 and g.current == 0 for g in self.groups)
 
+    @property
+    def eks(self) -> bool:
+        """Orchestrated by EKS (``Orchestrator.Eks``): no Slurm head to keep."""
+        orchestrator = self.raw.get("Orchestrator")
+        return isinstance(orchestrator, Mapping) and "Eks" in orchestrator
+
+    def with_roles(
+        self, roles: Mapping[str, str], unknown: Mapping[str, str], source: str = "provisioning_parameters.json"
+    ) -> ClusterView:
+        """This view with Slurm roles (group -> Controller / Login / Compute) filled in for the groups
+        SlurmConfig does not name, and ``unknown`` (group -> why its role could not be learned) on the
+        others. SlurmConfig always wins: a group it names is left as it is."""
+        groups = []
+        for g in self.groups:
+            if g.node_type is None and g.name in roles:
+                g = replace(g, node_type=roles[g.name], role_source=source, role_unknown=None)
+            elif g.node_type is None and g.name in unknown:
+                g = replace(g, role_unknown=unknown[g.name])
+            groups.append(g)
+        return replace(self, groups=tuple(groups))
+
 
 def _int(value: Any, where: str, *, default: int | None = None) -> int:
     if value is None and default is not None:
@@ -117,6 +159,34 @@ def _opt_str(value: Any, where: str) -> str | None:
     return None if value is None else _str(value, where)
 
 
+def _types(value: Any, where: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(t, str) and t for t in value):
+        raise MalformedAnswer(f"DescribeCluster answer: {where} is {value!r}, expected a list of instance types")
+    return value
+
+
+def instance_types_of(details: Mapping[str, Any], where: str) -> tuple[str | None, tuple[str, ...]]:
+    """``InstanceType``, and every type the group may run (the one place this is worked out)."""
+    itype = details.get("InstanceType")
+    if isinstance(itype, str) and itype:
+        return itype, (itype,)
+    requirements = details.get("InstanceRequirements")
+    if requirements is None:
+        return None, ()
+    if not isinstance(requirements, Mapping):
+        raise MalformedAnswer(
+            f"DescribeCluster answer: {where} InstanceRequirements is {requirements!r}, expected an object"
+        )
+    union: list[str] = []
+    for member in ("CurrentInstanceTypes", "DesiredInstanceTypes"):
+        for t in _types(requirements.get(member), f"{where} InstanceRequirements.{member}"):
+            if t not in union:
+                union.append(t)
+    return None, tuple(union)
+
+
 def parse_group(details: Any, index: int) -> GroupView:
     if not isinstance(details, Mapping):
         raise MalformedAnswer(f"DescribeCluster answer: InstanceGroups[{index}] is {details!r}, expected an object")
@@ -129,12 +199,13 @@ def parse_group(details: Any, index: int) -> GroupView:
     min_count = None if min_raw is None else _int(min_raw, f"{where} MinCount")
     slurm = details.get("SlurmConfig")
     node_type = slurm.get("NodeType") if isinstance(slurm, Mapping) else None
+    itype, itypes = instance_types_of(details, where)
     return GroupView(
         name=name,
         current=current,
         target=target,
         min_count=min_count,
-        instance_type=details.get("InstanceType") if isinstance(details.get("InstanceType"), str) else None,
+        instance_type=itype,
         status=details.get("Status") if isinstance(details.get("Status"), str) else None,
         node_type=node_type if isinstance(node_type, str) else None,
         training_plan_arn=details.get("TrainingPlanArn") if isinstance(details.get("TrainingPlanArn"), str) else None,
@@ -142,6 +213,8 @@ def parse_group(details: Any, index: int) -> GroupView:
         details=details,
         image_id=_opt_str(details.get("CurrentImageId"), f"{where} CurrentImageId"),
         image_release=_opt_str(details.get("CurrentImageReleaseVersion"), f"{where} CurrentImageReleaseVersion"),
+        instance_types=itypes,
+        role_source="SlurmConfig" if isinstance(node_type, str) else None,
     )
 
 

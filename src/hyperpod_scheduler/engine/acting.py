@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -21,6 +22,7 @@ from hyperpod_scheduler.cluster.view import ClusterView
 from hyperpod_scheduler.engine import crashpoints, fidelity, guard_round, intents, phases, planner, settling
 from hyperpod_scheduler.engine.messages import duration_text, targets_text
 from hyperpod_scheduler.engine.ref import ClusterRef, Result
+from hyperpod_scheduler.engine.slurm_roles import remember_roles, resolve_roles
 from hyperpod_scheduler.engine.update_request import build_update
 from hyperpod_scheduler.store.errors import ConflictError
 from hyperpod_scheduler.store.outcomes import outcomes_detail
@@ -89,6 +91,15 @@ def act(
         record = eng.store.get(ref.key)
         view = None
     view = view or eng.describe(ref)
+    # The cluster's Slurm roles from its real shape: SlurmConfig, else provisioning_parameters.json
+    # (read once and remembered in the record).
+    read = eng.read_file
+    roles = resolve_roles(view, record, None if read is None else lambda uri: read(ref, uri), eng.now())
+    view = roles.view
+    if roles.note:
+        eng.emit(ref, "note", roles.note)
+    if roles.record_change is not None and not dry_run:
+        record = remember_roles(eng.store, ref.key, record, roles, partial(eng.entry, ref))
     now = eng.now()
     policy = ref.settings.policy
     refused = fidelity.refusal(view, policy)

@@ -208,6 +208,7 @@ def snapshot_for_stop(
             count=size,
             min_count=g.min_count,
             instance_type=g.instance_type,
+            instance_types=list(g.instance_types),
             image_id=g.image_id,
             image_release=g.image_release,
             health_checks=bool(g.details.get("OnStartDeepHealthChecks")),

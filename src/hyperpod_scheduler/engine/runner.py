@@ -54,6 +54,7 @@ class Engine:
         lease_ttl_s: float = 900.0,
         guards_for: Callable[[ClusterRef], Sequence[StopGuard]] | None = None,
         retry: Retry | None = None,
+        read_file: Callable[[ClusterRef, str], bytes] | None = None,
     ) -> None:
         self.store = store
         self.client_for = client_for
@@ -69,6 +70,9 @@ class Engine:
         self.guards_for = guards_for or (lambda ref: [CapacityGuard(ref.settings.policy)])
         self._last_progress: dict[str, str] = {}  # only report progress that changed
         self.lease_ttl_s = lease_ttl_s
+        # Reads a cluster's provisioning_parameters.json (s3://...) for its Slurm roles; None: roles that
+        # only that file names stay unknown, and the head is kept with any compute kept.
+        self.read_file = read_file
         self.accounts = Accounts(store, now, self.entry, lambda ref, m: self.emit(ref, "note", m))
         self._plan_groups: dict[tuple[str | None, str | None, str], dict[str, tuple[list[str], str | None]]] = {}
         # Keys whose record watched no training plan when this tick's turn read it: the plan watch after

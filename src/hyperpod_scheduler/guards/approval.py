@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from hyperpod_scheduler.cluster.view import ClusterView
 from hyperpod_scheduler.config.model import Policy
 from hyperpod_scheduler.guards.base import StopContext, Verdict
-from hyperpod_scheduler.guards.capacity import HEAD_NODE_TYPES, is_scarce, protections
+from hyperpod_scheduler.guards.capacity import HEAD_NODE_TYPES, protections, scarce_type
 from hyperpod_scheduler.store.records import Approval
 
 
@@ -31,7 +31,7 @@ def needs_approval(view: ClusterView, policy: Policy, releasing: Sequence[str] |
             continue
         if releasing is not None and g.name not in releasing:
             continue
-        if (wanted == "scarce" and is_scarce(g.instance_type, extra)) or (
+        if (wanted == "scarce" and scarce_type(g, extra) is not None) or (
             isinstance(wanted, list) and g.name in wanted
         ):
             out.append(g.name)

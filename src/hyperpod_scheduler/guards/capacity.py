@@ -7,6 +7,11 @@ policy is `keep` or a floor, and the Slurm head (Controller and Login groups) wh
 is set, or, by default, whenever a Compute group stays up overnight: compute nodes kept without their
 controller bill at full price for nothing a job can use, and the controller's queue is lost with its
 root volume. ``keep_slurm_head: false`` (or ``zero`` on the head group) still zeroes it.
+
+A flexible group (``InstanceRequirements``) is judged by every type it may run (``GroupView.instance_types``):
+it is as scarce as its scarcest type. A group whose Slurm role could not be learned (no SlurmConfig and an
+unreadable provisioning_parameters.json: ``GroupView.role_unknown``) may be the controller, so it is kept
+whenever the head would be.
 """
 
 from __future__ import annotations
@@ -40,6 +45,18 @@ def is_scarce(instance_type: str | None, extra: tuple[str, ...] = ()) -> bool:
     return False
 
 
+def scarce_type(group: GroupView, extra: tuple[str, ...] = ()) -> str | None:
+    """The first scarce type ``group`` may run (a flexible group is as scarce as its scarcest type), or None."""
+    return next((t for t in group.instance_types if is_scarce(t, extra)), None)
+
+
+def scarce_text(group: GroupView, scarce: str) -> str:
+    """``ml.p5.48xlarge``, or ``ml.p5.48xlarge among the flexible group's ml.p5.48xlarge, ml.g6.48xlarge``."""
+    if not group.flexible:
+        return scarce
+    return f"{scarce} among the flexible group's {', '.join(group.instance_types)}"
+
+
 @dataclass(frozen=True)
 class Protection:
     group: str
@@ -54,6 +71,7 @@ def protections(groups: tuple[GroupView, ...], policy: Policy) -> list[Protectio
     extra = tuple(policy.scarce_families or ())
     per_group = policy.groups or {}
     head: list[GroupView] = []
+    unknown: list[GroupView] = []
     for g in groups:
         size = max(g.current, g.target)
         explicit = per_group.get(g.name)
@@ -75,19 +93,22 @@ def protections(groups: tuple[GroupView, ...], policy: Policy) -> list[Protectio
                 out.append(Protection(g.name, floor, f"policy floor {explicit['floor']}", overridable=True))
         elif explicit == "zero":
             continue
-        elif is_scarce(g.instance_type, extra) and not policy.release_scarce_capacity:
+        elif (scarce := scarce_type(g, extra)) is not None and not policy.release_scarce_capacity:
             out.append(
                 Protection(
                     g.name,
                     size,
-                    f"scarce capacity ({g.instance_type}) is not released without release_scarce_capacity: true",
+                    f"scarce capacity ({scarce_text(g, scarce)}) is not released without release_scarce_capacity: true",
                     overridable=True,
                 )
             )
         elif g.node_type in HEAD_NODE_TYPES:
             head.append(g)
+        elif g.role_unknown is not None:
+            unknown.append(g)
     out = [p for p in out if p.keep_at > 0]
-    return out + _head_protections(head, groups, out, policy)
+    out += _head_protections(head, groups, out, policy)
+    return out + _unknown_role_protections(unknown, out, policy)
 
 
 def _head_protections(
@@ -118,6 +139,29 @@ def _head_protections(
         if size > 0:
             role = (g.node_type or "head").lower()
             out.append(Protection(g.name, size, why.format(role=role), overridable=overridable))
+    return out
+
+
+def _unknown_role_protections(unknown: list[GroupView], kept: list[Protection], policy: Policy) -> list[Protection]:
+    """Groups whose Slurm role is unknown stay whenever the head would: with any group that stays up, or
+    always under ``keep_slurm_head: true`` (any of them may be the controller). ``keep_slurm_head: false``
+    says the head may go, so they are zeroed like any other group."""
+    if policy.keep_slurm_head is False or not unknown:
+        return []
+    if policy.keep_slurm_head:
+        why, overridable = "keep_slurm_head asks for the Slurm head and this group may be it", True
+    elif kept:
+        named = ", ".join(f"'{p.group}'" for p in kept)
+        why = f"kept with the compute kept ({named}): this group may be the Slurm controller or login"
+        overridable = all(p.overridable for p in kept)
+    else:
+        return []
+    out = []
+    for g in unknown:
+        size = max(g.current, g.target)
+        if size > 0:
+            reason = f"Slurm roles unknown: {g.role_unknown}; {why} (set keep_slurm_head: false to zero it)"
+            out.append(Protection(g.name, size, reason, overridable=overridable))
     return out
 
 

@@ -128,9 +128,19 @@ class GroupSize(Stored):
     count: Count
     min_count: Count | None = None
     instance_type: str | None = None  # for cost reports: what the recorded nodes were
+    # Every type the group may run (``GroupView.instance_types``): a flexible group has no
+    # ``instance_type``. Empty in rows written before this field (read ``types`` instead).
+    instance_types: list[str] = Field(default_factory=list, max_length=40)
     image_id: str | None = None  # CurrentImageId at the stop: a start that brings back another is reported
     image_release: str | None = None  # CurrentImageReleaseVersion at the stop
     health_checks: bool = False  # the group runs deep health checks on start (OnStartDeepHealthChecks)
+
+    @property
+    def types(self) -> tuple[str, ...]:
+        """Every type the recorded group may run, from rows of any age."""
+        if self.instance_types:
+            return tuple(self.instance_types)
+        return (self.instance_type,) if self.instance_type else ()
 
 
 class Snapshot(Stored):
@@ -353,6 +363,21 @@ class RetryState(Stored):
     transition_at: AwareDatetime | None = None
 
 
+SlurmRole = Literal["Controller", "Login", "Compute"]
+
+
+class SlurmRoles(Stored):
+    """The Slurm roles of the groups SlurmConfig does not name, as the provisioning_parameters.json at
+    each group's lifecycle source gave them (``cluster.slurm_roles``): read once, reused while the
+    cluster has the same groups at the same sources (``sources``), read again when that changes, and
+    (if it could not be read) after ``engine.slurm_roles.RETRY_UNREADABLE``."""
+
+    roles: dict[str, SlurmRole] = Field(default_factory=dict)
+    unknown: dict[str, Text] = Field(default_factory=dict)  # group -> why its role could not be learned
+    sources: dict[str, str] = Field(default_factory=dict)  # every group -> its SourceS3Uri ("" for none)
+    read_at: AwareDatetime
+
+
 class ClusterRecord(Stored):
     """Everything remembered about one cluster. ``version`` is owned by the store (compare-and-set)."""
 
@@ -380,6 +405,7 @@ class ClusterRecord(Stored):
     moved_to: RecordKey | None = None
     # Accounts whose cluster such a record was found not to fit: they cannot be whose it is.
     misfits: list[str] = Field(default_factory=list)
+    slurm_roles: SlurmRoles | None = None  # learned from provisioning_parameters.json (``SlurmRoles``)
 
     @field_validator("start_durations_s")
     @classmethod

@@ -1,0 +1,170 @@
+"""The engine's one hook for Slurm roles: a described cluster's groups get their roles from SlurmConfig,
+else from the provisioning_parameters.json at their lifecycle source (``cluster.slurm_roles``), so the
+capacity guard's head logic works for clusters built from the aws-samples lifecycle scripts too.
+
+The file is read once and remembered in the cluster's record (``SlurmRoles``); it is read again when
+the cluster's groups or their lifecycle sources change, and, if it could not be read, after
+``RETRY_UNREADABLE``. A file that cannot be read (denied, missing, malformed) leaves those groups'
+roles unknown: the capacity guard then keeps them with any compute that stays (any may be the
+controller), and the note says why. EKS clusters have no Slurm head: nothing is read.
+
+``read_s3_file`` is the edge (one bounded s3:GetObject); ``resolve_roles`` is pure given its reader.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, cast
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from hyperpod_scheduler.cluster.slurm_roles import (
+    FILE_NAME,
+    LIMITS,
+    Role,
+    combine,
+    distinct,
+    file_uri,
+    needing_roles,
+    parse_parameters,
+)
+from hyperpod_scheduler.cluster.view import ClusterView, GroupView
+from hyperpod_scheduler.inputs import bounded
+from hyperpod_scheduler.inputs.bounded import BadDocument
+from hyperpod_scheduler.store.errors import ConflictError
+from hyperpod_scheduler.store.records import ClusterRecord, HistoryEntry, SlurmRoles
+
+if TYPE_CHECKING:
+    from hyperpod_scheduler.store.base import StateStore
+
+RETRY_UNREADABLE = timedelta(hours=1)
+MAX_SOURCES = 10  # distinct lifecycle sources read for one cluster (real clusters have one or two)
+ReadFile = Callable[[str], bytes]
+
+
+class FileUnreadable(Exception):
+    """The file could not be fetched; the message is the one-line reason."""
+
+
+@dataclass(frozen=True)
+class Resolved:
+    view: ClusterView  # with roles applied
+    record_change: SlurmRoles | None  # what to remember (None: nothing new was read)
+    note: str | None  # what to tell the user, if anything
+
+
+def lifecycle_source(g: GroupView) -> str:
+    lifecycle = g.details.get("LifeCycleConfig")
+    uri = lifecycle.get("SourceS3Uri") if isinstance(lifecycle, Mapping) else None
+    return uri if isinstance(uri, str) else ""
+
+
+def _fits(remembered: SlurmRoles, sources: Mapping[str, str], now: datetime) -> bool:
+    if dict(remembered.sources) != dict(sources):
+        return False  # a group added, removed or moved to another lifecycle source: read again
+    return not remembered.unknown or now - remembered.read_at < RETRY_UNREADABLE
+
+
+def _read(read: ReadFile | None, uri: str) -> Mapping[str, Role] | str:
+    """The roles the file at ``uri`` gives, or the one-line reason it could not be read."""
+    if not uri.startswith("s3://"):
+        return f"the lifecycle source of {uri} is not an s3:// prefix, so {FILE_NAME} cannot be read"
+    if read is None:
+        return f"{uri} was not read: this engine has no S3 reader"
+    try:
+        return parse_parameters(read(uri), uri)
+    except (FileUnreadable, BadDocument) as exc:
+        return str(exc)
+    except Exception as exc:  # whatever went wrong, the safe reading is "unknown": the head is kept
+        return f"{uri}: {type(exc).__name__}: {exc}"
+
+
+def resolve_roles(view: ClusterView, record: ClusterRecord | None, read: ReadFile | None, now: datetime) -> Resolved:
+    """``view`` with every group's Slurm role it can learn, what to remember, and the note to give."""
+    slurm_config = {g.name: g.node_type for g in view.groups}
+    needing = needing_roles(slurm_config)
+    if view.eks or not needing:
+        return Resolved(view, None, None)
+    sources = {g.name: lifecycle_source(g) for g in view.groups}
+    remembered = record.slurm_roles if record is not None else None
+    change: SlurmRoles | None = None
+    if remembered is not None and _fits(remembered, sources, now):
+        roles: Mapping[str, str] = remembered.roles
+        unknown: Mapping[str, str] = remembered.unknown
+    else:
+        files = {g: file_uri(sources[g]) for g in needing if sources[g]}
+        uris = distinct(files.values())
+        found: dict[str, Mapping[str, Role] | str] = {u: _read(read, u) for u in uris[:MAX_SOURCES]}
+        for u in uris[MAX_SOURCES:]:
+            found[u] = f"{u} was not read: more than {MAX_SOURCES} lifecycle sources"
+        roles, unknown = combine({g: None for g in needing}, found, files)
+        # Every group asked about had no SlurmConfig, so each role found came from a file: a ``Role``.
+        learned = cast(dict[str, Role], roles)
+        change = SlurmRoles(roles=learned, unknown=dict(unknown), sources=sources, read_at=now)
+    resolved = view.with_roles(roles, unknown)
+    return Resolved(resolved, change, _note(resolved, unknown, change))
+
+
+def _note(view: ClusterView, unknown: Mapping[str, str], change: SlurmRoles | None) -> str | None:
+    if unknown:
+        reasons = "; ".join(distinct(unknown.values()))
+        names = ", ".join(f"'{g}'" for g in unknown)
+        return f"Slurm roles unknown: {reasons}; {names} kept with any compute kept (one may be the Slurm controller)"
+    if change is None:
+        return None  # remembered: said when it was read
+    said = ", ".join(f"'{g.name}' {g.node_type}" for g in view.groups if g.role_source == FILE_NAME)
+    return f"Slurm roles from {FILE_NAME}: {said}"
+
+
+def remember_roles(
+    store: StateStore,
+    key: str,
+    record: ClusterRecord | None,
+    resolved: Resolved,
+    entry: Callable[..., HistoryEntry],
+) -> ClusterRecord | None:
+    """Store what ``resolved`` read, with a history line saying it (``entry``: the engine's line maker,
+    given action, outcome and detail). On a conflict nothing is stored and the file is read again next time."""
+    change = resolved.record_change
+    if change is None:
+        return record
+    line = entry(
+        "slurm-roles",
+        "unknown" if change.unknown else "read",
+        reason=resolved.note or "",
+        roles=dict(change.roles),
+        unknown=dict(change.unknown),
+    )
+    base = record or ClusterRecord.new(key, change.read_at)
+    with contextlib.suppress(ConflictError):
+        return store.put(
+            base.evolve(slurm_roles=change, updated_at=change.read_at),
+            expected_version=record.version if record is not None else None,
+            history=[line],
+        )
+    return record
+
+
+def read_s3_file(s3: Any, uri: str) -> bytes:
+    """One bounded s3:GetObject of ``uri`` (``s3://bucket/key``); ``FileUnreadable`` says why not."""
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
+    if not bucket or not key:
+        raise FileUnreadable(f"{uri} is not an s3://bucket/key address")
+    try:
+        answer = s3.get_object(Bucket=bucket, Key=key)
+    except ClientError as exc:
+        err = exc.response.get("Error", {})
+        raise FileUnreadable(f"{uri}: {err.get('Code', '?')} ({err.get('Message', '')})") from None
+    except BotoCoreError as exc:
+        raise FileUnreadable(f"{uri}: {exc}") from None
+    body = answer["Body"]
+    try:
+        return bounded.read_stream(body, uri, LIMITS)
+    except BotoCoreError as exc:
+        raise FileUnreadable(f"{uri}: {exc}") from None
+    finally:
+        with contextlib.suppress(Exception):
+            body.close()
