@@ -93,12 +93,15 @@ class Rig:
         )
 
     def stop(self, tid: str, policy: dict[str, Any] | None = None) -> dict[str, int]:
-        result = self.context(policy).engine().act(REF, "stop", transition_id=tid, wait=True, poll_seconds=60)
+        ctx = self.context(policy)
+        ref = _governed(ctx)
+        result = ctx.engine().act(ref, "stop", transition_id=tid, wait=True, poll_seconds=60)
         assert result.kind in ("settled", "noop"), result
         return self.targets()
 
     def start(self, tid: str) -> None:
-        result = self.context().engine().act(REF, "start", transition_id=tid, wait=True, poll_seconds=60)
+        ctx = self.context()
+        result = ctx.engine().act(_governed(ctx), "start", transition_id=tid, wait=True, poll_seconds=60)
         assert result.kind == "settled", result
         settle(self.emu, self.sagemaker, "legacy")
 
@@ -108,6 +111,12 @@ class Rig:
 
     def notes(self) -> str:
         return "\n".join(e.message for e in self.events.events)
+
+
+def _governed(ctx: Context) -> Any:
+    """The cluster as its config governs it (its own target's policy travels on the reference)."""
+    g = ctx.fleet().find("legacy")
+    return g.ref if g is not None else REF
 
 
 @pytest.fixture
