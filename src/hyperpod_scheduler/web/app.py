@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlencode
 
 from botocore.exceptions import BotoCoreError, ClientError
 from fastapi import Body, FastAPI, Form, Header, Query, Request
@@ -73,7 +74,8 @@ def _status(exc: Exception) -> int:
     return 404 if isinstance(exc, NotFound) else 400
 
 
-_QUOTED = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"")
+# A quoted value, or one ``quoted`` cut short (its closing quote cut off with the rest: ``'xxxx...``).
+_QUOTED = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"|'[^'\n]*?\.\.\.|\"[^\"\n]*?\.\.\.")
 
 
 def _shown(exc: Exception) -> str:
@@ -242,8 +244,9 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
         cells = [str(v) for v in form.getlist("cell")]
         token = str(form.get("token") or "")
         dash.save_schedule(name, grids.grid_from_cells(cells), token)
-        tz = str(form.get("tz") or "")
-        return RedirectResponse(f"/schedules?saved={name}" + (f"&tz={tz}" if tz else ""), status_code=303)
+        tz = str(form.get("tz") or "").strip()
+        query = {"saved": name, **({"tz": grids.viewer_zone(tz).key} if tz else {})}  # checked, then encoded
+        return RedirectResponse(f"/schedules?{urlencode(query)}", status_code=303)
 
     @app.get("/clusters/{name}/actions/{action}", response_class=HTMLResponse, include_in_schema=False)
     def confirm_page(request: Request, name: str, action: str) -> Response:
