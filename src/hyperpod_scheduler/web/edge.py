@@ -136,7 +136,10 @@ class Edge:
         if length is not None and (not length.isdigit() or int(length) > limit):
             await _refuse(send, 413, f"request body larger than {limit // 1024} KiB", api)
             return
-        body = await _read_body(receive, limit)
+        try:
+            body = await _read_body(receive, limit)
+        except _Gone:  # the client left (or was cut off) halfway: no request, nothing to answer
+            return
         if body is None:
             await _refuse(send, 413, f"request body larger than {limit // 1024} KiB", api)
             return
@@ -156,7 +159,7 @@ async def _read_body(receive: Receive, limit: int) -> bytes | None:
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
-            return b"".join(chunks)
+            raise _Gone  # half a body is not the body: a truncated form must not act
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
@@ -164,6 +167,10 @@ async def _read_body(receive: Receive, limit: int) -> bytes | None:
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
+
+
+class _Gone(Exception):
+    """The client disconnected before its body was whole."""
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
