@@ -72,3 +72,10 @@ def test_an_unforeseen_failure_is_a_500_with_the_headers_one_line_and_no_traceba
     assert len(logged) == 1 and logged[0].exc_info is None, [r.getMessage() for r in logged]
     line = logged[0].getMessage()
     assert f"GET {path} failed" in line and "\n" not in line
+
+
+def test_a_path_no_route_matches_is_a_404_in_the_api_error_shape() -> None:
+    # A cluster name with a slash matches no route: Starlette answered {"detail": "Not Found"}.
+    answer = _client().get("/api/clusters/a%2Fb")
+    assert answer.status_code == 404 and answer.json() == {"error": "Not Found"}
+    assert _has_security_headers(answer)

@@ -21,6 +21,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
 from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from hyperpod_scheduler import __version__
 from hyperpod_scheduler.errors import HyperpodSchedulerError
@@ -120,6 +121,15 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
         return page(
             request, "message.html", status, title="Refused" if status in (401, 403) else "Error", message=_shown(exc)
         )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+        # No route for the path (a cluster name with a slash) or the method: the same one-line shape as
+        # every other error, not Starlette's {"detail": ...}.
+        message = _shown(ValueError(str(exc.detail)))
+        if request.url.path.startswith("/api"):
+            return JSONResponse({"error": message}, status_code=exc.status_code, headers=exc.headers)
+        return page(request, "message.html", exc.status_code, title="Error", message=message)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> Response:
