@@ -79,7 +79,7 @@ class Rig:
         asked = [e for e in self.events.events if e.kind == "approval" and e.private]
         assert len(asked) == 1, [e.message for e in self.events.events if e.kind == "approval"]
         text = message_for(asked[0])
-        assert text is not None and asked[0].private in text.text  # the notification carries the link
+        assert text is not None and asked[0].private in text.plain()  # the notification carries the link
         return asked[0].private.removeprefix("https://ops.example/hps")
 
     def history(self, action: str) -> list[Any]:

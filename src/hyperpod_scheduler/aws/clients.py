@@ -18,7 +18,6 @@ or leak their names. A service with its own configured endpoint keeps it.
 from __future__ import annotations
 
 import functools
-import ipaddress
 import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -32,6 +31,7 @@ from botocore.exceptions import ProfileNotFound
 from hyperpod_scheduler.aws import answers, deadlines
 from hyperpod_scheduler.aws.model import share_models
 from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.inputs.urls import loopback_url
 
 if TYPE_CHECKING:
     import boto3
@@ -144,14 +144,9 @@ _AWS_HOSTS = (".amazonaws.com", ".amazonaws.com.cn", ".api.aws", ".on.aws")
 
 
 def is_loopback(url: str | None) -> bool:
-    """Whether ``url`` points at this machine (127.0.0.0/8, ::1, localhost)."""
-    host = urlsplit(url or "").hostname or ""
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    """Whether ``url`` points at this machine (127.0.0.0/8, ::1, localhost), its host compared as an
+    address (inputs/urls.py: ``bucket.localhost`` or ``localhost.example.com`` may be anywhere DNS says)."""
+    return loopback_url(url)
 
 
 def _is_aws_default(url: str | None) -> bool:

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from hyperpod_scheduler.app.compose import Context, chain_clients
 from hyperpod_scheduler.app.instants import parse_instant
-from hyperpod_scheduler.cli.output import console, err_console
+from hyperpod_scheduler.cli.output import console, err_console, safe
 from hyperpod_scheduler.config.load import load_config
 from hyperpod_scheduler.engine.events import Event, Sink
 from hyperpod_scheduler.store import open_store
@@ -40,10 +40,12 @@ def printer(as_json: bool) -> Sink:
         if as_json:
             return
         style = STYLE.get(event.kind, "white")
+        # Escaped before it is assembled: a job name or an AWS message is outside text (a Slurm user can
+        # put an OSC title or a clear screen in one), and a Text bypasses the console's render_str.
         line = Text.assemble(
-            (f"{event.at:%a %Y-%m-%d %H:%M}Z ", "dim"), (event.cluster, "bold"), " ", (event.kind, style), " "
+            (f"{event.at:%a %Y-%m-%d %H:%M}Z ", "dim"), (safe(event.cluster), "bold"), " ", (event.kind, style), " "
         )
-        line.append(event.message)  # plain text: a message is never markup
+        line.append(safe(event.message))  # plain text: a message is never markup
         console.print(line, highlight=False, soft_wrap=True)
 
     return emit

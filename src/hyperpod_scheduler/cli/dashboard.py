@@ -69,10 +69,9 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Serve the dashboard: fleet, cluster timelines, savings, schedule grid, and (with a token) actions."""
-        import uvicorn
-
         from hyperpod_scheduler.config.load import load_config
         from hyperpod_scheduler.web import Dashboard, create_app
+        from hyperpod_scheduler.web.serving import bounded_server
 
         token = token_from_env(token_env)
         load_config(config)  # a bad config is one line now, not an error page later
@@ -86,7 +85,7 @@ def register(app: typer.Typer) -> None:
         app = create_app(dash, allowed_hosts=[host, *allow_host])
         try:
             with sock:
-                uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+                bounded_server(app).run(sockets=[sock])  # header time, connections, one-line log
         except KeyboardInterrupt:
             # Ctrl-C is how a dashboard is ended: uvicorn shuts down, then raises the signal again.
             pass

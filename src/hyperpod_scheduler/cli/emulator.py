@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import math
 import shutil
 import signal
@@ -16,21 +15,13 @@ import typer
 
 from hyperpod_scheduler.emulator.slurm_bridge import DEFAULT_PIDFILE, LocalSlurmd, SlurmBridge, parse_pools
 from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.inputs.urls import loopback_host, loopback_url
 
 app = typer.Typer(help="emulator commands.", no_args_is_help=True)
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def _check_options(host: str, port: int, speed: float, allow_remote: bool) -> None:
-    if not _is_loopback(host) and not allow_remote:
+    if not loopback_host(host) and not allow_remote:
         raise UsageError(
             f"--host {host} is not a loopback address; the emulator is an unauthenticated control plane, "
             "so pass --allow-remote to listen there anyway"
@@ -180,7 +171,7 @@ def wait(
     url = endpoint or os.environ.get("AWS_ENDPOINT_URL_SAGEMAKER") or os.environ.get("AWS_ENDPOINT_URL")
     if not url:
         raise UsageError("emulator wait: no --endpoint and no $AWS_ENDPOINT_URL to wait for")
-    if not url.startswith(("http://127.", "http://localhost", "http://[::1]")):
+    if not loopback_url(url, schemes=("http",)):  # the host compared as an address, never by its prefix
         raise UsageError(f"emulator wait: {url} is not a loopback http:// URL (the emulator listens on loopback)")
     health = url.rstrip("/") + "/_emulator/health"
     deadline = time.monotonic() + timeout

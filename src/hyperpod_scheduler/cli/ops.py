@@ -528,9 +528,9 @@ def _watch_status(ctx: Context, fmt: Format, interval: float) -> None:
 
 
 def _zone(name: str | None) -> Any:
-    from zoneinfo import ZoneInfo
+    from hyperpod_scheduler.schedule.clock import zone  # the one zone rule: never an OSError for a folder
 
-    return ZoneInfo(name) if name else None
+    return zone(name) if name else None
 
 
 # ---- plan -------------------------------------------------------------------------------------------

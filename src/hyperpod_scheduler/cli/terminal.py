@@ -7,15 +7,18 @@ document) never imports Rich; ``output`` hands these names out on first use.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from rich import box
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderableType
 from rich.errors import MarkupError
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
 from hyperpod_scheduler.cli.output import safe
+from hyperpod_scheduler.inputs.text import clean, unsafe
 
 if TYPE_CHECKING:
     from hyperpod_scheduler.cli.output import Format, Listing
@@ -30,6 +33,21 @@ class SafeConsole(Console):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("emoji", False)
         super().__init__(*args, **kwargs)
+
+    def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterable[Segment]:
+        """Every piece of text on its way out, however it was built (a ``Text`` assembled from an event, a
+        table cell, a live view) escaped the same way, and never a hyperlink: ``render_str`` only sees plain
+        strings, and a Rich ``Text`` built from a job name used to reach the terminal raw (an OSC title, an
+        OSC 8 link, a clear screen). Rich's own escape codes are control segments and styles, added later."""
+        for segment in super().render(renderable, options):
+            text, style, control = segment
+            if control:
+                yield segment
+                continue
+            cleaned = clean(text) if unsafe(text) else text
+            if style is not None and style.link:
+                style = style.update_link(None)  # no link from markup in outside text ([link=...])
+            yield segment if cleaned is text and style is segment.style else Segment(cleaned, style)
 
     def render_str(self, text: str, **kwargs: Any) -> Text:
         cleaned = safe(text)  # and never a URL's password, whoever put it in the text

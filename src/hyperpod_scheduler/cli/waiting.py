@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from hyperpod_scheduler.app.wording import duration
-from hyperpod_scheduler.cli.output import console
+from hyperpod_scheduler.cli.output import console, safe
 from hyperpod_scheduler.engine.events import Event, Sink
 
 
@@ -100,7 +100,7 @@ class WaitView:
 
     def render(self) -> RenderableType:
         head = Text.assemble(
-            (f"{self.action} {self.cluster}", "bold"), f"  {self.elapsed()} elapsed  ", (self.status, "dim")
+            (safe(f"{self.action} {self.cluster}"), "bold"), f"  {self.elapsed()} elapsed  ", (safe(self.status), "dim")
         )
         if not self.groups:
             return head
@@ -109,7 +109,7 @@ class WaitView:
             table.add_column(title, no_wrap=True)
         for name, g in self.groups.items():
             counts = f"{'?' if g.current is None else g.current} / {'?' if g.target is None else g.target}"
-            table.add_row(name, counts, g.status or "-", g.phase or "-")
+            table.add_row(*(Text(safe(cell)) for cell in (name, counts, g.status or "-", g.phase or "-")))
         return Group(head, table)
 
 
@@ -140,7 +140,7 @@ class LiveWait:
         if self._live is None:
             self.forward(event)
         elif event.kind in ("note", "error", "failed", "blocked", "refused", "skip", "noop", "drift"):
-            self._live.console.print(Text(f"{event.kind}: {event.message}"))
+            self._live.console.print(Text(safe(f"{event.kind}: {event.message}")))
 
 
 class _Dynamic:

@@ -17,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final, Protocol
 
 from hyperpod_scheduler.emulator.clock import Clock, RealClock, VirtualClock
+from hyperpod_scheduler.emulator.door import refusal
 from hyperpod_scheduler.emulator.errors import EmulatorError, validation
 from hyperpod_scheduler.emulator.protocol import AwsJsonApi, Dispatcher, Reply, decode_body, error_reply, json_reply
 from hyperpod_scheduler.emulator.storage import Storage
@@ -214,7 +215,19 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             self.server.track(self.connection, add=False)
 
+    def _refused(self) -> bool:
+        """The door (emulator/door.py): Host, Origin and browser-shaped POSTs, before anything is read."""
+        headers = {name.title(): value for name, value in self.headers.items()}  # Host, Origin, Content-Type
+        why = refusal(self.command, headers, self.server.served_host, int(self.server.server_address[1]))
+        if why is None:
+            return False
+        self.close_connection = True
+        self._send(error_reply(EmulatorError("AccessDeniedException", why, 403 if "Host" not in why else 421)))
+        return True
+
     def do_POST(self) -> None:
+        if self._refused():
+            return
         body = self._read_body()
         if body is None:
             return
@@ -227,6 +240,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(reply)
 
     def do_GET(self) -> None:
+        if self._refused():
+            return
         if self.path.startswith(ADMIN_PREFIX):
             self._send(self.server.admin.handle("GET", self.path, b""))
         else:
@@ -237,14 +252,20 @@ class _Handler(BaseHTTPRequestHandler):
 
     # S3's REST verbs (the storage beside the control plane answers them; see storage.py).
     def do_PUT(self) -> None:
+        if self._refused():
+            return
         body = self._read_body()
         if body is not None:
             self._send(self._stored("PUT", body) or self._not_served("PUT"))
 
     def do_HEAD(self) -> None:
+        if self._refused():
+            return
         self._send(self._stored("HEAD", b"") or self._not_served("HEAD"))
 
     def do_DELETE(self) -> None:
+        if self._refused():
+            return
         self._send(self._stored("DELETE", b"") or self._not_served("DELETE"))
 
     def _stored(self, method: str, body: bytes) -> Reply | None:
@@ -302,6 +323,7 @@ class _HttpServer(ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int], family: int, api: AwsJsonApi, admin: AdminApi) -> None:
         self.address_family = family
+        self.served_host = address[0]
         self.api = api
         self.admin = admin
         self._connections: set[socket.socket] = set()

@@ -33,6 +33,11 @@ def clean(text: str, *, one_line: bool = False) -> str:
     return (_UNSAFE_IN_LINE if one_line else _UNSAFE).sub(_escape, text)
 
 
+def unsafe(text: str) -> bool:
+    """Whether ``clean`` would change ``text`` (cheaper than cleaning: most text has nothing to escape)."""
+    return _UNSAFE.search(text) is not None or _SURROGATES.search(text) is not None
+
+
 def quoted(value: Any, limit: int = 60) -> str:
     """``repr(value)`` cut to ``limit`` characters: an error names a value, it does not reproduce it."""
     try:

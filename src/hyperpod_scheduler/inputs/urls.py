@@ -4,17 +4,53 @@ webhook has no business reaching (private, link-local where instance metadata li
 The URL is a secret (its path authorises posting): no error here quotes it.
 
 ``notify.webhook`` applies the same address rule to every address the host name resolves to, at send time.
+
+``loopback_host`` and ``loopback_url`` are the one rule for "this machine" (the emulator's endpoint,
+``emulator wait``, the loopback-stays-loopback rule of aws/clients): the host is parsed out of the URL and
+compared as an address, so ``http://127.0.0.1.nip.io`` and ``http://localhost.attacker.example`` (which
+a prefix match let through) are other machines.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from hyperpod_scheduler.errors import UsageError
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+# The one name every resolver maps to loopback without asking DNS; ``x.localhost`` may reach DNS.
+LOOPBACK_NAME = "localhost"
+_BRACKETED = re.compile(r"\[[^\]]*\](:[0-9]*)?")
+
+
+def loopback_host(host: str) -> bool:
+    """Whether ``host`` (a URL's host, a ``--host`` value; ``[::1]`` brackets allowed) is this machine: a
+    loopback address (127.0.0.0/8, ::1, ::ffff:127.x) or the name ``localhost``."""
+    name = host.strip().lower().rstrip(".")
+    if name.startswith("[") and name.endswith("]"):
+        name = name[1:-1]
+    if name == LOOPBACK_NAME:
+        return True
+    address = _ip(name.split("%", 1)[0])  # fe80::1%eth0: the zone is not part of the address
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback
+    return address is not None and address.is_loopback
+
+
+def loopback_url(url: str | None, schemes: tuple[str, ...] = ("http", "https")) -> bool:
+    """Whether ``url`` is a well-formed URL of one of ``schemes`` whose host is this machine."""
+    try:
+        parts = urlsplit((url or "").strip())
+        parts.port  # noqa: B018 - a bad port is not a URL anything can be sent to
+    except ValueError:
+        return False
+    where = parts.netloc.rpartition("@")[2]
+    if where.startswith("[") and not _BRACKETED.fullmatch(where):
+        return False  # http://[::1].evil.example: urlsplit reads ::1, a client would look the whole name up
+    return parts.scheme.lower() in schemes and loopback_host(parts.hostname or "")
 
 
 @dataclass(frozen=True)
@@ -68,8 +104,8 @@ def _ip(host: str) -> IPAddress | None:
 
 
 def _loopback_name(host: str) -> bool:
-    literal = _ip(host)
-    return host.lower() in ("localhost", "localhost.localdomain") if literal is None else literal.is_loopback
+    # Refusing, not trusting: the distributions' other name for this machine is refused as well.
+    return loopback_host(host) or host.lower() == "localhost.localdomain"
 
 
 def refused_address(address: IPAddress, allow_loopback: bool) -> str | None:

@@ -9,7 +9,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from hyperpod_scheduler.config.model import Notifications
@@ -35,8 +35,17 @@ _SUBJECTS = {
 
 @dataclass(frozen=True)
 class Message:
+    """What a notification says. ``subject`` and ``text`` carry outside text (cluster and job names,
+    checkpoint comments, AWS messages) as plain text; ``link`` is the project's own link (an approval
+    page), kept apart so a channel with markup can make it, and only it, a link."""
+
     subject: str
     text: str
+    link: str = field(default="", repr=False)  # carries the approval token
+
+    def plain(self) -> str:
+        """The text as one plain message (SNS, e-mail): the link on a line of its own."""
+        return f"{self.text}\nApprove or refuse: {self.link}" if self.link else self.text
 
 
 class Channel(Protocol):
@@ -53,7 +62,7 @@ class SnsChannel:
         self.client = client
 
     def send(self, message: Message) -> None:
-        self.client.publish(TopicArn=self.topic_arn, Subject=message.subject[:100], Message=message.text)
+        self.client.publish(TopicArn=self.topic_arn, Subject=message.subject[:100], Message=message.plain())
 
 
 def message_for(event: Event) -> Message | None:
@@ -61,9 +70,8 @@ def message_for(event: Event) -> Message | None:
         return None
     what = _SUBJECTS.get(event.kind) or ("start shortfall" if "start" in event.message else "failed")
     text = f"{event.at.isoformat()} {event.message}"
-    if event.private:  # an approval link: the channel is the only place its token goes
-        text += f"\nApprove or refuse: {event.private}"
-    return Message(f"hyperpod-scheduler: {event.cluster}: {what}", text)
+    # event.private is an approval link: the channel is the only place its token goes.
+    return Message(f"hyperpod-scheduler: {event.cluster}: {what}", text, link=event.private)
 
 
 class Notifier:

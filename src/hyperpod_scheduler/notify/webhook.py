@@ -6,6 +6,11 @@ The old sender took any scheme (``file://`` was tried, ``http://`` to loopback w
 302 to ``http://127.0.0.1/latest/meta-data/iam/security-credentials/`` (a blind SSRF), and a receiver
 that dripped its answer held ``stop --wait`` for 196 s. The URL is a secret (its path authorises
 posting): no error here quotes it, only what kind of problem it has.
+
+``slack_text`` is the one place a message becomes Slack markup: every piece of outside text (a Slurm job
+name, a ``ckpt:`` comment, an AWS message, a cluster name) has ``&``, ``<`` and ``>`` escaped as Slack
+documents, so ``<!channel>`` pings nobody and ``<https://evil.example|Approve here>`` is not a link; only
+the message's own link (the approval page) is written as one.
 """
 
 from __future__ import annotations
@@ -22,13 +27,35 @@ from typing import TYPE_CHECKING
 
 from hyperpod_scheduler.inputs.urls import WebhookUrl, parse_url, refused_address
 
-__all__ = ["WebhookChannel", "WebhookError", "WebhookUrl", "parse_url", "refused_address", "resolve"]
+__all__ = [
+    "WebhookChannel", "WebhookError", "WebhookUrl", "parse_url", "refused_address", "resolve",
+    "slack_escaped", "slack_text",
+]  # fmt: skip
 
 if TYPE_CHECKING:
     from hyperpod_scheduler.notify.channels import Message
 
 DEFAULT_TIMEOUT_S = 10.0
 _MAX_ANSWER = 64 * 1024  # a webhook's answer is "ok"; more is read no further
+
+
+_SLACK_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+# In a link's target, what would end it (``|``, ``>``) or start another (``<``) is percent-encoded.
+_SLACK_LINK_TARGET = str.maketrans({"&": "&amp;", "<": "%3C", ">": "%3E", "|": "%7C"})
+
+
+def slack_escaped(text: str) -> str:
+    """``text`` shown as written in a Slack message: its control characters (``&``, ``<``, ``>``) escaped."""
+    return text.translate(_SLACK_ESCAPES)
+
+
+def slack_text(message: Message) -> str:
+    """The message as a Slack-compatible webhook's ``text``: subject in bold, outside text escaped, the
+    project's own link (``message.link``) as the only link."""
+    out = f"*{slack_escaped(message.subject)}*\n{slack_escaped(message.text)}"
+    if message.link:
+        out += f"\nApprove or refuse: <{message.link.translate(_SLACK_LINK_TARGET)}>"
+    return out
 
 
 class WebhookError(Exception):
@@ -94,7 +121,7 @@ class WebhookChannel:
         return "WebhookChannel(url=<redacted>)"
 
     def send(self, message: Message) -> None:
-        body = json.dumps({"text": f"*{message.subject}*\n{message.text}"}).encode()
+        body = json.dumps({"text": slack_text(message)}).encode()
         deadline = time.monotonic() + self.timeout_s
         address = resolve(self._url, self.allow_loopback)
         remaining = max(deadline - time.monotonic(), 0.1)

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlencode
 
 from botocore.exceptions import BotoCoreError, ClientError
 from fastapi import Body, FastAPI, Form, Header, Query, Request
@@ -20,6 +21,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
 from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from hyperpod_scheduler import __version__
 from hyperpod_scheduler.errors import HyperpodSchedulerError
@@ -73,7 +75,8 @@ def _status(exc: Exception) -> int:
     return 404 if isinstance(exc, NotFound) else 400
 
 
-_QUOTED = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"")
+# A quoted value, or one ``quoted`` cut short (its closing quote cut off with the rest: ``'xxxx...``).
+_QUOTED = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"|'[^'\n]*?\.\.\.|\"[^\"\n]*?\.\.\.")
 
 
 def _shown(exc: Exception) -> str:
@@ -118,6 +121,15 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
         return page(
             request, "message.html", status, title="Refused" if status in (401, 403) else "Error", message=_shown(exc)
         )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+        # No route for the path (a cluster name with a slash) or the method: the same one-line shape as
+        # every other error, not Starlette's {"detail": ...}.
+        message = _shown(ValueError(str(exc.detail)))
+        if request.url.path.startswith("/api"):
+            return JSONResponse({"error": message}, status_code=exc.status_code, headers=exc.headers)
+        return page(request, "message.html", exc.status_code, title="Error", message=message)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> Response:
@@ -242,8 +254,9 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
         cells = [str(v) for v in form.getlist("cell")]
         token = str(form.get("token") or "")
         dash.save_schedule(name, grids.grid_from_cells(cells), token)
-        tz = str(form.get("tz") or "")
-        return RedirectResponse(f"/schedules?saved={name}" + (f"&tz={tz}" if tz else ""), status_code=303)
+        tz = str(form.get("tz") or "").strip()
+        query = {"saved": name, **({"tz": grids.viewer_zone(tz).key} if tz else {})}  # checked, then encoded
+        return RedirectResponse(f"/schedules?{urlencode(query)}", status_code=303)
 
     @app.get("/clusters/{name}/actions/{action}", response_class=HTMLResponse, include_in_schema=False)
     def confirm_page(request: Request, name: str, action: str) -> Response:

@@ -44,9 +44,8 @@ def serve_demo(
     announce: Callable[[str], None] = print,
 ) -> None:
     """Block serving the dashboard over the demo until interrupted."""
-    import uvicorn
-
     from hyperpod_scheduler.web.app import create_app
+    from hyperpod_scheduler.web.serving import bounded_server
 
     dash = demo_dashboard(emu, config, state_path, token)
     with socket.socket() as sock:
@@ -55,7 +54,7 @@ def serve_demo(
         sock.bind((host, port))
         port = sock.getsockname()[1]
         announce(f"dashboard: http://{host}:{port}/ (Ctrl-C to stop)" + ("" if token else " read-only"))
-        server = uvicorn.Server(uvicorn.Config(create_app(dash, allowed_hosts=[host]), log_level="warning"))
+        server = bounded_server(create_app(dash, allowed_hosts=[host]))
         try:
             server.run(sockets=[sock])
         finally:

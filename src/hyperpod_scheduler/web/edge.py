@@ -4,14 +4,22 @@ body size checked before a byte of the body is read, and the security headers on
 Without it, four parallel 200 MiB bodies without a token took the process to 1.8 GiB before the token
 was looked at; a page on any domain that resolves to 127.0.0.1 (DNS rebinding) could read the fleet;
 and the confirm pages could be framed by another site. Refusals here never quote the request.
+
+A failure nobody foresaw is answered here too: a 500 with the security headers and one line, never a
+traceback (Starlette's own 500 is sent outside this middleware, without the headers), and one line in
+the log naming the route and the kind of error.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import json
+import logging
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
+
+from hyperpod_scheduler.inputs.redact import scrub
+from hyperpod_scheduler.inputs.text import clean, shortened
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -37,6 +45,8 @@ SECURITY_HEADERS = (
     (b"cross-origin-opener-policy", b"same-origin"),
     (b"cache-control", b"no-store"),
 )
+log = logging.getLogger("hyperpod_scheduler.web")
+INTERNAL_ERROR = "internal error: the dashboard could not answer this request (the server log says why)"
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"})
 
 
@@ -94,7 +104,18 @@ class Edge:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        send = _with_headers(send)
+        started: list[bool] = []
+        send = _with_headers(send, started)
+        try:
+            await self._door(scope, receive, send)
+        except Exception as exc:  # the one place an unforeseen failure becomes an answer
+            where = clean(f"{scope.get('method')} {scope.get('path', '')}", one_line=True)
+            why = scrub(clean(shortened(str(exc), 200), one_line=True))
+            log.error("dashboard: %s failed: %s: %s", shortened(where, 200), type(exc).__name__, why)
+            if not started:
+                await _refuse(send, 500, INTERNAL_ERROR, str(scope.get("path", "")).startswith("/api"))
+
+    async def _door(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         path = str(scope.get("path", ""))
         api = path.startswith("/api")
@@ -115,7 +136,10 @@ class Edge:
         if length is not None and (not length.isdigit() or int(length) > limit):
             await _refuse(send, 413, f"request body larger than {limit // 1024} KiB", api)
             return
-        body = await _read_body(receive, limit)
+        try:
+            body = await _read_body(receive, limit)
+        except _Gone:  # the client left (or was cut off) halfway: no request, nothing to answer
+            return
         if body is None:
             await _refuse(send, 413, f"request body larger than {limit // 1024} KiB", api)
             return
@@ -135,7 +159,7 @@ async def _read_body(receive: Receive, limit: int) -> bytes | None:
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
-            return b"".join(chunks)
+            raise _Gone  # half a body is not the body: a truncated form must not act
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
@@ -143,6 +167,10 @@ async def _read_body(receive: Receive, limit: int) -> bytes | None:
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
+
+
+class _Gone(Exception):
+    """The client disconnected before its body was whole."""
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
@@ -158,9 +186,10 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replayed
 
 
-def _with_headers(send: Send) -> Send:
+def _with_headers(send: Send, started: list[bool]) -> Send:
     async def sending(message: Message) -> None:
         if message["type"] == "http.response.start":
+            started.append(True)
             present = {k.lower() for k, _ in message.get("headers", [])}
             message["headers"] = [*message.get("headers", []), *(h for h in SECURITY_HEADERS if h[0] not in present)]
         await send(message)

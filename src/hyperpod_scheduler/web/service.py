@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
-from zoneinfo import ZoneInfo
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -35,6 +34,7 @@ from hyperpod_scheduler.engine.runner import ClusterRef
 from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
 from hyperpod_scheduler.guards.capacity import protections
 from hyperpod_scheduler.inputs.text import clean
+from hyperpod_scheduler.schedule.clock import zone as iana_zone
 from hyperpod_scheduler.store import open_store
 from hyperpod_scheduler.store.outcomes import read_phases
 from hyperpod_scheduler.store.records import HistoryEntry
@@ -745,7 +745,7 @@ def fleet_row_of(r: StatusRow, month_saving: float | None, now: datetime | None 
     """A status row as the pages show it: the document ``status --json`` prints, this month's saving, and
     the next transition in the schedule's own timezone with a countdown."""
     nxt = r.next_transition
-    zone = ZoneInfo(r.timezone) if r.timezone else None
+    zone = iana_zone(r.timezone) if r.timezone else None
     local = f"{clock(nxt[0], zone)}" + (f" ({countdown(nxt[0] - now)})" if now is not None else "") if nxt else ""
     return {
         **r.document(),
