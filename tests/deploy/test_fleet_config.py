@@ -61,7 +61,7 @@ def test_bad_fleet_configs_are_one_line_errors_naming_the_field(text: str, messa
 
 @pytest.mark.parametrize(
     ("body", "message"),
-    [("not json", "not JSON"), ('{"format": 1}', "format 1 is not 2"), ('{"account": "1"}', "worker message: ")],
+    [("not json", "not JSON"), ('{"format": 1}', "format 1 is not 3"), ('{"account": "1"}', "worker message: ")],
 )
 def test_a_bad_worker_message_is_a_one_line_error(body: str, message: str) -> None:
     with pytest.raises(UsageError, match=message):

@@ -190,6 +190,9 @@ def test_the_orchestrator_writes_only_queue_markers_and_reads_only_the_config() 
     assert allowed(policy, "dynamodb:GetItem", table, {"dynamodb:LeadingKeys": "config"})
     assert not allowed(policy, "dynamodb:GetItem", table, {"dynamodb:LeadingKeys": "rec#a/b/c"})
     assert not allowed(policy, "dynamodb:Scan", table)
+    # Whether a queued message still waits on the queue (else its part is queued afresh).
+    queue = "arn:aws:stand-in:::WorkQueue/Arn"
+    assert allowed(policy, "sqs:SendMessage", queue) and allowed(policy, "sqs:GetQueueAttributes", queue)
 
 
 # ---- failures reach a person ---------------------------------------------------------------------

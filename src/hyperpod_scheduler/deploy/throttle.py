@@ -102,9 +102,10 @@ class TokenBucket:
 class SagemakerLimiter:
     """The two buckets of one worker run in one account and region, hooked into every client it hands out."""
 
-    def __init__(self, updates: TokenBucket, reads: TokenBucket) -> None:
+    def __init__(self, updates: TokenBucket, reads: TokenBucket, on_call: Callable[[], None] | None = None) -> None:
         self.updates = updates
         self.reads = reads
+        self._on_call = on_call  # after each token: the run is alive (deploy.markers.Claim.beat)
 
     def bucket_for(self, operation: str) -> TokenBucket:
         return self.updates if operation in UPDATES else self.reads
@@ -120,6 +121,8 @@ class SagemakerLimiter:
 
     def _before_send(self, event_name: str = "", **_: Any) -> None:
         self.bucket_for(event_name.rsplit(".", 1)[-1]).acquire()
+        if self._on_call is not None:
+            self._on_call()
 
     def _needs_retry(self, event_name: str = "", response: Any = None, **_: Any) -> None:
         if not isinstance(response, tuple) or len(response) < 2 or not isinstance(response[1], dict):

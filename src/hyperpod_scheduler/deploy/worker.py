@@ -69,6 +69,8 @@ class Pacing:
     remaining_s: Callable[[], float] | None = None  # None: no deadline (a manual invoke, a test)
     rng: random.Random | None = None
     pool: MapPool[Any, Any] = thread_map
+    # Called at every SageMaker call and cluster turn: the run is alive (renews its claim on the part).
+    beat: Callable[[], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,9 @@ def limiter_for(job: TargetJob, pacing: Pacing) -> SagemakerLimiter:
         rate = Rate(per_second, rates.burst)
         return TokenBucket(rate, clock=pacing.clock, sleep=pacing.sleep, jitter=rates.jitter, rng=pacing.rng)
 
-    return SagemakerLimiter(updates=bucket(rates.updates_per_second), reads=bucket(rates.reads_per_second))
+    return SagemakerLimiter(
+        updates=bucket(rates.updates_per_second), reads=bucket(rates.reads_per_second), on_call=pacing.beat
+    )
 
 
 def _part_view(job: TargetJob, client: Any) -> None:
@@ -225,6 +229,8 @@ def run_job(
         engine = ctx.engine()
 
         def turn(g: Governed) -> Result:
+            if pacing.beat is not None:
+                pacing.beat()
             left = pacing.remaining_s() if pacing.remaining_s is not None else None
             if left is not None and left < DEFER_MARGIN_S:
                 return Result(g.ref.name, DEFERRED, f"left for the next run: {left:.0f} s of this run remained")
