@@ -127,3 +127,43 @@ def test_push_refuses_what_the_fleet_cannot_honour_and_keeps_what_was_there(
     assert "\n" not in str(pushed.exception)
     pulled = runner.invoke(root, ["config", "pull", "--location", "dynamodb://hps"])
     assert pulled.output == good.read_text()  # the workers keep running the last good config
+
+
+def test_template_written_to_a_file_says_how_to_pass_its_parameters_explicitly(tmp_path: Path) -> None:
+    out = tmp_path / "hub.yaml"
+    key = "hyperpod-scheduler/lambda-0123456789abcdef.zip"
+    args = ["deploy", "template", "hub", "-o", str(out), "-p", "CodeBucket=artefacts", "-p", f"CodeKey={key}"]
+    result = runner.invoke(root, [*args, "-p", "TickMinutes=5"])
+    assert result.exit_code == 0, result.output
+    assert "deploy with: --parameter-overrides CodeBucket=artefacts TickMinutes=5" in result.output
+    assert key in out.read_text() and "CodeKey" not in yaml.safe_load(out.read_text())["Parameters"]
+
+
+def _zip(path: Path, text: str) -> Path:
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("handler.py", text)
+    return path
+
+
+def test_verify_names_each_function_that_does_not_run_the_artefact(tmp_path: Path) -> None:
+    old, new = _zip(tmp_path / "lambda-old.zip", "v = 1"), _zip(tmp_path / "lambda-new.zip", "v = 2")
+    with mocked_aws():
+        role = boto3.client("iam").create_role(RoleName="r", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+        lam = boto3.client("lambda", region_name=REGION)
+        for suffix in ("orchestrator", "worker"):
+            lam.create_function(FunctionName=f"hps-hub-{suffix}", Runtime="python3.12", Role=role,
+                                Handler="handler.h", Code={"ZipFile": old.read_bytes()})  # fmt: skip
+        args = ["deploy", "verify", str(new), "--stack-name", "hps-hub", "--region", REGION]
+        stale = runner.invoke(root, args)
+        assert isinstance(stale.exception, HyperpodSchedulerError)
+        message = str(stale.exception)
+        assert "hps-hub-orchestrator runs" in message and "hps-hub-worker runs" in message and "\n" not in message
+        lam.update_function_code(FunctionName="hps-hub-orchestrator", ZipFile=new.read_bytes())
+        half = runner.invoke(root, args)
+        assert "hps-hub-worker runs" in str(half.exception) and "orchestrator" not in str(half.exception)
+        lam.update_function_code(FunctionName="hps-hub-worker", ZipFile=new.read_bytes())
+        done = runner.invoke(root, args)
+        assert done.exit_code == 0, done.output
+        assert "hps-hub-worker: runs lambda-new.zip" in done.output

@@ -24,7 +24,7 @@ from hyperpod_scheduler.deploy import observe
 from hyperpod_scheduler.deploy.fleet_config import parse_fleet_yaml
 from hyperpod_scheduler.deploy.handlers import DEFAULT_MAX_RECEIVES, RECEIVES_ENV
 from hyperpod_scheduler.deploy.markers import DEFAULT_QUEUED_S
-from hyperpod_scheduler.deploy.templates import TEMPLATES, load_template, render
+from hyperpod_scheduler.deploy.templates import TEMPLATES, load_template, overrides, render
 from hyperpod_scheduler.errors import UsageError
 from tests.deploy.iam import Template, allowed, code_blocks, trusts
 
@@ -58,10 +58,10 @@ def actions(statement: dict[str, Any]) -> list[str]:
 # ---- linters -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", TEMPLATES)
-def test_cfn_lint_passes_with_informational_checks(name: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("name", "params"), [("hub", {}), ("spoke", {}), ("hub", HUB_PARAMS)])
+def test_cfn_lint_passes_with_informational_checks(name: str, params: dict[str, str], tmp_path: Path) -> None:
     path = tmp_path / f"{name}.yaml"
-    path.write_text(render(name), encoding="utf-8")
+    path.write_text(render(name, params), encoding="utf-8")
     found = lint_file(path, config=ManualArgs(regions=["us-east-1", "eu-west-1"], include_checks=["I"]))
     assert [f"{m.rule.id} {m.message} (line {m.linenumber})" for m in found] == []
 
@@ -255,6 +255,36 @@ def test_the_tick_fires_on_the_minute_in_utc() -> None:
     assert expression == "cron(0/${TickMinutes} * * * ? *)"  # rate() starts whenever the schedule was made
     assert all(60 % m == 0 for m in hub["Parameters"]["TickMinutes"]["AllowedValues"])  # every hour alike
     assert schedule["Target"]["DeadLetterConfig"] == {"Arn": {"Fn::GetAtt": ["DeadLetterQueue", "Arn"]}}
+
+
+def test_a_rendered_code_key_is_written_into_both_functions_so_an_update_changes_the_code() -> None:
+    # A parameter's default is read only at creation: `aws cloudformation deploy` keeps a stack's previous
+    # CodeKey unless it is overridden, and the old code would keep running after an upgrade.
+    for key in ("hyperpod-scheduler/lambda-0123456789abcdef.zip", "hyperpod-scheduler/lambda-fedcba9876543210.zip"):
+        hub = yaml.safe_load(render("hub", {**HUB_PARAMS, "CodeKey": key}))
+        assert "CodeKey" not in hub["Parameters"]  # no previous value to keep
+        functions = [r for r in hub["Resources"].values() if r["Type"] == "AWS::Lambda::Function"]
+        assert [f["Properties"]["Code"]["S3Key"] for f in functions] == [key, key]
+    assert overrides({"CodeKey": key, "CodeBucket": "b", "AlarmEmail": "a b@c"}) == "CodeBucket=b 'AlarmEmail=a b@c'"
+
+
+def _documented_deploy(stack_template: str) -> list[str]:
+    """The words of the docs' `aws cloudformation deploy` command for this template file."""
+    for block in code_blocks(DOCS.read_text(encoding="utf-8"), "bash"):
+        for line in block.replace("\\\n", " ").splitlines():
+            words = shlex.split(line, comments=True)
+            if words[:3] == ["aws", "cloudformation", "deploy"] and stack_template in words:
+                return words
+    raise AssertionError(f"docs/deploy.md shows no `aws cloudformation deploy` of {stack_template}")
+
+
+def test_the_documented_deploy_passes_every_parameter_it_sets_explicitly() -> None:
+    words = _documented_deploy("hub.yaml")
+    overridden = words[words.index("--parameter-overrides") + 1 :]
+    names = {w.split("=", 1)[0] for w in overridden if "=" in w}
+    assert set(_documented_params("hub")) - {"CodeKey"} <= names
+    assert "CodeKey" not in names  # it is in the rendered template itself
+    assert "hyperpod-scheduler deploy verify" in DOCS.read_text(encoding="utf-8")
 
 
 def test_the_code_key_must_name_a_content_hash() -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import typer
 
 from hyperpod_scheduler.cli.output import console, print_json
-from hyperpod_scheduler.deploy import config_store, package, templates
+from hyperpod_scheduler.deploy import config_store, package, templates, verify
 from hyperpod_scheduler.errors import UsageError
 
 LOCATION_ENV = "HYPERPOD_SCHEDULER_FLEET_CONFIG"
@@ -43,6 +43,7 @@ def package_cmd(
             {
                 "path": str(artefact.path), "key": artefact.key, "sha256": artefact.sha256, "files": artefact.files,
                 "bytes": artefact.size_bytes, "unzipped_bytes": artefact.unzipped_bytes,
+                "code_sha256": verify.from_hex(artefact.sha256),
             }
         )  # fmt: skip
         return
@@ -51,7 +52,8 @@ def package_cmd(
         f"wrote {artefact.path} ({artefact.files} files, {mib:.1f} MiB; {unzipped:.0f} MB unzipped of Lambda's "
         f"{package.UNZIPPED_LIMIT / 1e6:.0f} MB)",
         f"upload: aws s3 cp {artefact.path} s3://<CodeBucket>/{artefact.key}",
-        f"deploy: CodeKey={artefact.key}",
+        f"deploy: CodeKey={artefact.key} (hyperpod-scheduler deploy template hub -p CodeKey={artefact.key} ...)",
+        f"check: hyperpod-scheduler deploy verify --stack-name <stack> {artefact.path}",
     ]
     for line in lines:
         console.print(line, markup=False, soft_wrap=True)
@@ -77,14 +79,33 @@ def template_cmd(
     param: list[str] = typer.Option([], "--param", "-p", help="Key=Value: set a parameter's default (repeatable)."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write to this file instead of stdout."),
 ) -> None:
-    """Print (or write) a CloudFormation template, with parameter defaults filled in."""
-    text = templates.render(name, templates.parse_params(param))
+    """Print (or write) a CloudFormation template, with parameter defaults filled in (the code key
+    written into the functions)."""
+    params = templates.parse_params(param)
+    text = templates.render(name, params)
     if output is None:
         print(text, end="" if text.endswith("\n") else "\n")
         return
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(text, encoding="utf-8")
     console.print(f"wrote {output}", markup=False, soft_wrap=True)
+    rest = templates.overrides(params)
+    if rest:
+        # A default is read only when the stack is created: an update keeps each previous value.
+        console.print(f"deploy with: --parameter-overrides {rest}", markup=False, soft_wrap=True)
+
+
+@app.command("verify")
+def verify_cmd(
+    artefact: Path = typer.Argument(..., help="The lambda-<hash>.zip that was deployed."),
+    stack: str = typer.Option(..., "--stack-name", help="The hub stack (functions <stack>-orchestrator, -worker)."),
+    region: str | None = typer.Option(None, "--region", help="The hub's region (default: the AWS configuration's)."),
+) -> None:
+    """Check that the hub's functions run this artefact (after a deploy or an upgrade)."""
+    expected = verify.zip_sha256(artefact)
+    for f in verify.verify(config_store.boto3_client("lambda", region), stack, expected):
+        console.print(f"{f.function}: runs {artefact.name} ({f.code_sha256}, since {f.last_modified})",
+                      markup=False, soft_wrap=True)  # fmt: skip
 
 
 def _location(location: str | None) -> config_store.Location:
