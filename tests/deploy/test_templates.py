@@ -208,6 +208,15 @@ def test_cloudwatch_may_publish_to_the_alarm_topic_through_its_key() -> None:
     cw = by_sid["CloudWatchAlarmsPublish"]
     assert cw["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
     assert set(cw["Action"]) == {"kms:Decrypt", "kms:GenerateDataKey*"}
+    # Only this account's alarms (the confused deputy), and no grant nothing uses (the DLQ is SQS-managed).
+    policy = Template(load_template("hub"), HUB_PARAMS).resolve(key["KeyPolicy"])["Statement"]
+    own = {"aws:SourceAccount": "999999999999", "aws:SourceArn": "arn:aws:cloudwatch:eu-west-1:999999999999:alarm:x"}
+    (cw_resolved,) = [s for s in policy if s["Sid"] == "CloudWatchAlarmsPublish"]
+    assert allowed([cw_resolved], "kms:GenerateDataKey", "*", own)
+    assert not allowed([cw_resolved], "kms:GenerateDataKey", "*", {**own, "aws:SourceAccount": "888888888888"})
+    other = {**own, "aws:SourceArn": "arn:aws:cloudwatch:eu-west-1:888888888888:alarm:x"}
+    assert not allowed([cw_resolved], "kms:GenerateDataKey", "*", other)
+    assert set(by_sid) == {"AccountAdministersTheKey", "CloudWatchAlarmsPublish"}
     worker = Template(load_template("hub"), HUB_PARAMS).role_statements("WorkerRole")
     key_arn = "arn:aws:stand-in:::AlarmKey/Arn"
     assert allowed(worker, "kms:GenerateDataKey", key_arn) and allowed(worker, "sns:Publish", "ref:AlarmTopic")
@@ -245,6 +254,38 @@ def test_a_worker_may_run_as_long_as_the_fleet_config_is_checked_against() -> No
     assert queue["MessageRetentionPeriod"] > DEFAULT_QUEUED_S + queue["VisibilityTimeout"]
     env = hub["Resources"]["WorkerFunction"]["Properties"]["Environment"]["Variables"]
     assert int(env[RECEIVES_ENV]) == queue["RedrivePolicy"]["maxReceiveCount"] == DEFAULT_MAX_RECEIVES
+    assert DEFAULT_MAX_RECEIVES >= 5  # AWS's advice for a Lambda event source: a throttle counts a receive
+
+
+def test_a_deleted_hub_can_be_created_again_and_its_spokes_still_trust_it() -> None:
+    hub = load_template("hub")["Resources"]
+    for name, resource in hub.items():
+        if resource.get("DeletionPolicy") == "Retain":  # outlives the stack: no fixed name to collide with
+            props = resource["Properties"]
+            assert not {"LogGroupName", "TableName", "QueueName"} & set(props), name
+    for function in ("OrchestratorFunction", "WorkerFunction"):
+        group = hub[function]["Properties"]["LoggingConfig"]["LogGroup"]
+        assert group == {"Ref": function.replace("Function", "LogGroup")}
+    # The worker role's name depends only on the stack and the region: a re-created hub has the same ARN.
+    assert hub["WorkerRole"]["Properties"]["RoleName"] == {"Fn::Sub": "${AWS::StackName}-worker-${AWS::Region}"}
+    worker = "arn:aws:iam::111111111111:role/hps-hub-worker-eu-west-1"
+    spoke = Template(load_template("spoke"), {**SPOKE_PARAMS, "HubWorkerRoleArn": worker})
+    trust = spoke.trust_statements("SpokeRole")
+    # Trusted by ARN as a condition, not as the principal (which IAM binds to the old role's unique id).
+    assert all(s["Principal"]["AWS"] == "arn:aws:iam::111111111111:root" for s in trust)
+    assert trusts(trust, worker)
+    assert not trusts(trust, "arn:aws:iam::111111111111:role/other")  # the hub account's other roles
+    assert not trusts(trust, "arn:aws:iam::222222222222:role/hps-hub-worker-eu-west-1")
+
+
+def test_the_worker_may_not_write_the_fleet_config() -> None:
+    policy = Template(load_template("hub"), HUB_PARAMS).role_statements("WorkerRole")
+    table = "arn:aws:stand-in:::StateTable/Arn"
+    for pk in ("rec#111111111111/us-east-1/c", "hist#111111111111/us-east-1/c", "lease#111111111111/us-east-1/c",
+               "acct#us-east-1/c", "queue#111111111111/us-east-1/0of1", "rec#agent/c/intent"):  # fmt: skip
+        assert allowed(policy, "dynamodb:PutItem", table, {"dynamodb:LeadingKeys": pk}), pk
+    for action in ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:GetItem"):
+        assert not allowed(policy, action, table, {"dynamodb:LeadingKeys": "config"})
 
 
 def test_the_tick_fires_on_the_minute_in_utc() -> None:

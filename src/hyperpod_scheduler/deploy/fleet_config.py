@@ -35,6 +35,8 @@ CLI_ONLY = {
     "history from the CLI with the CLI config's cost settings; remove it",
 }
 ACCOUNT_PATTERN = r"^\d{12}$"
+# The partition of a region, by its name's prefix (longest first): an ARN in another partition is refused.
+PARTITIONS = (("us-isob-", "aws-iso-b"), ("us-iso-", "aws-iso"), ("us-gov-", "aws-us-gov"), ("cn-", "aws-cn"))
 ROLE_ARN_PATTERN = r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$"
 
 
@@ -48,6 +50,11 @@ class FleetTarget(Target):
     # Tag-selected clusters are found by the worker, so the orchestrator cannot count them: a target with
     # many tagged clusters says into how many messages their discovery is split (by a hash of the name).
     tag_shards: int = Field(default=1, ge=1, le=64)
+
+
+def partition_of(region: str) -> str:
+    """``aws``, ``aws-cn``, ``aws-us-gov``, ...: the partition the region's ARNs name."""
+    return next((p for prefix, p in PARTITIONS if region.startswith(prefix)), "aws")
 
 
 class SagemakerRates(BaseModel):
@@ -87,7 +94,8 @@ class FleetConfig(BaseModel):
     hub: Hub = Field(default_factory=Hub)
 
     def role_for(self, target: FleetTarget) -> str:
-        return target.role_arn or f"arn:aws:iam::{target.account}:role/{self.hub.spoke_role_name}"
+        partition = partition_of(target.region)
+        return target.role_arn or f"arn:{partition}:iam::{target.account}:role/{self.hub.spoke_role_name}"
 
     def for_target(self, target: FleetTarget) -> Config:
         """The engine's view of one target: a plain Config with that target alone."""
@@ -138,6 +146,8 @@ def check_fleet(fleet: FleetConfig, source: str = "fleet config") -> None:
     """Refuse, with one line naming the key, what a worker in Lambda cannot honour."""
     budget = fleet.hub.worker_timeout_seconds
     for i, target in enumerate(fleet.targets):
+        if target.role_arn is not None:
+            _check_role(source, i, target)
         if target.profile is not None:
             raise UsageError(
                 f"{source}: targets[{i}].profile: a worker has no AWS profiles; it assumes role_arn "
@@ -156,6 +166,24 @@ def check_fleet(fleet: FleetConfig, source: str = "fleet config") -> None:
         )
     for where, settings in checkpoint_blocks(fleet.as_config()):
         _check_fleet_checkpoints(source, where, settings, budget)
+
+
+def _check_role(source: str, i: int, target: FleetTarget) -> None:
+    """A target's role must be in its own account and its region's partition: the worker would act in
+    another account than the one its records and metrics name."""
+    role = str(target.role_arn)
+    partition, account = role.split(":")[1], role.split(":")[4]
+    if account != target.account:
+        raise UsageError(
+            f"{source}: targets[{i}].role_arn: '{role}' is in account {account}, but the target's account is "
+            f"{target.account}; name a role in {target.account}"
+        )
+    wanted = partition_of(target.region)
+    if partition != wanted:
+        raise UsageError(
+            f"{source}: targets[{i}].role_arn: '{role}' is in partition {partition}, but region {target.region} "
+            f"is in {wanted} (arn:{wanted}:iam::...)"
+        )
 
 
 def _check_fleet_checkpoints(source: str, where: str, settings: CheckpointSettings, budget: int) -> None:

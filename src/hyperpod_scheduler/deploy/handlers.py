@@ -13,7 +13,7 @@
 
 Environment: ``HYPERPOD_SCHEDULER_TABLE`` (state table), ``HYPERPOD_SCHEDULER_QUEUE_URL`` (the work
 queue), ``HYPERPOD_SCHEDULER_CONFIG`` (default ``dynamodb://<table>``),
-``HYPERPOD_SCHEDULER_MAX_RECEIVES`` (the queue's maxReceiveCount, default 3),
+``HYPERPOD_SCHEDULER_MAX_RECEIVES`` (the queue's maxReceiveCount, default 5),
 ``HYPERPOD_SCHEDULER_RETRY_BACKOFF_SECONDS`` (first retry delay of a failed job, default 60).
 """
 
@@ -57,7 +57,7 @@ QUEUE_ENV = "HYPERPOD_SCHEDULER_QUEUE_URL"
 CONFIG_ENV = "HYPERPOD_SCHEDULER_CONFIG"
 RECEIVES_ENV = "HYPERPOD_SCHEDULER_MAX_RECEIVES"
 BACKOFF_ENV = "HYPERPOD_SCHEDULER_RETRY_BACKOFF_SECONDS"
-DEFAULT_MAX_RECEIVES = 3
+DEFAULT_MAX_RECEIVES = 5  # the template's maxReceiveCount (AWS advises at least 5 for Lambda)
 DEFAULT_BACKOFF_S = 60.0
 MAX_BACKOFF_S = 900.0  # the work queue's visibility timeout is longer; a retry never waits past this
 DEFAULT_RUN_S = 900.0  # a run with no Lambda context (a test, a manual call) is assumed to take at most this
