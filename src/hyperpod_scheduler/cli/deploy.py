@@ -16,6 +16,7 @@ from hyperpod_scheduler.deploy import config_store, package, templates, verify
 from hyperpod_scheduler.errors import UsageError
 
 LOCATION_ENV = "HYPERPOD_SCHEDULER_FLEET_CONFIG"
+PAUSED_LINE = "scheduling paused: hub.paused is true, so no cluster is stopped or started anywhere until it is cleared"
 
 app = typer.Typer(
     help="Run the scheduler on AWS Lambda: build the artefact, print the templates.", no_args_is_help=True
@@ -133,6 +134,8 @@ def push_cmd(
         markup=False,
         soft_wrap=True,
     )
+    if fleet.hub.paused:
+        console.print(PAUSED_LINE, markup=False, soft_wrap=True)
 
 
 @config_app.command("pull")

@@ -82,6 +82,9 @@ class Hub(BaseModel):
     sagemaker: SagemakerRates = Field(default_factory=SagemakerRates)
     # EMF metrics per account too (one custom metric set per account and region, billed per metric).
     metrics_per_account: bool = False
+    # The pause switch (with the hub's SchedulingActive parameter): no transition anywhere while true;
+    # nothing is deleted, recorded sizes are kept, and the next tick after it is cleared catches up.
+    paused: bool = False
 
 
 class FleetConfig(BaseModel):

@@ -14,7 +14,8 @@
 Environment: ``HYPERPOD_SCHEDULER_TABLE`` (state table), ``HYPERPOD_SCHEDULER_QUEUE_URL`` (the work
 queue), ``HYPERPOD_SCHEDULER_CONFIG`` (default ``dynamodb://<table>``),
 ``HYPERPOD_SCHEDULER_MAX_RECEIVES`` (the queue's maxReceiveCount, default 5),
-``HYPERPOD_SCHEDULER_RETRY_BACKOFF_SECONDS`` (first retry delay of a failed job, default 60).
+``HYPERPOD_SCHEDULER_RETRY_BACKOFF_SECONDS`` (first retry delay of a failed job, default 60),
+``HYPERPOD_SCHEDULER_SCHEDULING_ACTIVE`` (``No``: the pause switch is on, default ``Yes``).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ QUEUE_ENV = "HYPERPOD_SCHEDULER_QUEUE_URL"
 CONFIG_ENV = "HYPERPOD_SCHEDULER_CONFIG"
 RECEIVES_ENV = "HYPERPOD_SCHEDULER_MAX_RECEIVES"
 BACKOFF_ENV = "HYPERPOD_SCHEDULER_RETRY_BACKOFF_SECONDS"
+ACTIVE_ENV = "HYPERPOD_SCHEDULER_SCHEDULING_ACTIVE"  # the hub's SchedulingActive: Yes or No
 DEFAULT_MAX_RECEIVES = 5  # the template's maxReceiveCount (AWS advises at least 5 for Lambda)
 DEFAULT_BACKOFF_S = 60.0
 MAX_BACKOFF_S = 900.0  # the work queue's visibility timeout is longer; a retry never waits past this
@@ -86,6 +88,15 @@ def _env_number(env: Mapping[str, str], name: str, default: float, low: float) -
     return value
 
 
+def _env_switch(env: Mapping[str, str], name: str) -> bool:
+    text = env.get(name, "").strip().lower()
+    if text in ("", "yes", "true"):
+        return True
+    if text in ("no", "false"):
+        return False
+    raise UsageError(f"{name}: {env[name]!r} is not Yes or No")
+
+
 @dataclass
 class Runtime:
     """What a handler needs from the outside world; ``from_env`` builds the Lambda one."""
@@ -101,6 +112,7 @@ class Runtime:
     max_receives: int = DEFAULT_MAX_RECEIVES
     retry_backoff_s: float = DEFAULT_BACKOFF_S
     queued_s: float = DEFAULT_QUEUED_S
+    scheduling_active: bool = True  # False: the template's pause switch (SchedulingActive=No)
     # How a worker run keeps time (real in Lambda; the benchmark's simulated clock there).
     monotonic: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
@@ -119,6 +131,7 @@ class Runtime:
             queue_url=env.get(QUEUE_ENV, ""),
             max_receives=int(_env_number(env, RECEIVES_ENV, DEFAULT_MAX_RECEIVES, 1)),
             retry_backoff_s=_env_number(env, BACKOFF_ENV, DEFAULT_BACKOFF_S, 0),
+            scheduling_active=_env_switch(env, ACTIVE_ENV),
         )
 
     def open_store(self) -> StateStore:
@@ -146,6 +159,9 @@ def orchestrate(runtime: Runtime) -> dict[str, Any]:
         runtime.log("ERROR", f"target not queued: {u.why}", target=u.label)
     markers = runtime.markers()
     held = markers.held([job.key for job in fanout.jobs], now)
+    paused = _paused(runtime, fleet)
+    if paused is not None:
+        return _pause(runtime, markers, fanout.jobs, held, paused, now) | {"targets": len(fleet.targets)}
     sqs = runtime.client_for("sqs", None)
     waiting = _Waiting(sqs, runtime.queue_url)
     claimed: list[TargetJob] = []
@@ -192,6 +208,38 @@ def orchestrate(runtime: Runtime) -> dict[str, Any]:
             "not_queued": not_queued, "config_version": version}  # fmt: skip
 
 
+def _paused(runtime: Runtime, fleet: Any) -> str | None:
+    if not runtime.scheduling_active:
+        return "the hub's SchedulingActive is No"
+    if fleet.hub.paused:
+        return "the fleet config's hub.paused is true"
+    return None
+
+
+def _pause(
+    runtime: Runtime, markers: Markers, jobs: list[TargetJob], held: dict[str, Held], why: str, now: datetime
+) -> dict[str, Any]:
+    """The pause switch: queue nothing, and withdraw every part still waiting on the queue (its claim
+    taken and given back, or cleared if it lapsed, so its message finds none and does nothing). Runs in
+    progress finish."""
+    withdrawn = 0
+    for job in jobs:
+        holder = held.get(job.key)
+        if holder is None:
+            withdrawn += _attempt(partial(markers.clear_lapsed, job.key, now))
+            continue
+        if holder.state not in ("queued", "retrying"):
+            continue
+        token = new_token()
+        if markers.claim(job.key, token, now, over=holder):
+            _quietly(partial(markers.release, job.key, token))
+            withdrawn += 1
+    runtime.log("WARNING", f"scheduling paused ({why}): nothing queued", withdrawn=withdrawn)
+    runtime.out(observe.dumps(observe.orchestrator_emf(0, 0, 0, now, paused=True)))
+    return {"targets": len(jobs), "parts": len(jobs), "queued": 0, "in_flight": 0, "not_queued": 0,
+            "paused": why, "withdrawn": withdrawn}  # fmt: skip
+
+
 class _Waiting:
     """Whether any message waits visible on the work queue: asked once a tick, and only when a queued
     marker is old enough that its message should have been taken by now."""
@@ -228,6 +276,14 @@ def _replaceable(holder: Held, version: int, now: datetime, waiting: _Waiting) -
     if (now - since).total_seconds() >= LOST_AFTER_S and not waiting.any():
         return f"its message, queued at {holder.since}, no longer waits on the queue"
     return None
+
+
+def _attempt(step: Callable[[], bool]) -> int:
+    """1 if a conditional marker write applied, 0 if not or if it failed (it is tried again next tick)."""
+    try:
+        return int(step())
+    except HyperpodSchedulerError:
+        return 0
 
 
 def _quietly(step: Callable[[], object]) -> None:
@@ -319,6 +375,11 @@ def _deliver(delivery: _Delivery, runtime: Runtime, context: Any) -> bool:
         runtime.log("ERROR", f"{exc}{released}", message_id=delivery.message_id)
         return True
     where = {"account": job.account, "region": job.region, "part": job.key, "attempt": delivery.receive_count}
+    if not runtime.scheduling_active:
+        if job.marker:
+            _quietly(partial(runtime.markers().release, job.key, job.marker))
+        runtime.log("WARNING", "scheduling paused (the hub's SchedulingActive is No): nothing done", **where)
+        return True
     claim = _claim(job, runtime, context) if job.marker else None
     if claim is not None:
         stale = claim.take()

@@ -169,6 +169,20 @@ class Markers:
             ),
         )
 
+    def clear_lapsed(self, key: str, now: datetime) -> bool:
+        """Delete the part's marker if it has expired, so a message still carrying its token finds none."""
+        return _conditional(
+            key,
+            "clear",
+            lambda: self.client.delete_item(
+                TableName=self.table,
+                Key={"pk": {"S": PREFIX + key}, "sk": {"S": SK}},
+                ConditionExpression="#e < :now",
+                ExpressionAttributeNames={"#e": TTL_ATTRIBUTE},
+                ExpressionAttributeValues={":now": {"N": _epoch(now)}},
+            ),
+        )
+
     def lookup(self, key: str) -> Held | None:
         """The part's marker as it stands (expired or not), None if there is none."""
         try:
