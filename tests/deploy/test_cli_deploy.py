@@ -167,3 +167,16 @@ def test_verify_names_each_function_that_does_not_run_the_artefact(tmp_path: Pat
         done = runner.invoke(root, args)
         assert done.exit_code == 0, done.output
         assert "hps-hub-worker: runs lambda-new.zip" in done.output
+
+
+def test_config_status_says_when_the_pause_switch_is_on(table: str, tmp_path: Path) -> None:
+    source = tmp_path / "fleet.yaml"
+    source.write_text(fleet_yaml())
+    assert runner.invoke(root, ["config", "push", str(source), "--location", "dynamodb://hps"]).exit_code == 0
+    active = runner.invoke(root, ["config", "status", "--location", "dynamodb://hps"])
+    assert "version 1, 6 target(s) in 3 account(s)" in active.output and "scheduling: active" in active.output
+    source.write_text(fleet_yaml() + "hub: {paused: true}\n")
+    pushed = runner.invoke(root, ["config", "push", str(source), "--location", "dynamodb://hps"])
+    assert "scheduling paused: hub.paused is true" in pushed.output
+    paused = runner.invoke(root, ["config", "status", "--location", "dynamodb://hps"])
+    assert "version 2" in paused.output and "scheduling paused: hub.paused is true" in paused.output

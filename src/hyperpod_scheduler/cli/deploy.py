@@ -138,6 +138,22 @@ def push_cmd(
         console.print(PAUSED_LINE, markup=False, soft_wrap=True)
 
 
+@config_app.command("status")
+def status_cmd(location: str | None = typer.Option(None, "--location", "-l", help=_LOCATION_HELP)) -> None:
+    """The stored fleet config at a glance: its version, its targets, and whether the pause switch is on."""
+    where = _location(location)
+    fleet, version = config_store.load_versioned(where)
+    accounts = len({t.account for t in fleet.targets})
+    lines = [
+        f"{where}: version {version}, {len(fleet.targets)} target(s) in {accounts} account(s)",
+        PAUSED_LINE
+        if fleet.hub.paused
+        else "scheduling: active (the hub's SchedulingActive parameter may still pause it)",
+    ]
+    for line in lines:
+        console.print(line, markup=False, soft_wrap=True)
+
+
 @config_app.command("pull")
 def pull_cmd(
     location: str | None = typer.Option(None, "--location", "-l", help=_LOCATION_HELP),
