@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from hyperpod_scheduler.app.compose import Clients, Context
 from hyperpod_scheduler.deploy import observe
 from hyperpod_scheduler.deploy.jobs import TargetJob
+from hyperpod_scheduler.deploy.recent import Recent
 from hyperpod_scheduler.deploy.throttle import Rate, SagemakerLimiter, TokenBucket
 from hyperpod_scheduler.engine.events import Collector, Event
 from hyperpod_scheduler.engine.fleet import Governed, ref_for
@@ -213,9 +214,10 @@ def run_job(
         update={"defaults": job.config.defaults.model_copy(update={"concurrency": 1})}
     )
     events = Collector(forward=log)
+    recent = Recent(store)
     ctx = Context(
         one_at_a_time,
-        store,
+        recent.as_store(),
         target_clients(job, session, sagemaker_for, hub or no_hub, limiter),
         now,
         events,
@@ -248,7 +250,7 @@ def run_job(
         counts = observe.count(
             events.events,
             results,
-            (store.get(g.ref.key) for g in governed),
+            (recent.last(g.ref.key) for g in governed),  # what each turn saw: no second read
             throttles=sum(lim.throttles for lim in limiters.values()),
         )
     finally:
