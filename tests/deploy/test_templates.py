@@ -423,3 +423,21 @@ def test_the_spoke_reaches_only_its_checkpoint_channel_bucket_and_only_when_aske
     assert actions(by_sid["CheckpointChannelMissingIsNotDenied"]) == ["s3:listbucket"]
     without = Template(spoke, SPOKE_PARAMS).role_statements("SpokeRole")
     assert not any(a.startswith("s3:") for s in without for a in actions(s))  # no bucket given: no S3 at all
+
+
+def test_each_failing_cluster_has_its_own_failure_metric_from_the_workers_log() -> None:
+    from datetime import UTC, datetime
+
+    from hyperpod_scheduler.engine.events import Event
+
+    resources = load_template("hub")["Resources"]
+    metric = resources["ClusterFailureMetric"]["Properties"]
+    assert metric["LogGroupName"] == {"Ref": "WorkerLogGroup"}
+    (transform,) = metric["MetricTransformations"]
+    assert transform["MetricNamespace"] == observe.NAMESPACE
+    outcomes = set(re.findall(r'\$\.outcome = "(\w+)"', metric["FilterPattern"]))
+    assert outcomes == set(observe.FAILURE_KINDS)  # the kinds the Failures metric counts
+    line = observe.log_line(observe.Place("111111111111", "us-east-1"), Event(datetime.now(UTC), "c", "error", "x"))
+    for dimension in transform["Dimensions"]:
+        assert dimension["Value"].removeprefix("$.") in line  # a field every failure line carries
+    assert {d["Key"] for d in transform["Dimensions"]} == {"Account", "Region", "Cluster"}
