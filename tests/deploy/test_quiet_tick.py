@@ -12,7 +12,7 @@ from tests.deploy.conftest import ACCOUNTS, TABLE, FleetWorld, drain
 ACCOUNT, HERE = ACCOUNTS[0], "us-east-1"
 
 
-def test_a_quiet_tick_reads_each_record_once(world: FleetWorld) -> None:
+def test_a_quiet_tick_reads_each_record_once_and_writes_its_marker_three_times(world: FleetWorld) -> None:
     names = ["a", "b", "c"]
     for name in names:
         world.create(ACCOUNT, HERE, name)
@@ -27,6 +27,7 @@ def test_a_quiet_tick_reads_each_record_once(world: FleetWorld) -> None:
     orchestrator({}, None, runtime)
     worker({"Records": drain(world.queue_url)}, None, runtime)  # first sight: records written
     reads: Counter[str] = Counter()
+    marker_writes: list[str] = []
     real = runtime.client_for
 
     def client_for(service: str, region: str | None) -> Any:
@@ -36,11 +37,19 @@ def test_a_quiet_tick_reads_each_record_once(world: FleetWorld) -> None:
             def seen(params: dict[str, Any], **_: Any) -> None:
                 reads[params["Key"]["pk"]["S"]] += 1
 
+            def wrote(params: dict[str, Any], event_name: str, **_: Any) -> None:
+                pk = params.get("Item", params.get("Key", {})).get("pk", {}).get("S", "")
+                if pk.startswith("queue#"):
+                    marker_writes.append(event_name.rsplit(".", 1)[-1])
+
             client.meta.events.register("provide-client-params.dynamodb.GetItem", seen)
+            for op in ("PutItem", "UpdateItem", "DeleteItem"):
+                client.meta.events.register(f"provide-client-params.dynamodb.{op}", wrote)
         return client
 
     runtime.client_for = client_for
     runtime.store_factory = None  # the worker's store through the counted client too
+    runtime.monotonic = lambda: 0.0  # the run's clock stands still: no renewal of its claim is due
     world.advance(60)
     orchestrator({}, None, runtime)
     assert worker({"Records": drain(world.queue_url)}, None, runtime) == {"batchItemFailures": []}
@@ -49,3 +58,5 @@ def test_a_quiet_tick_reads_each_record_once(world: FleetWorld) -> None:
     assert set(records) == {f"rec#{ACCOUNT}/{HERE}/{n}" for n in names}
     # Its turn reads it; the SavedInstances metric counts from what the turn saw, reading nothing more.
     assert records == dict.fromkeys(records, 1)  # before: read again for the SavedInstances metric
+    # The part's marker: claimed as queued (one write, not a claim and then a mark), taken, released.
+    assert marker_writes == ["PutItem", "UpdateItem", "DeleteItem"]

@@ -171,7 +171,12 @@ def orchestrate(runtime: Runtime) -> dict[str, Any]:
         if holder is not None and over is None:
             continue
         token = new_token()
-        if markers.claim(job.key, token, now, scheduled_at=now, config_version=version, over=holder):
+        # One write: claimed as queued before the send (given back if the send fails).
+        fresh = markers.claim(
+            job.key, token, now, scheduled_at=now, config_version=version, over=holder, state="queued",
+            hold_s=runtime.queued_s,
+        )  # fmt: skip
+        if fresh:
             if holder is not None:
                 runtime.log("INFO", f"queued job taken over: {over}", part=job.key, superseded=holder.describe())
             claimed.append(job.model_copy(update={"marker": token}))
@@ -197,8 +202,6 @@ def orchestrate(runtime: Runtime) -> dict[str, Any]:
                 not_queued += 1
                 continue
             queued += 1
-            until = now + timedelta(seconds=runtime.queued_s)
-            _quietly(partial(markers.mark, job.key, job.marker, "queued", until))
             runtime.log("INFO", "target queued", account=job.account, region=job.region, part=job.key)
     runtime.out(observe.dumps(observe.orchestrator_emf(queued, already, not_queued, now)))
     if unreachable is not None:

@@ -7,9 +7,9 @@ when; every write is conditional, so two orchestrators (a retried tick) never bo
 
 The life of a marker, each step with its own expiry so a death anywhere only delays, never loses:
 
-- ``queuing``: the orchestrator claims the part (conditional put: absent or expired), for
-  ``QUEUING_S``; if it dies before SendMessageBatch answers, the claim lapses and a later tick queues.
-- ``queued``: the message is on the queue; the claim lasts ``queued_s`` (hub setting) at most. The
+- ``queued``: the orchestrator claims the part (conditional put: absent or expired) as queued before
+  it sends the message (one write, not a claim and then a mark), and gives it back if the send fails;
+  the claim lasts ``queued_s`` (hub setting) at most. The
   orchestrator takes it over sooner when the message is surely not waiting any more (the queue shows
   no visible message ``LOST_AFTER_S`` after it was queued: a worker took it and died before it said
   so, or Lambda could not run it), or when it was built from an older config than the current one.
@@ -134,17 +134,20 @@ class Markers:
         scheduled_at: datetime | None = None,
         config_version: int = 0,
         over: Held | None = None,
+        state: State = "queuing",
+        hold_s: float = QUEUING_S,
     ) -> bool:
         """Take the part for queuing unless someone holds it; False: already queued or in flight.
 
         ``over``: take it from that holder (a message lost, or built from an older config) provided the
-        marker is still exactly as read, so a worker that took the message meanwhile keeps it."""
+        marker is still exactly as read, so a worker that took the message meanwhile keeps it. ``state``
+        and ``hold_s``: what the claim says and for how long (the orchestrator: ``queued``, ``queued_s``)."""
         item = {
             "pk": {"S": PREFIX + key},
             "sk": {"S": SK},
             "token": {"S": token},
-            "state": {"S": "queuing"},
-            TTL_ATTRIBUTE: {"N": _epoch(now + timedelta(seconds=QUEUING_S))},
+            "state": {"S": state},
+            TTL_ATTRIBUTE: {"N": _epoch(now + timedelta(seconds=hold_s))},
             "since": {"S": now.isoformat()},
             "at": {"S": (scheduled_at or now).isoformat()},
             "cfg": {"N": str(config_version)},
