@@ -61,7 +61,8 @@ class SagemakerRates(BaseModel):
     """The client-side limit on SageMaker calls per account and region (AWS publishes none; it throttles).
 
     Shared by every thread of a worker run and split between the messages of one target; a throttled
-    answer halves the run's rate. Raise these only when AWS has raised your account's limits."""
+    answer cuts the run's rate and accepted calls raise it again. Raise these only when AWS has raised
+    your account's limits."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
