@@ -180,3 +180,27 @@ def test_config_status_says_when_the_pause_switch_is_on(table: str, tmp_path: Pa
     assert "scheduling paused: hub.paused is true" in pushed.output
     paused = runner.invoke(root, ["config", "status", "--location", "dynamodb://hps"])
     assert "version 2" in paused.output and "scheduling paused: hub.paused is true" in paused.output
+
+
+def test_push_refuses_a_topic_the_workers_may_not_publish_to(table: str, tmp_path: Path) -> None:
+    template = {
+        "Resources": {"AlarmTopic": {"Type": "AWS::SNS::Topic"}},
+        "Outputs": {"AlarmTopicArn": {"Value": {"Ref": "AlarmTopic"}}},
+    }
+    cfn = boto3.client("cloudformation", region_name=REGION)
+    cfn.create_stack(StackName="hps-hub", TemplateBody=json.dumps(template))
+    (hub,) = [o["OutputValue"] for o in cfn.describe_stacks(StackName="hps-hub")["Stacks"][0]["Outputs"]]
+    source = tmp_path / "fleet.yaml"
+    args = ["config", "push", str(source), "--location", "dynamodb://hps", "--hub-stack", "hps-hub", "--region", REGION]
+    other = "arn:aws:sns:us-east-1:123456789012:somewhere-else"
+    source.write_text(fleet_yaml() + f"notifications: {{sns_topic_arn: '{other}'}}\n")
+    refused = runner.invoke(root, args)
+    assert isinstance(refused.exception, HyperpodSchedulerError)
+    assert f"notifications.sns_topic_arn: '{other}' is not the hub's alarm topic {hub}" in str(refused.exception)
+    assert "nothing stored yet" in str(
+        runner.invoke(root, ["config", "pull", "--location", "dynamodb://hps"]).exception
+    )
+    source.write_text(fleet_yaml() + f"notifications: {{sns_topic_arn: '{hub}'}}\n")
+    assert runner.invoke(root, args).exit_code == 0
+    missing = runner.invoke(root, [*args[:-4], "--hub-stack", "no-such-stack", "--region", REGION])
+    assert "--hub-stack no-such-stack: cannot read" in str(missing.exception)

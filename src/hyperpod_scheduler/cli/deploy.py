@@ -7,12 +7,13 @@ Two Typer apps: ``app`` (registered as ``deploy``) and ``config_app`` (registere
 from __future__ import annotations
 
 import os
+from functools import partial
 from pathlib import Path
 
 import typer
 
 from hyperpod_scheduler.cli.output import console, print_json
-from hyperpod_scheduler.deploy import config_store, package, templates, verify
+from hyperpod_scheduler.deploy import config_store, notify_check, package, templates, verify
 from hyperpod_scheduler.errors import UsageError
 
 LOCATION_ENV = "HYPERPOD_SCHEDULER_FLEET_CONFIG"
@@ -120,6 +121,10 @@ def _location(location: str | None) -> config_store.Location:
 def push_cmd(
     file: Path = typer.Argument(..., help="Fleet config YAML (targets with account and region)."),
     location: str | None = typer.Option(None, "--location", "-l", help=_LOCATION_HELP),
+    hub_stack: str | None = typer.Option(
+        None, "--hub-stack", help="The hub stack: notifications.sns_topic_arn must be its AlarmTopicArn."
+    ),
+    region: str | None = typer.Option(None, "--region", help="The hub stack's region (with --hub-stack)."),
 ) -> None:
     """Validate a fleet config file and store it where the hub reads it."""
     where = _location(location)
@@ -127,7 +132,10 @@ def push_cmd(
         text = file.read_text(encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"{file}: cannot read: {exc.strerror or exc}") from None
-    fleet = config_store.write_text(where, text)
+    topic = (
+        notify_check.hub_topic(config_store.boto3_client("cloudformation", region), hub_stack) if hub_stack else None
+    )
+    fleet = config_store.write_text(where, text, check=partial(notify_check.check_topic, topic))
     accounts = len({t.account for t in fleet.targets})
     console.print(
         f"pushed {file} to {where}: {len(fleet.targets)} target(s) in {accounts} account(s)",

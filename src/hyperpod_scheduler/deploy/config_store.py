@@ -92,14 +92,22 @@ def _version(text: object) -> int:
         return 0
 
 
-def write_text(location: Location, text: str, client_for: ClientFactory = boto3_client) -> FleetConfig:
+def write_text(
+    location: Location,
+    text: str,
+    client_for: ClientFactory = boto3_client,
+    check: Callable[[FleetConfig], None] | None = None,
+) -> FleetConfig:
     """Validate ``text`` as a fleet config, then store it; returns the parsed config. A config whose
-    messages cannot be sent (one over SQS's size limit) is refused here, not at the next tick."""
+    messages cannot be sent (one over SQS's size limit) is refused here, not at the next tick, and so
+    is one ``check`` refuses (UsageError)."""
     from datetime import UTC, datetime
 
     from hyperpod_scheduler.deploy.jobs import jobs_for
 
     fleet = parse_fleet_yaml(text, "fleet config")
+    if check is not None:
+        check(fleet)
     for unqueued in jobs_for(fleet, datetime.now(UTC)).unqueued:
         raise UsageError(f"fleet config: {unqueued.why}")
     try:
