@@ -8,10 +8,11 @@ refused here, at ``config push``, with one line naming the key (see ``check_flee
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from hyperpod_scheduler.agent.settings import CheckpointSettings
 from hyperpod_scheduler.config.check import check_config, checkpoint_blocks
@@ -35,6 +36,7 @@ CLI_ONLY = {
     "history from the CLI with the CLI config's cost settings; remove it",
 }
 ACCOUNT_PATTERN = r"^\d{12}$"
+PARENT_PATTERN = r"^(r-[0-9a-z]{4,32}|ou-[0-9a-z]{4,32}-[a-z0-9]{8,32})$"
 # The partition of a region, by its name's prefix (longest first): an ARN in another partition is refused.
 PARTITIONS = (("us-isob-", "aws-iso-b"), ("us-iso-", "aws-iso"), ("us-gov-", "aws-us-gov"), ("cn-", "aws-cn"))
 ROLE_ARN_PATTERN = r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$"
@@ -88,6 +90,36 @@ class Hub(BaseModel):
     paused: bool = False
 
 
+class Organization(BaseModel):
+    """Targets from AWS Organizations: every active account under ``parents`` (OUs or the root, nested
+    OUs included), in each of ``regions``, with the settings ``target`` gives. Read by the orchestrator
+    at every tick, so an account that joins the OU is governed from the next tick and one that leaves
+    (or is suspended) no longer is. A target listed explicitly for an (account, region) wins."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    parents: list[str] = Field(min_length=1)
+    regions: list[str] = Field(min_length=1)
+    exclude_accounts: list[str] = Field(default_factory=list)
+    target: dict[str, Any] = Field(default_factory=lambda: {"tag_selector": True})
+
+    @field_validator("parents")
+    @classmethod
+    def _parents(cls, parents: list[str]) -> list[str]:
+        for p in parents:
+            if not re.fullmatch(PARENT_PATTERN, p):
+                raise ValueError(f"'{p}' is not an OU id (ou-...) or a root id (r-...)")
+        return parents
+
+    @field_validator("exclude_accounts")
+    @classmethod
+    def _accounts(cls, accounts: list[str]) -> list[str]:
+        for a in accounts:
+            if not re.fullmatch(ACCOUNT_PATTERN, a):
+                raise ValueError(f"'{a}' is not a 12-digit account id")
+        return accounts
+
+
 class FleetConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -96,6 +128,22 @@ class FleetConfig(BaseModel):
     targets: list[FleetTarget] = Field(default_factory=list)
     notifications: Notifications = Field(default_factory=Notifications)
     hub: Hub = Field(default_factory=Hub)
+    organization: Organization | None = None
+
+    def registered(self, accounts: list[str]) -> FleetConfig:
+        """This config with a target for every (account, region) of the organisation's ``accounts`` that
+        no explicit target names."""
+        org = self.organization
+        if org is None:
+            return self
+        listed = {(t.account, t.region) for t in self.targets}
+        extra = [
+            FleetTarget.model_validate({**org.target, "account": a, "region": r})
+            for a in sorted(set(accounts) - set(org.exclude_accounts))
+            for r in org.regions
+            if (a, r) not in listed
+        ]
+        return self.model_copy(update={"targets": [*self.targets, *extra]})
 
     def role_for(self, target: FleetTarget) -> str:
         partition = partition_of(target.region)
@@ -143,7 +191,27 @@ def parse_fleet_config(data: Any, source: str = "fleet config") -> FleetConfig:
         raise UsageError(describe_validation_error(exc, source)) from None
     check_config(plain, source)
     check_fleet(fleet, source)
+    if fleet.organization is not None:
+        _check_organization(fleet, source)
     return fleet
+
+
+def _check_organization(fleet: FleetConfig, source: str) -> None:
+    """What each registered target will be, checked now with a stand-in account (as push checks any)."""
+    org = fleet.organization
+    assert org is not None
+    for key in ("account", "region", "role_arn"):
+        if key in org.target:
+            raise UsageError(
+                f"{source}: organization.target.{key}: set per account by the registration; remove it "
+                "(each account's role is hub.spoke_role_name)"
+            )
+    try:
+        sample = fleet.registered(["000000000000"])
+    except ValidationError as exc:
+        raise UsageError(describe_validation_error(exc, f"{source}: organization.target")) from None
+    check_config(sample.as_config(), source)
+    check_fleet(sample, source)
 
 
 def check_fleet(fleet: FleetConfig, source: str = "fleet config") -> None:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_scheduler.config.check import checkpoint_blocks
-from hyperpod_scheduler.deploy import config_store, credentials, observe
+from hyperpod_scheduler.deploy import config_store, credentials, observe, organizations
 from hyperpod_scheduler.deploy.jobs import TargetJob, batches, claim_of, decode_job, encode_job, jobs_for
 from hyperpod_scheduler.deploy.markers import (
     DEFAULT_QUEUED_S,
@@ -153,6 +153,9 @@ def orchestrate(runtime: Runtime) -> dict[str, Any]:
     if not runtime.queue_url:
         raise UsageError(f"{QUEUE_ENV}: not set (the hub template sets it on the orchestrator)")
     fleet, version = config_store.load_versioned(runtime.config_location, runtime.client_for)
+    if fleet.organization is not None:
+        accounts = organizations.member_accounts(runtime.client_for("organizations", None), fleet.organization.parents)
+        fleet = fleet.registered(accounts)
     now = runtime.now()
     fanout = jobs_for(fleet, now, version)
     for u in fanout.unqueued:
