@@ -6,9 +6,10 @@
   few BatchGetItem and SendMessageBatch calls.
 - ``worker``: an SQS event source (batch size 1 in the template; more works too). Assumes the spoke
   role, runs one reconcile pass for the job, prints one JSON log line per engine event and one EMF
-  metrics line. A job whose every cluster failed (or whose role cannot be assumed) is reported as a
-  batch item failure, to come back after a growing backoff: SQS retries it and, after
-  ``maxReceiveCount``, moves it to the dead-letter queue (an alarm watches that). A job with some
+  metrics line, and acts only while the part's marker still carries the job's token (a late or
+  superseded message does nothing and says so). A job whose every cluster failed (or whose role
+  cannot be assumed) is reported as a batch item failure, to come back after a growing backoff: SQS
+  retries it and, after ``maxReceiveCount``, moves it to the dead-letter queue (an alarm watches that). A job with some
   clusters failed succeeds: the next tick tries them again, and the Failures metric is alarmed.
 
 Environment: ``HYPERPOD_SCHEDULER_TABLE`` (state table), ``HYPERPOD_SCHEDULER_QUEUE_URL`` (the work
