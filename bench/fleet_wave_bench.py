@@ -46,12 +46,13 @@ from botocore.config import Config
 from hyperpod_scheduler.cluster.samples import slurm_request
 from hyperpod_scheduler.deploy import config_store, handlers
 from hyperpod_scheduler.deploy.jobs import MAX_MESSAGE_BYTES
-from hyperpod_scheduler.deploy.observe import dimension_sets
+from hyperpod_scheduler.deploy.observe import dimension_sets, orchestrator_emf
 from hyperpod_scheduler.deploy.templates import load_template
 from hyperpod_scheduler.emulator.backend import HyperPodBackend
 from hyperpod_scheduler.emulator.capacity import CapacityModel
 from hyperpod_scheduler.emulator.clock import VirtualClock as EmulatorClock
 from hyperpod_scheduler.emulator.protocol import AwsJsonApi
+from hyperpod_scheduler.store.codec import encode_history, encode_record
 from hyperpod_scheduler.store.dynamodb import create_table
 from hyperpod_scheduler.store.memory import MemoryStore
 from hyperpod_scheduler.store.records import ClusterRecord, cluster_key
@@ -67,10 +68,16 @@ LATENCY = {"sagemaker": 0.150, "dynamodb": 0.008, "sqs": 0.020, "sts": 0.050, "i
 READS_PER_UPDATE = 5.0
 AWS_BURST = 2
 SCALE_PER_S = 5  # Lambda adds up to 300 concurrent SQS batches a minute
-PRICES = {  # us-east-1, on-demand
+PRICES = {  # us-east-1, on-demand list prices (Lambda on arm64, the template's default), per unit
     "lambda_gb_s": 0.0000133334, "lambda_request": 0.20e-6, "sqs_request": 0.40e-6, "ddb_write": 0.625e-6,
-    "ddb_read": 0.125e-6, "log_gb": 0.50, "metric_month": 0.30, "alarm_month": 0.10, "kms_key_month": 1.00,
+    "ddb_read": 0.125e-6, "log_gb": 0.50, "log_stored_gb_month": 0.03, "metric_month": 0.30,
+    "alarm_month": 0.10, "kms_key_month": 1.00,
 }  # fmt: skip
+# When these were read off AWS's pricing pages (DynamoDB on-demand as cut on 2024-11-01); not re-checked since.
+PRICES_DATE = "2024-11-01"
+# Lambda gives a function one vCPU at 1,769 MB and a share in proportion below: a second of CPU in this
+# process is this many seconds of a function of ``memory`` MB.
+FULL_CORE_MB = 1769
 LAMBDA_REPORT_BYTES = 350  # START, END and REPORT lines Lambda writes per invocation
 
 
@@ -193,16 +200,24 @@ class Usage:
     ddb_reads: float = 0.0
     ddb_writes: float = 0.0
     log_bytes: int = 0
+    log_events: int = 0
+    ddb_calls: Counter[str] = field(default_factory=Counter)
 
     def minus(self, other: Usage) -> Usage:
         return Usage(*(getattr(self, f) - getattr(other, f) for f in self.__dataclass_fields__))
+
+    def copy(self) -> Usage:
+        return Usage(*(Counter(v) if isinstance(v, Counter) else v for v in vars(self).values()))
 
     def dollars(self) -> dict[str, float]:
         return {
             "Lambda": self.gb_s * PRICES["lambda_gb_s"] + self.lambda_runs * PRICES["lambda_request"],
             "SQS": self.sqs_requests * PRICES["sqs_request"],
             "DynamoDB": self.ddb_writes * PRICES["ddb_write"] + self.ddb_reads * PRICES["ddb_read"],
-            "CloudWatch Logs": self.log_bytes / 1e9 * PRICES["log_gb"],
+            # Ingestion counts each event's bytes plus 26 bytes of overhead; stored for the retention (30 days).
+            "CloudWatch Logs": (self.log_bytes + 26 * self.log_events)
+            / 1e9
+            * (PRICES["log_gb"] + PRICES["log_stored_gb_month"]),
         }
 
 
@@ -246,6 +261,12 @@ class Queue:
             if ReceiptHandle in self.messages:
                 self.messages[ReceiptHandle].visible_at = self.clock.t + VisibilityTimeout
 
+    def get_queue_attributes(self, QueueUrl: str, AttributeNames: list[str]) -> dict[str, Any]:
+        self.clock.sleep(LATENCY["sqs"])
+        with self._lock:
+            self.usage.sqs_requests += 1
+        return {"Attributes": {"ApproximateNumberOfMessages": str(self.waiting())}}
+
     def receive(self, n: int) -> list[Message]:
         now = self.clock.t
         out = []
@@ -259,6 +280,7 @@ class Queue:
                     continue
                 if m.visible_at > now or len(out) >= n:
                     continue
+                self.usage.sqs_requests += 1 if out else 0  # one ReceiveMessage per message (batch size 1)
                 if m.receives >= self.max_receives:  # SQS's redrive: on the receive after the last
                     del self.messages[m.id]
                     self.dead.append(m)
@@ -364,9 +386,12 @@ class Sts:
 
 
 class Paced:
-    """A client or store whose every call takes ``latency`` of virtual time (and is counted)."""
+    """A client or store whose every call takes ``latency`` of virtual time (and is counted, with its
+    arguments and answer, so a unit can be sized as DynamoDB sizes it)."""
 
-    def __init__(self, inner: Any, clock: Clock, latency: float, count: Callable[[str, Any], None], lock: Any) -> None:
+    def __init__(
+        self, inner: Any, clock: Clock, latency: float, count: Callable[[str, Any, Any, Any], None], lock: Any
+    ) -> None:
         self._inner, self._clock, self._latency, self._count, self._lock = inner, clock, latency, count, lock
 
     def __getattr__(self, name: str) -> Any:
@@ -377,8 +402,9 @@ class Paced:
         def call(*args: Any, **kwargs: Any) -> Any:
             self._clock.sleep(self._latency)
             with self._lock:
-                self._count(name, kwargs)
-                return target(*args, **kwargs)
+                answer = target(*args, **kwargs)
+                self._count(name, args, kwargs, answer)
+                return answer
 
         return call
 
@@ -392,16 +418,38 @@ class Paced:
         pass
 
 
-def ddb_units(usage: Usage) -> Callable[[str, Any], None]:
-    def count(name: str, kwargs: Any) -> None:
-        if name in ("get", "get_item", "query", "history"):
+def _units(size: int, unit: int) -> int:
+    return max(1, -(-size // unit))
+
+
+def ddb_units(usage: Usage) -> Callable[[str, Any, Any, Any], None]:
+    """DynamoDB's on-demand request units for each call the hub makes, as the DynamoDB store would send
+    it: reads strongly consistent (1 unit per 4 KB), writes 1 unit per KB, a transaction twice that.
+    A call this does not know fails the run, so no request goes uncounted."""
+
+    def count(name: str, args: Any, kwargs: Any, answer: Any) -> None:
+        usage.ddb_calls[name] += 1
+        if name == "get":  # GetItem of the record
+            usage.ddb_reads += 1 if answer is None else _units(len(encode_record(answer)), 4096)
+        elif name in ("get_item", "account_for"):  # a marker, the config item, an account binding
             usage.ddb_reads += 1
         elif name == "batch_get_item":
             usage.ddb_reads += sum(len(v["Keys"]) for v in kwargs["RequestItems"].values())
-        elif name == "put":  # a record put; with history lines it is a transaction (2 units per item)
-            usage.ddb_writes += 1 + 2 * len(kwargs.get("history", ()))
-        elif name in ("put_item", "update_item", "delete_item", "acquire_lease", "renew_lease", "release_lease"):
+        elif name in ("history", "accounts_named"):  # a Query
+            size = sum(len(encode_history(e)) for e in answer) if name == "history" else 100 * len(answer)
+            usage.ddb_reads += _units(size, 4096)
+        elif name == "put":  # PutItem of the record; with history lines one transaction (2x each item)
+            record, history = args[0], (args[2] if len(args) > 2 else kwargs.get("history", ()))
+            units = _units(len(encode_record(record)), 1024)
+            units += sum(_units(len(encode_history(e)), 1024) for e in history)
+            usage.ddb_writes += 2 * units if history else units
+        elif name == "append_history":
+            usage.ddb_writes += _units(len(encode_history(args[0])), 1024)
+        elif name in ("put_item", "update_item", "delete_item", "acquire_lease", "renew_lease", "release_lease",
+                      "bind_account"):  # fmt: skip
             usage.ddb_writes += 1
+        else:
+            raise AssertionError(f"DynamoDB call {name}: not counted by the bench")
 
     return count
 
@@ -493,6 +541,8 @@ def scenario(label: str, targets: int, clusters: int, updates_per_s: float, hori
     def out(line: str) -> None:
         with lock:
             logs[0] += len(line) + 1
+            usage.log_bytes += len(line) + 1
+            usage.log_events += 1
             if '"Deferred"' in line:
                 deferred[0] += json.loads(line).get("Deferred", 0)
 
@@ -534,6 +584,7 @@ def scenario(label: str, targets: int, clusters: int, updates_per_s: float, hori
                 usage.lambda_runs += 1
                 usage.gb_s += min(took, timeout) * memory_gb
                 usage.log_bytes += LAMBDA_REPORT_BYTES
+                usage.log_events += 3
                 running[0] -= 1
                 if took > timeout:
                     timeouts[0] += 1  # Lambda would have cut it off: the message comes back
@@ -543,12 +594,16 @@ def scenario(label: str, targets: int, clusters: int, updates_per_s: float, hori
 
         def ticker() -> None:
             while clock.t < horizon_min * 60 + 60:
-                started = clock.t
+                started, cpu = clock.t, time.thread_time()
                 handlers.orchestrator({}, None, runtime())
+                # Its own CPU (jobs, JSON, botocore; the in-process DynamoDB too: an upper bound) at the
+                # function's share of a core, on top of the simulated calls' latency.
+                cpu_s = (time.thread_time() - cpu) * FULL_CORE_MB / (orchestrator_gb * 1024)
                 with lock:
                     usage.lambda_runs += 1
-                    usage.gb_s += max(clock.t - started, 0.001) * orchestrator_gb
+                    usage.gb_s += (max(clock.t - started, 0.001) + cpu_s) * orchestrator_gb
                     usage.log_bytes += LAMBDA_REPORT_BYTES
+                    usage.log_events += 3
                 clock.sleep(tick_s - (clock.t % tick_s))
 
         def poller() -> None:
@@ -573,7 +628,7 @@ def scenario(label: str, targets: int, clusters: int, updates_per_s: float, hori
 
         def done() -> bool:
             if clock.t >= 60 and not quiet_at:
-                quiet_at.append(Usage(**vars(usage)))
+                quiet_at.append(usage.copy())
             return len(sagemaker.updates) >= expected and running[0] == 0 and not queue.messages
 
         t0 = time.perf_counter()
@@ -603,7 +658,8 @@ def monthly(results: list[Result], targets: int, regions: int) -> list[str]:
     parts = {k: r.quiet.dollars()[k] * ticks + r.wave.dollars()[k] * waves for k in r.wave.dollars()}
     idle_receives = 5 * 3 * 60 * 24 * 30  # Lambda's five idle pollers, one 20 s long poll each
     parts["SQS"] += idle_receives * PRICES["sqs_request"]
-    metrics = 6 * len(dimension_sets(False)[:1]) + 6 * regions + 3
+    orchestrator_metrics = len(orchestrator_emf(0, 0, 0, TRANSITION)) - 1  # less the "_aws" block
+    metrics = 6 * len(dimension_sets(False)[:1]) + 6 * regions + orchestrator_metrics
     per_account = 6 * targets * regions
     alarms = sum(1 for x in hub["Resources"].values() if x["Type"] == "AWS::CloudWatch::Alarm")
     parts["CloudWatch metrics"] = metrics * PRICES["metric_month"]
@@ -617,13 +673,38 @@ def monthly(results: list[Result], targets: int, regions: int) -> list[str]:
         "|---|---|",
         *[f"| {k} | ${v:,.2f} |" for k, v in parts.items()],
         "",
-        f"Assumptions: us-east-1 on-demand prices ({', '.join(f'{k} {v:g}' for k, v in PRICES.items())}); "
-        f"{ticks:,} ticks a month, {waves} of them waves like this one and the rest like the quiet minute "
-        "before it (every part queued, every cluster read from the table); Lambda's idle SQS polling; "
-        f"{metrics} custom metrics (fleet-wide and per region). With hub.metrics_per_account the metrics "
-        f"alone would add ${per_account * PRICES['metric_month']:,.0f} ({per_account:,} more).",
+        f"Prices: us-east-1 on-demand list prices as of {PRICES_DATE} "
+        f"({', '.join(f'{k} {v:g}' for k, v in PRICES.items())}).",
+        "",
+        f"Counted from the simulated run's own calls: a quiet tick {_calls(r.quiet)}; the wave {_calls(r.wave)}.",
+        "",
+        f"Assumptions: {ticks:,} ticks a month, {waves} of them waves like this one and the rest like the "
+        "quiet minute before it (every part queued, every cluster read from the table); DynamoDB units sized "
+        "from each item (reads strongly consistent, 4 KB a unit; writes 1 KB a unit, transactions twice); "
+        "one SQS ReceiveMessage per message (batch size 1) and Lambda's idle polling (5 pollers, a 20 s long "
+        "poll each); every log line at its size plus 26 bytes, ingested and kept 30 days; Lambda billed for "
+        "the simulated call latencies and, for the orchestrator, its measured CPU at its share of a core "
+        f"(1 vCPU at {FULL_CORE_MB} MB; the workers' own CPU is not measured); {metrics} custom metrics "
+        "(fleet-wide and per region). With hub.metrics_per_account the metrics alone would add "
+        f"${per_account * PRICES['metric_month']:,.0f} ({per_account:,} more).",
     ]
     return lines
+
+
+def _calls(u: Usage) -> str:
+    ddb = ", ".join(f"{n} {c:,}" for n, c in sorted(u.ddb_calls.items()))
+    return (
+        f"{u.lambda_runs:,} Lambda runs, {u.gb_s:,.1f} GB-s, {u.sqs_requests:,} SQS requests, DynamoDB "
+        f"{u.ddb_reads:,.0f} read / {u.ddb_writes:,.0f} write units ({ddb}), {u.log_events:,} log lines "
+        f"({u.log_bytes / 1e6:,.2f} MB)"
+    )
+
+
+def ideal_s(clusters: int, targets: int, updates_per_s: float, concurrency: int) -> float:
+    """The wave if every worker slot sent updates at exactly the rate AWS allows from the first second."""
+    per_target = clusters / targets / updates_per_s
+    rounds = -(-targets // concurrency)
+    return per_target * rounds
 
 
 def main() -> None:
@@ -656,10 +737,15 @@ def main() -> None:
     first, slow = results
     ok_fast = first.last_update_s is not None and first.last_update_s <= 300
     ok_slow = slow.expired == 0 and slow.dead == 0 and slow.sent == slow.clusters
+    concurrency = int(hub["Parameters"]["WorkerConcurrency"]["Default"])
+    ideal = ideal_s(slow.clusters, targets, slow.updates_per_s, concurrency)
+    ratio = (slow.last_update_s or float("inf")) / ideal
     print(f"target: every stop within 5 min at 1/s: {'met' if ok_fast else 'NOT met'} "
           f"({first.last_update_s if first.last_update_s is not None else float('nan'):.0f} s)")  # fmt: skip
     print(f"target: no message lost at 0.2/s: {'met' if ok_slow else 'NOT met'} "
           f"({slow.expired} expired, {slow.dead} dead-lettered, all {slow.sent:,} stops sent)")  # fmt: skip
+    print(f"target: the wave at 0.2/s within 1.3x of its ideal ({ideal:.0f} s): {'met' if ratio <= 1.3 else 'NOT met'} "
+          f"({ratio:.2f}x)")  # fmt: skip
     print()
     for line in monthly(results, targets, regions=1):
         print(line)

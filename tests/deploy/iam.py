@@ -58,6 +58,9 @@ class Template:
                 return delimiter.join(str(i) for i in self.resolve(items))
             if key == "Fn::Split":
                 return str(self.resolve(arg[1])).split(arg[0])
+            if key == "Fn::Select":
+                index, items = arg
+                return self.resolve(items)[int(index)]
             if key == "Fn::If":
                 name, yes, no = arg
                 return self.resolve(yes if self.conditions[name] else no)
@@ -104,7 +107,7 @@ def _conditions_hold(conditions: Mapping[str, Any], context: Mapping[str, str]) 
             elif operator in ("StringEquals", "ForAllValues:StringEquals"):
                 if not present or context[key] not in wanted:
                     return False
-            elif operator in ("StringLike", "ForAllValues:StringLike"):
+            elif operator in ("StringLike", "ForAllValues:StringLike", "ArnLike", "ArnEquals"):
                 if not present or not any(fnmatch.fnmatchcase(context[key], w) for w in wanted):
                     return False
             else:
@@ -130,9 +133,15 @@ def allowed(
 
 
 def trusts(statements: list[dict[str, Any]], principal: str, context: Mapping[str, str] | None = None) -> bool:
+    """Whether a role ARN may assume: named as the principal, or in an account whose root is named (then
+    the conditions decide, with ``aws:PrincipalArn`` the role's ARN as IAM sets it)."""
+    context = {"aws:PrincipalArn": principal, **(context or {})}
+    partition, account = principal.split(":")[1], principal.split(":")[4]
+    root = f"arn:{partition}:iam::{account}:root"
     for s in statements:
         aws = s.get("Principal", {}).get("AWS")
-        if aws is not None and principal in _listed(aws) and _conditions_hold(s.get("Condition", {}), context or {}):
+        named = aws is not None and (principal in _listed(aws) or root in _listed(aws))
+        if named and _conditions_hold(s.get("Condition", {}), context):
             return True
     return False
 

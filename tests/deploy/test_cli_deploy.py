@@ -127,3 +127,80 @@ def test_push_refuses_what_the_fleet_cannot_honour_and_keeps_what_was_there(
     assert "\n" not in str(pushed.exception)
     pulled = runner.invoke(root, ["config", "pull", "--location", "dynamodb://hps"])
     assert pulled.output == good.read_text()  # the workers keep running the last good config
+
+
+def test_template_written_to_a_file_says_how_to_pass_its_parameters_explicitly(tmp_path: Path) -> None:
+    out = tmp_path / "hub.yaml"
+    key = "hyperpod-scheduler/lambda-0123456789abcdef.zip"
+    args = ["deploy", "template", "hub", "-o", str(out), "-p", "CodeBucket=artefacts", "-p", f"CodeKey={key}"]
+    result = runner.invoke(root, [*args, "-p", "TickMinutes=5"])
+    assert result.exit_code == 0, result.output
+    assert "deploy with: --parameter-overrides CodeBucket=artefacts TickMinutes=5" in result.output
+    assert key in out.read_text() and "CodeKey" not in yaml.safe_load(out.read_text())["Parameters"]
+
+
+def _zip(path: Path, text: str) -> Path:
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("handler.py", text)
+    return path
+
+
+def test_verify_names_each_function_that_does_not_run_the_artefact(tmp_path: Path) -> None:
+    old, new = _zip(tmp_path / "lambda-old.zip", "v = 1"), _zip(tmp_path / "lambda-new.zip", "v = 2")
+    with mocked_aws():
+        role = boto3.client("iam").create_role(RoleName="r", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+        lam = boto3.client("lambda", region_name=REGION)
+        for suffix in ("orchestrator", "worker"):
+            lam.create_function(FunctionName=f"hps-hub-{suffix}", Runtime="python3.12", Role=role,
+                                Handler="handler.h", Code={"ZipFile": old.read_bytes()})  # fmt: skip
+        args = ["deploy", "verify", str(new), "--stack-name", "hps-hub", "--region", REGION]
+        stale = runner.invoke(root, args)
+        assert isinstance(stale.exception, HyperpodSchedulerError)
+        message = str(stale.exception)
+        assert "hps-hub-orchestrator runs" in message and "hps-hub-worker runs" in message and "\n" not in message
+        lam.update_function_code(FunctionName="hps-hub-orchestrator", ZipFile=new.read_bytes())
+        half = runner.invoke(root, args)
+        assert "hps-hub-worker runs" in str(half.exception) and "orchestrator" not in str(half.exception)
+        lam.update_function_code(FunctionName="hps-hub-worker", ZipFile=new.read_bytes())
+        done = runner.invoke(root, args)
+        assert done.exit_code == 0, done.output
+        assert "hps-hub-worker: runs lambda-new.zip" in done.output
+
+
+def test_config_status_says_when_the_pause_switch_is_on(table: str, tmp_path: Path) -> None:
+    source = tmp_path / "fleet.yaml"
+    source.write_text(fleet_yaml())
+    assert runner.invoke(root, ["config", "push", str(source), "--location", "dynamodb://hps"]).exit_code == 0
+    active = runner.invoke(root, ["config", "status", "--location", "dynamodb://hps"])
+    assert "version 1, 6 target(s) in 3 account(s)" in active.output and "scheduling: active" in active.output
+    source.write_text(fleet_yaml() + "hub: {paused: true}\n")
+    pushed = runner.invoke(root, ["config", "push", str(source), "--location", "dynamodb://hps"])
+    assert "scheduling paused: hub.paused is true" in pushed.output
+    paused = runner.invoke(root, ["config", "status", "--location", "dynamodb://hps"])
+    assert "version 2" in paused.output and "scheduling paused: hub.paused is true" in paused.output
+
+
+def test_push_refuses_a_topic_the_workers_may_not_publish_to(table: str, tmp_path: Path) -> None:
+    template = {
+        "Resources": {"AlarmTopic": {"Type": "AWS::SNS::Topic"}},
+        "Outputs": {"AlarmTopicArn": {"Value": {"Ref": "AlarmTopic"}}},
+    }
+    cfn = boto3.client("cloudformation", region_name=REGION)
+    cfn.create_stack(StackName="hps-hub", TemplateBody=json.dumps(template))
+    (hub,) = [o["OutputValue"] for o in cfn.describe_stacks(StackName="hps-hub")["Stacks"][0]["Outputs"]]
+    source = tmp_path / "fleet.yaml"
+    args = ["config", "push", str(source), "--location", "dynamodb://hps", "--hub-stack", "hps-hub", "--region", REGION]
+    other = "arn:aws:sns:us-east-1:123456789012:somewhere-else"
+    source.write_text(fleet_yaml() + f"notifications: {{sns_topic_arn: '{other}'}}\n")
+    refused = runner.invoke(root, args)
+    assert isinstance(refused.exception, HyperpodSchedulerError)
+    assert f"notifications.sns_topic_arn: '{other}' is not the hub's alarm topic {hub}" in str(refused.exception)
+    assert "nothing stored yet" in str(
+        runner.invoke(root, ["config", "pull", "--location", "dynamodb://hps"]).exception
+    )
+    source.write_text(fleet_yaml() + f"notifications: {{sns_topic_arn: '{hub}'}}\n")
+    assert runner.invoke(root, args).exit_code == 0
+    missing = runner.invoke(root, [*args[:-4], "--hub-stack", "no-such-stack", "--region", REGION])
+    assert "--hub-stack no-such-stack: cannot read" in str(missing.exception)

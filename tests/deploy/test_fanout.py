@@ -119,7 +119,7 @@ def test_a_job_whose_every_cluster_fails_is_retried_with_a_backoff_then_dead_let
     assert any("to the DLQ" in x.get("message", "") for x in world.log_lines())
     # SQS moves it to the dead-letter queue now; the part is free for a fresh message at the next tick.
     markers = Markers(boto3.client("dynamodb", region_name=REGION), TABLE)
-    assert markers.held([f"{job_key['account']}/{job_key['region']}/0of1"], world.now) == set()
+    assert markers.held([f"{job_key['account']}/{job_key['region']}/0of1"], world.now) == {}
 
 
 def test_a_job_with_some_clusters_failing_succeeds_and_counts_them(world: FleetWorld) -> None:

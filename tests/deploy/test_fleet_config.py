@@ -38,9 +38,28 @@ def test_role_arn_and_spoke_role_name_override_the_default() -> None:
     assert jobs_for(parse_fleet_yaml(text), T).jobs[0].role_arn == "arn:aws:iam::111111111111:role/custom"
 
 
+def test_the_default_role_is_in_the_partition_of_the_targets_region() -> None:
+    for region, partition in [("us-east-1", "aws"), ("cn-north-1", "aws-cn"), ("us-gov-west-1", "aws-us-gov"),
+                              ("us-iso-east-1", "aws-iso"), ("us-isob-east-1", "aws-iso-b")]:  # fmt: skip
+        target = f"{{account: '111111111111', region: {region}, schedule: o, clusters: [a]}}"
+        text = f"schedules: {{o: 'Mon-Fri 08:00-19:00 UTC'}}\ntargets: [{target}]\n"
+        (job,) = jobs_for(parse_fleet_yaml(text), T).jobs
+        assert job.role_arn == f"arn:{partition}:iam::111111111111:role/hyperpod-scheduler-spoke", region
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
+        (
+            "targets: [{account: '111111111111', region: r, role_arn: 'arn:aws:iam::222222222222:role/spoke'}]",
+            "targets[0].role_arn: 'arn:aws:iam::222222222222:role/spoke' is in account 222222222222, but the "
+            "target's account is 111111111111",
+        ),
+        (
+            "targets: [{account: '111111111111', region: cn-north-1, role_arn: 'arn:aws:iam::111111111111:role/s'}]",
+            "targets[0].role_arn: 'arn:aws:iam::111111111111:role/s' is in partition aws, but region cn-north-1 "
+            "is in aws-cn",
+        ),
         ("targets: [{account: '1', region: us-east-1}]", "targets[0].account: String should match"),
         ("targets: [{account: '111111111111'}]", "targets[0].region: Field required"),
         ("targets: [{account: '111111111111', region: r, role_arn: admin}]", "targets[0].role_arn"),
@@ -61,7 +80,7 @@ def test_bad_fleet_configs_are_one_line_errors_naming_the_field(text: str, messa
 
 @pytest.mark.parametrize(
     ("body", "message"),
-    [("not json", "not JSON"), ('{"format": 1}', "format 1 is not 2"), ('{"account": "1"}', "worker message: ")],
+    [("not json", "not JSON"), ('{"format": 1}', "format 1 is not 3"), ('{"account": "1"}', "worker message: ")],
 )
 def test_a_bad_worker_message_is_a_one_line_error(body: str, message: str) -> None:
     with pytest.raises(UsageError, match=message):

@@ -24,7 +24,7 @@ from hyperpod_scheduler.deploy import observe
 from hyperpod_scheduler.deploy.fleet_config import parse_fleet_yaml
 from hyperpod_scheduler.deploy.handlers import DEFAULT_MAX_RECEIVES, RECEIVES_ENV
 from hyperpod_scheduler.deploy.markers import DEFAULT_QUEUED_S
-from hyperpod_scheduler.deploy.templates import TEMPLATES, load_template, render
+from hyperpod_scheduler.deploy.templates import TEMPLATES, load_template, overrides, render
 from hyperpod_scheduler.errors import UsageError
 from tests.deploy.iam import Template, allowed, code_blocks, trusts
 
@@ -58,10 +58,10 @@ def actions(statement: dict[str, Any]) -> list[str]:
 # ---- linters -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", TEMPLATES)
-def test_cfn_lint_passes_with_informational_checks(name: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("name", "params"), [("hub", {}), ("spoke", {}), ("hub", HUB_PARAMS)])
+def test_cfn_lint_passes_with_informational_checks(name: str, params: dict[str, str], tmp_path: Path) -> None:
     path = tmp_path / f"{name}.yaml"
-    path.write_text(render(name), encoding="utf-8")
+    path.write_text(render(name, params), encoding="utf-8")
     found = lint_file(path, config=ManualArgs(regions=["us-east-1", "eu-west-1"], include_checks=["I"]))
     assert [f"{m.rule.id} {m.message} (line {m.linenumber})" for m in found] == []
 
@@ -190,6 +190,9 @@ def test_the_orchestrator_writes_only_queue_markers_and_reads_only_the_config() 
     assert allowed(policy, "dynamodb:GetItem", table, {"dynamodb:LeadingKeys": "config"})
     assert not allowed(policy, "dynamodb:GetItem", table, {"dynamodb:LeadingKeys": "rec#a/b/c"})
     assert not allowed(policy, "dynamodb:Scan", table)
+    # Whether a queued message still waits on the queue (else its part is queued afresh).
+    queue = "arn:aws:stand-in:::WorkQueue/Arn"
+    assert allowed(policy, "sqs:SendMessage", queue) and allowed(policy, "sqs:GetQueueAttributes", queue)
 
 
 # ---- failures reach a person ---------------------------------------------------------------------
@@ -205,6 +208,15 @@ def test_cloudwatch_may_publish_to_the_alarm_topic_through_its_key() -> None:
     cw = by_sid["CloudWatchAlarmsPublish"]
     assert cw["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
     assert set(cw["Action"]) == {"kms:Decrypt", "kms:GenerateDataKey*"}
+    # Only this account's alarms (the confused deputy), and no grant nothing uses (the DLQ is SQS-managed).
+    policy = Template(load_template("hub"), HUB_PARAMS).resolve(key["KeyPolicy"])["Statement"]
+    own = {"aws:SourceAccount": "999999999999", "aws:SourceArn": "arn:aws:cloudwatch:eu-west-1:999999999999:alarm:x"}
+    (cw_resolved,) = [s for s in policy if s["Sid"] == "CloudWatchAlarmsPublish"]
+    assert allowed([cw_resolved], "kms:GenerateDataKey", "*", own)
+    assert not allowed([cw_resolved], "kms:GenerateDataKey", "*", {**own, "aws:SourceAccount": "888888888888"})
+    other = {**own, "aws:SourceArn": "arn:aws:cloudwatch:eu-west-1:888888888888:alarm:x"}
+    assert not allowed([cw_resolved], "kms:GenerateDataKey", "*", other)
+    assert set(by_sid) == {"AccountAdministersTheKey", "CloudWatchAlarmsPublish"}
     worker = Template(load_template("hub"), HUB_PARAMS).role_statements("WorkerRole")
     key_arn = "arn:aws:stand-in:::AlarmKey/Arn"
     assert allowed(worker, "kms:GenerateDataKey", key_arn) and allowed(worker, "sns:Publish", "ref:AlarmTopic")
@@ -242,6 +254,38 @@ def test_a_worker_may_run_as_long_as_the_fleet_config_is_checked_against() -> No
     assert queue["MessageRetentionPeriod"] > DEFAULT_QUEUED_S + queue["VisibilityTimeout"]
     env = hub["Resources"]["WorkerFunction"]["Properties"]["Environment"]["Variables"]
     assert int(env[RECEIVES_ENV]) == queue["RedrivePolicy"]["maxReceiveCount"] == DEFAULT_MAX_RECEIVES
+    assert DEFAULT_MAX_RECEIVES >= 5  # AWS's advice for a Lambda event source: a throttle counts a receive
+
+
+def test_a_deleted_hub_can_be_created_again_and_its_spokes_still_trust_it() -> None:
+    hub = load_template("hub")["Resources"]
+    for name, resource in hub.items():
+        if resource.get("DeletionPolicy") == "Retain":  # outlives the stack: no fixed name to collide with
+            props = resource["Properties"]
+            assert not {"LogGroupName", "TableName", "QueueName"} & set(props), name
+    for function in ("OrchestratorFunction", "WorkerFunction"):
+        group = hub[function]["Properties"]["LoggingConfig"]["LogGroup"]
+        assert group == {"Ref": function.replace("Function", "LogGroup")}
+    # The worker role's name depends only on the stack and the region: a re-created hub has the same ARN.
+    assert hub["WorkerRole"]["Properties"]["RoleName"] == {"Fn::Sub": "${AWS::StackName}-worker-${AWS::Region}"}
+    worker = "arn:aws:iam::111111111111:role/hps-hub-worker-eu-west-1"
+    spoke = Template(load_template("spoke"), {**SPOKE_PARAMS, "HubWorkerRoleArn": worker})
+    trust = spoke.trust_statements("SpokeRole")
+    # Trusted by ARN as a condition, not as the principal (which IAM binds to the old role's unique id).
+    assert all(s["Principal"]["AWS"] == "arn:aws:iam::111111111111:root" for s in trust)
+    assert trusts(trust, worker)
+    assert not trusts(trust, "arn:aws:iam::111111111111:role/other")  # the hub account's other roles
+    assert not trusts(trust, "arn:aws:iam::222222222222:role/hps-hub-worker-eu-west-1")
+
+
+def test_the_worker_may_not_write_the_fleet_config() -> None:
+    policy = Template(load_template("hub"), HUB_PARAMS).role_statements("WorkerRole")
+    table = "arn:aws:stand-in:::StateTable/Arn"
+    for pk in ("rec#111111111111/us-east-1/c", "hist#111111111111/us-east-1/c", "lease#111111111111/us-east-1/c",
+               "acct#us-east-1/c", "queue#111111111111/us-east-1/0of1", "rec#agent/c/intent"):  # fmt: skip
+        assert allowed(policy, "dynamodb:PutItem", table, {"dynamodb:LeadingKeys": pk}), pk
+    for action in ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:GetItem"):
+        assert not allowed(policy, action, table, {"dynamodb:LeadingKeys": "config"})
 
 
 def test_the_tick_fires_on_the_minute_in_utc() -> None:
@@ -252,6 +296,36 @@ def test_the_tick_fires_on_the_minute_in_utc() -> None:
     assert expression == "cron(0/${TickMinutes} * * * ? *)"  # rate() starts whenever the schedule was made
     assert all(60 % m == 0 for m in hub["Parameters"]["TickMinutes"]["AllowedValues"])  # every hour alike
     assert schedule["Target"]["DeadLetterConfig"] == {"Arn": {"Fn::GetAtt": ["DeadLetterQueue", "Arn"]}}
+
+
+def test_a_rendered_code_key_is_written_into_both_functions_so_an_update_changes_the_code() -> None:
+    # A parameter's default is read only at creation: `aws cloudformation deploy` keeps a stack's previous
+    # CodeKey unless it is overridden, and the old code would keep running after an upgrade.
+    for key in ("hyperpod-scheduler/lambda-0123456789abcdef.zip", "hyperpod-scheduler/lambda-fedcba9876543210.zip"):
+        hub = yaml.safe_load(render("hub", {**HUB_PARAMS, "CodeKey": key}))
+        assert "CodeKey" not in hub["Parameters"]  # no previous value to keep
+        functions = [r for r in hub["Resources"].values() if r["Type"] == "AWS::Lambda::Function"]
+        assert [f["Properties"]["Code"]["S3Key"] for f in functions] == [key, key]
+    assert overrides({"CodeKey": key, "CodeBucket": "b", "AlarmEmail": "a b@c"}) == "CodeBucket=b 'AlarmEmail=a b@c'"
+
+
+def _documented_deploy(stack_template: str) -> list[str]:
+    """The words of the docs' `aws cloudformation deploy` command for this template file."""
+    for block in code_blocks(DOCS.read_text(encoding="utf-8"), "bash"):
+        for line in block.replace("\\\n", " ").splitlines():
+            words = shlex.split(line, comments=True)
+            if words[:3] == ["aws", "cloudformation", "deploy"] and stack_template in words:
+                return words
+    raise AssertionError(f"docs/deploy.md shows no `aws cloudformation deploy` of {stack_template}")
+
+
+def test_the_documented_deploy_passes_every_parameter_it_sets_explicitly() -> None:
+    words = _documented_deploy("hub.yaml")
+    overridden = words[words.index("--parameter-overrides") + 1 :]
+    names = {w.split("=", 1)[0] for w in overridden if "=" in w}
+    assert set(_documented_params("hub")) - {"CodeKey"} <= names
+    assert "CodeKey" not in names  # it is in the rendered template itself
+    assert "hyperpod-scheduler deploy verify" in DOCS.read_text(encoding="utf-8")
 
 
 def test_the_code_key_must_name_a_content_hash() -> None:
@@ -349,3 +423,21 @@ def test_the_spoke_reaches_only_its_checkpoint_channel_bucket_and_only_when_aske
     assert actions(by_sid["CheckpointChannelMissingIsNotDenied"]) == ["s3:listbucket"]
     without = Template(spoke, SPOKE_PARAMS).role_statements("SpokeRole")
     assert not any(a.startswith("s3:") for s in without for a in actions(s))  # no bucket given: no S3 at all
+
+
+def test_each_failing_cluster_has_its_own_failure_metric_from_the_workers_log() -> None:
+    from datetime import UTC, datetime
+
+    from hyperpod_scheduler.engine.events import Event
+
+    resources = load_template("hub")["Resources"]
+    metric = resources["ClusterFailureMetric"]["Properties"]
+    assert metric["LogGroupName"] == {"Ref": "WorkerLogGroup"}
+    (transform,) = metric["MetricTransformations"]
+    assert transform["MetricNamespace"] == observe.NAMESPACE
+    outcomes = set(re.findall(r'\$\.outcome = "(\w+)"', metric["FilterPattern"]))
+    assert outcomes == set(observe.FAILURE_KINDS)  # the kinds the Failures metric counts
+    line = observe.log_line(observe.Place("111111111111", "us-east-1"), Event(datetime.now(UTC), "c", "error", "x"))
+    for dimension in transform["Dimensions"]:
+        assert dimension["Value"].removeprefix("$.") in line  # a field every failure line carries
+    assert {d["Key"] for d in transform["Dimensions"]} == {"Account", "Region", "Cluster"}

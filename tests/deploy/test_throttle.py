@@ -13,7 +13,14 @@ from botocore.exceptions import ClientError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hyperpod_scheduler.deploy.throttle import FLOOR_PER_S, Rate, SagemakerLimiter, TokenBucket
+from hyperpod_scheduler.deploy.throttle import (
+    DECREASE,
+    FLOOR_PER_S,
+    INCREASE_CALLS,
+    Rate,
+    SagemakerLimiter,
+    TokenBucket,
+)
 from hyperpod_scheduler.emulator import running_emulator
 
 
@@ -75,15 +82,33 @@ def test_threads_share_one_bucket() -> None:
     assert sorted(waits) == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]  # one went at once
 
 
-def test_a_throttle_halves_the_rate_down_to_a_floor() -> None:
+def test_a_throttle_cuts_the_rate_once_per_interval_down_to_a_floor() -> None:
     clock = Frozen()
     bucket = TokenBucket(Rate(1.0, 1), clock=clock, sleep=lambda s: None, jitter=0)
     bucket.throttled()
-    assert bucket.per_second == 0.5
-    for _ in range(20):
+    assert bucket.per_second == pytest.approx(DECREASE)
+    bucket.throttled()  # the answer of a call already in flight: the same news, not a second cut
+    assert bucket.per_second == pytest.approx(DECREASE)
+    for _ in range(40):
+        clock.t += 1 / bucket.per_second
         bucket.throttled()
-    assert bucket.per_second == FLOOR_PER_S and bucket.throttles == 21
+    assert bucket.per_second == FLOOR_PER_S and bucket.throttles == 42
     assert Rate(1.0, 4).share(8) == Rate(0.125, 1)
+
+
+def test_accepted_calls_add_the_rate_back_up_to_the_configured_one() -> None:
+    clock = Frozen()
+    bucket = TokenBucket(Rate(1.0, 1), clock=clock, sleep=lambda s: None, jitter=0)
+    bucket.accepted()
+    assert bucket.per_second == 1.0  # never above the configured rate
+    bucket.throttled()
+    limiter = SagemakerLimiter(updates=bucket, reads=TokenBucket(Rate(5.0, 1), clock=clock, sleep=lambda s: None))
+    for _ in range(3):  # what botocore's needs-retry hook sees after an accepted call
+        limiter._needs_retry(event_name="needs-retry.sagemaker.UpdateCluster", response=(None, {}))
+    assert bucket.per_second == pytest.approx(DECREASE + 3 / INCREASE_CALLS)  # each: 1/20 of the throttled rate
+    for _ in range(INCREASE_CALLS):
+        bucket.accepted()
+    assert bucket.per_second == 1.0
 
 
 def test_every_attempt_of_a_throttled_call_waits_and_slows_the_bucket() -> None:
@@ -107,8 +132,8 @@ def test_every_attempt_of_a_throttled_call_waits_and_slows_the_bucket() -> None:
         client.meta.events.register("before-sleep", lambda **_: None)
         with pytest.raises(ClientError, match="Throttling"):
             client.describe_cluster(ClusterName="c")
-    # Every attempt (botocore retried it) went through the read bucket, and each throttled answer
-    # halved the bucket's rate.
+    # Every attempt (botocore retried it) went through the read bucket and was counted; the clock stood
+    # still, so they fell in one interval and cut the rate once.
     assert reads.calls == reads.throttles >= 3 and updates.calls == 0
-    assert reads.per_second == pytest.approx(10.0 / 2**reads.throttles)
+    assert reads.per_second == pytest.approx(10.0 * DECREASE)
     assert limiter.throttles == reads.throttles

@@ -7,15 +7,17 @@ Two Typer apps: ``app`` (registered as ``deploy``) and ``config_app`` (registere
 from __future__ import annotations
 
 import os
+from functools import partial
 from pathlib import Path
 
 import typer
 
 from hyperpod_scheduler.cli.output import console, print_json
-from hyperpod_scheduler.deploy import config_store, package, templates
+from hyperpod_scheduler.deploy import config_store, notify_check, package, templates, verify
 from hyperpod_scheduler.errors import UsageError
 
 LOCATION_ENV = "HYPERPOD_SCHEDULER_FLEET_CONFIG"
+PAUSED_LINE = "scheduling paused: hub.paused is true, so no cluster is stopped or started anywhere until it is cleared"
 
 app = typer.Typer(
     help="Run the scheduler on AWS Lambda: build the artefact, print the templates.", no_args_is_help=True
@@ -43,6 +45,7 @@ def package_cmd(
             {
                 "path": str(artefact.path), "key": artefact.key, "sha256": artefact.sha256, "files": artefact.files,
                 "bytes": artefact.size_bytes, "unzipped_bytes": artefact.unzipped_bytes,
+                "code_sha256": verify.from_hex(artefact.sha256),
             }
         )  # fmt: skip
         return
@@ -51,7 +54,8 @@ def package_cmd(
         f"wrote {artefact.path} ({artefact.files} files, {mib:.1f} MiB; {unzipped:.0f} MB unzipped of Lambda's "
         f"{package.UNZIPPED_LIMIT / 1e6:.0f} MB)",
         f"upload: aws s3 cp {artefact.path} s3://<CodeBucket>/{artefact.key}",
-        f"deploy: CodeKey={artefact.key}",
+        f"deploy: CodeKey={artefact.key} (hyperpod-scheduler deploy template hub -p CodeKey={artefact.key} ...)",
+        f"check: hyperpod-scheduler deploy verify --stack-name <stack> {artefact.path}",
     ]
     for line in lines:
         console.print(line, markup=False, soft_wrap=True)
@@ -77,14 +81,33 @@ def template_cmd(
     param: list[str] = typer.Option([], "--param", "-p", help="Key=Value: set a parameter's default (repeatable)."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write to this file instead of stdout."),
 ) -> None:
-    """Print (or write) a CloudFormation template, with parameter defaults filled in."""
-    text = templates.render(name, templates.parse_params(param))
+    """Print (or write) a CloudFormation template, with parameter defaults filled in (the code key
+    written into the functions)."""
+    params = templates.parse_params(param)
+    text = templates.render(name, params)
     if output is None:
         print(text, end="" if text.endswith("\n") else "\n")
         return
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(text, encoding="utf-8")
     console.print(f"wrote {output}", markup=False, soft_wrap=True)
+    rest = templates.overrides(params)
+    if rest:
+        # A default is read only when the stack is created: an update keeps each previous value.
+        console.print(f"deploy with: --parameter-overrides {rest}", markup=False, soft_wrap=True)
+
+
+@app.command("verify")
+def verify_cmd(
+    artefact: Path = typer.Argument(..., help="The lambda-<hash>.zip that was deployed."),
+    stack: str = typer.Option(..., "--stack-name", help="The hub stack (functions <stack>-orchestrator, -worker)."),
+    region: str | None = typer.Option(None, "--region", help="The hub's region (default: the AWS configuration's)."),
+) -> None:
+    """Check that the hub's functions run this artefact (after a deploy or an upgrade)."""
+    expected = verify.zip_sha256(artefact)
+    for f in verify.verify(config_store.boto3_client("lambda", region), stack, expected):
+        console.print(f"{f.function}: runs {artefact.name} ({f.code_sha256}, since {f.last_modified})",
+                      markup=False, soft_wrap=True)  # fmt: skip
 
 
 def _location(location: str | None) -> config_store.Location:
@@ -98,6 +121,10 @@ def _location(location: str | None) -> config_store.Location:
 def push_cmd(
     file: Path = typer.Argument(..., help="Fleet config YAML (targets with account and region)."),
     location: str | None = typer.Option(None, "--location", "-l", help=_LOCATION_HELP),
+    hub_stack: str | None = typer.Option(
+        None, "--hub-stack", help="The hub stack: notifications.sns_topic_arn must be its AlarmTopicArn."
+    ),
+    region: str | None = typer.Option(None, "--region", help="The hub stack's region (with --hub-stack)."),
 ) -> None:
     """Validate a fleet config file and store it where the hub reads it."""
     where = _location(location)
@@ -105,13 +132,34 @@ def push_cmd(
         text = file.read_text(encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"{file}: cannot read: {exc.strerror or exc}") from None
-    fleet = config_store.write_text(where, text)
+    topic = (
+        notify_check.hub_topic(config_store.boto3_client("cloudformation", region), hub_stack) if hub_stack else None
+    )
+    fleet = config_store.write_text(where, text, check=partial(notify_check.check_topic, topic))
     accounts = len({t.account for t in fleet.targets})
     console.print(
         f"pushed {file} to {where}: {len(fleet.targets)} target(s) in {accounts} account(s)",
         markup=False,
         soft_wrap=True,
     )
+    if fleet.hub.paused:
+        console.print(PAUSED_LINE, markup=False, soft_wrap=True)
+
+
+@config_app.command("status")
+def status_cmd(location: str | None = typer.Option(None, "--location", "-l", help=_LOCATION_HELP)) -> None:
+    """The stored fleet config at a glance: its version, its targets, and whether the pause switch is on."""
+    where = _location(location)
+    fleet, version = config_store.load_versioned(where)
+    accounts = len({t.account for t in fleet.targets})
+    lines = [
+        f"{where}: version {version}, {len(fleet.targets)} target(s) in {accounts} account(s)",
+        PAUSED_LINE
+        if fleet.hub.paused
+        else "scheduling: active (the hub's SchedulingActive parameter may still pause it)",
+    ]
+    for line in lines:
+        console.print(line, markup=False, soft_wrap=True)
 
 
 @config_app.command("pull")

@@ -3,6 +3,10 @@
 Locations: ``dynamodb://TABLE[?region=R]`` (item ``pk=config, sk=fleet``) or ``s3://BUCKET/KEY``.
 The YAML text is stored as written, comments included, so ``config pull`` gives back what was pushed.
 A push is validated first: a broken config never reaches the workers.
+
+Every push also counts up the config's *version* (the item's ``version`` attribute; the object's
+``hps-config-version`` metadata). Each job carries the version it was built from, so a message built
+from an older config than the current one can be recognised and superseded (see ``deploy/markers``).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from hyperpod_scheduler.errors import AwsError, UsageError
 
 CONFIG_PK = "config"
 CONFIG_SK = "fleet"
+VERSION_ATTRIBUTE = "version"
+VERSION_METADATA = "hps-config-version"  # S3 user metadata (sent as x-amz-meta-hps-config-version)
 
 ClientFactory = Callable[[str, str | None], Any]  # (service, region) -> boto3 client
 
@@ -53,11 +59,17 @@ def parse_location(text: str) -> Location:
 
 
 def read_text(location: Location, client_for: ClientFactory = boto3_client) -> str:
+    return read_versioned(location, client_for)[0]
+
+
+def read_versioned(location: Location, client_for: ClientFactory = boto3_client) -> tuple[str, int]:
+    """The stored YAML and its version (0 for a config pushed before versions were counted)."""
     try:
         if location.scheme == "s3":
             s3 = client_for("s3", location.region)
-            body = s3.get_object(Bucket=location.name, Key=location.key)["Body"].read()
-            return str(body.decode("utf-8"))
+            answer = s3.get_object(Bucket=location.name, Key=location.key)
+            body = answer["Body"].read()
+            return str(body.decode("utf-8")), _version(answer.get("Metadata", {}).get(VERSION_METADATA))
         table = client_for("dynamodb", location.region)
         item = table.get_item(
             TableName=location.name,
@@ -70,28 +82,50 @@ def read_text(location: Location, client_for: ClientFactory = boto3_client) -> s
         raise AwsError(f"fleet config {location}: cannot read: {exc}") from None
     if item is None:
         raise UsageError(f"fleet config {location}: nothing stored yet (run `hyperpod-scheduler config push`)")
-    return str(item["yaml"]["S"])
+    return str(item["yaml"]["S"]), _version(item.get(VERSION_ATTRIBUTE, {}).get("N"))
 
 
-def write_text(location: Location, text: str, client_for: ClientFactory = boto3_client) -> FleetConfig:
+def _version(text: object) -> int:
+    try:
+        return max(0, int(str(text)))
+    except ValueError:
+        return 0
+
+
+def write_text(
+    location: Location,
+    text: str,
+    client_for: ClientFactory = boto3_client,
+    check: Callable[[FleetConfig], None] | None = None,
+) -> FleetConfig:
     """Validate ``text`` as a fleet config, then store it; returns the parsed config. A config whose
-    messages cannot be sent (one over SQS's size limit) is refused here, not at the next tick."""
+    messages cannot be sent (one over SQS's size limit) is refused here, not at the next tick, and so
+    is one ``check`` refuses (UsageError)."""
     from datetime import UTC, datetime
 
     from hyperpod_scheduler.deploy.jobs import jobs_for
 
     fleet = parse_fleet_yaml(text, "fleet config")
+    if check is not None:
+        check(fleet)
     for unqueued in jobs_for(fleet, datetime.now(UTC)).unqueued:
         raise UsageError(f"fleet config: {unqueued.why}")
     try:
         if location.scheme == "s3":
-            client_for("s3", location.region).put_object(
-                Bucket=location.name, Key=location.key, Body=text.encode("utf-8"), ContentType="application/yaml"
-            )
+            s3 = client_for("s3", location.region)
+            version = _s3_version(s3, location) + 1
+            s3.put_object(
+                Bucket=location.name, Key=location.key, Body=text.encode("utf-8"), ContentType="application/yaml",
+                Metadata={VERSION_METADATA: str(version)},
+            )  # fmt: skip
         else:
-            client_for("dynamodb", location.region).put_item(
+            # One write: the text and the next version together (ADD counts up atomically).
+            client_for("dynamodb", location.region).update_item(
                 TableName=location.name,
-                Item={"pk": {"S": CONFIG_PK}, "sk": {"S": CONFIG_SK}, "yaml": {"S": text}},
+                Key={"pk": {"S": CONFIG_PK}, "sk": {"S": CONFIG_SK}},
+                UpdateExpression="SET #y = :y ADD #v :one",
+                ExpressionAttributeNames={"#y": "yaml", "#v": VERSION_ATTRIBUTE},
+                ExpressionAttributeValues={":y": {"S": text}, ":one": {"N": "1"}},
             )
     except ClientError as exc:
         raise _aws_error(location, "write", exc) from None
@@ -100,8 +134,24 @@ def write_text(location: Location, text: str, client_for: ClientFactory = boto3_
     return fleet
 
 
+def _s3_version(s3: Any, location: Location) -> int:
+    """The stored object's version, 0 if there is none yet (a push is an operator's, one at a time)."""
+    try:
+        head = s3.head_object(Bucket=location.name, Key=location.key)
+    except ClientError as exc:
+        if str(exc.response.get("Error", {}).get("Code", "")) in ("404", "NoSuchKey", "NotFound"):
+            return 0
+        raise
+    return _version(head.get("Metadata", {}).get(VERSION_METADATA))
+
+
 def load(location: Location, client_for: ClientFactory = boto3_client) -> FleetConfig:
-    return parse_fleet_yaml(read_text(location, client_for), f"fleet config {location}")
+    return load_versioned(location, client_for)[0]
+
+
+def load_versioned(location: Location, client_for: ClientFactory = boto3_client) -> tuple[FleetConfig, int]:
+    text, version = read_versioned(location, client_for)
+    return parse_fleet_yaml(text, f"fleet config {location}"), version
 
 
 def _aws_error(location: Location, verb: str, exc: ClientError) -> AwsError:

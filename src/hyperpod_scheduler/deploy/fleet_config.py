@@ -8,10 +8,11 @@ refused here, at ``config push``, with one line naming the key (see ``check_flee
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from hyperpod_scheduler.agent.settings import CheckpointSettings
 from hyperpod_scheduler.config.check import check_config, checkpoint_blocks
@@ -35,6 +36,9 @@ CLI_ONLY = {
     "history from the CLI with the CLI config's cost settings; remove it",
 }
 ACCOUNT_PATTERN = r"^\d{12}$"
+PARENT_PATTERN = r"^(r-[0-9a-z]{4,32}|ou-[0-9a-z]{4,32}-[a-z0-9]{8,32})$"
+# The partition of a region, by its name's prefix (longest first): an ARN in another partition is refused.
+PARTITIONS = (("us-isob-", "aws-iso-b"), ("us-iso-", "aws-iso"), ("us-gov-", "aws-us-gov"), ("cn-", "aws-cn"))
 ROLE_ARN_PATTERN = r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$"
 
 
@@ -50,11 +54,17 @@ class FleetTarget(Target):
     tag_shards: int = Field(default=1, ge=1, le=64)
 
 
+def partition_of(region: str) -> str:
+    """``aws``, ``aws-cn``, ``aws-us-gov``, ...: the partition the region's ARNs name."""
+    return next((p for prefix, p in PARTITIONS if region.startswith(prefix)), "aws")
+
+
 class SagemakerRates(BaseModel):
     """The client-side limit on SageMaker calls per account and region (AWS publishes none; it throttles).
 
     Shared by every thread of a worker run and split between the messages of one target; a throttled
-    answer halves the run's rate. Raise these only when AWS has raised your account's limits."""
+    answer cuts the run's rate and accepted calls raise it again. Raise these only when AWS has raised
+    your account's limits."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -75,6 +85,39 @@ class Hub(BaseModel):
     sagemaker: SagemakerRates = Field(default_factory=SagemakerRates)
     # EMF metrics per account too (one custom metric set per account and region, billed per metric).
     metrics_per_account: bool = False
+    # The pause switch (with the hub's SchedulingActive parameter): no transition anywhere while true;
+    # nothing is deleted, recorded sizes are kept, and the next tick after it is cleared catches up.
+    paused: bool = False
+
+
+class Organization(BaseModel):
+    """Targets from AWS Organizations: every active account under ``parents`` (OUs or the root, nested
+    OUs included), in each of ``regions``, with the settings ``target`` gives. Read by the orchestrator
+    at every tick, so an account that joins the OU is governed from the next tick and one that leaves
+    (or is suspended) no longer is. A target listed explicitly for an (account, region) wins."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    parents: list[str] = Field(min_length=1)
+    regions: list[str] = Field(min_length=1)
+    exclude_accounts: list[str] = Field(default_factory=list)
+    target: dict[str, Any] = Field(default_factory=lambda: {"tag_selector": True})
+
+    @field_validator("parents")
+    @classmethod
+    def _parents(cls, parents: list[str]) -> list[str]:
+        for p in parents:
+            if not re.fullmatch(PARENT_PATTERN, p):
+                raise ValueError(f"'{p}' is not an OU id (ou-...) or a root id (r-...)")
+        return parents
+
+    @field_validator("exclude_accounts")
+    @classmethod
+    def _accounts(cls, accounts: list[str]) -> list[str]:
+        for a in accounts:
+            if not re.fullmatch(ACCOUNT_PATTERN, a):
+                raise ValueError(f"'{a}' is not a 12-digit account id")
+        return accounts
 
 
 class FleetConfig(BaseModel):
@@ -85,9 +128,26 @@ class FleetConfig(BaseModel):
     targets: list[FleetTarget] = Field(default_factory=list)
     notifications: Notifications = Field(default_factory=Notifications)
     hub: Hub = Field(default_factory=Hub)
+    organization: Organization | None = None
+
+    def registered(self, accounts: list[str]) -> FleetConfig:
+        """This config with a target for every (account, region) of the organisation's ``accounts`` that
+        no explicit target names."""
+        org = self.organization
+        if org is None:
+            return self
+        listed = {(t.account, t.region) for t in self.targets}
+        extra = [
+            FleetTarget.model_validate({**org.target, "account": a, "region": r})
+            for a in sorted(set(accounts) - set(org.exclude_accounts))
+            for r in org.regions
+            if (a, r) not in listed
+        ]
+        return self.model_copy(update={"targets": [*self.targets, *extra]})
 
     def role_for(self, target: FleetTarget) -> str:
-        return target.role_arn or f"arn:aws:iam::{target.account}:role/{self.hub.spoke_role_name}"
+        partition = partition_of(target.region)
+        return target.role_arn or f"arn:{partition}:iam::{target.account}:role/{self.hub.spoke_role_name}"
 
     def for_target(self, target: FleetTarget) -> Config:
         """The engine's view of one target: a plain Config with that target alone."""
@@ -131,13 +191,35 @@ def parse_fleet_config(data: Any, source: str = "fleet config") -> FleetConfig:
         raise UsageError(describe_validation_error(exc, source)) from None
     check_config(plain, source)
     check_fleet(fleet, source)
+    if fleet.organization is not None:
+        _check_organization(fleet, source)
     return fleet
+
+
+def _check_organization(fleet: FleetConfig, source: str) -> None:
+    """What each registered target will be, checked now with a stand-in account (as push checks any)."""
+    org = fleet.organization
+    assert org is not None
+    for key in ("account", "region", "role_arn"):
+        if key in org.target:
+            raise UsageError(
+                f"{source}: organization.target.{key}: set per account by the registration; remove it "
+                "(each account's role is hub.spoke_role_name)"
+            )
+    try:
+        sample = fleet.registered(["000000000000"])
+    except ValidationError as exc:
+        raise UsageError(describe_validation_error(exc, f"{source}: organization.target")) from None
+    check_config(sample.as_config(), source)
+    check_fleet(sample, source)
 
 
 def check_fleet(fleet: FleetConfig, source: str = "fleet config") -> None:
     """Refuse, with one line naming the key, what a worker in Lambda cannot honour."""
     budget = fleet.hub.worker_timeout_seconds
     for i, target in enumerate(fleet.targets):
+        if target.role_arn is not None:
+            _check_role(source, i, target)
         if target.profile is not None:
             raise UsageError(
                 f"{source}: targets[{i}].profile: a worker has no AWS profiles; it assumes role_arn "
@@ -156,6 +238,24 @@ def check_fleet(fleet: FleetConfig, source: str = "fleet config") -> None:
         )
     for where, settings in checkpoint_blocks(fleet.as_config()):
         _check_fleet_checkpoints(source, where, settings, budget)
+
+
+def _check_role(source: str, i: int, target: FleetTarget) -> None:
+    """A target's role must be in its own account and its region's partition: the worker would act in
+    another account than the one its records and metrics name."""
+    role = str(target.role_arn)
+    partition, account = role.split(":")[1], role.split(":")[4]
+    if account != target.account:
+        raise UsageError(
+            f"{source}: targets[{i}].role_arn: '{role}' is in account {account}, but the target's account is "
+            f"{target.account}; name a role in {target.account}"
+        )
+    wanted = partition_of(target.region)
+    if partition != wanted:
+        raise UsageError(
+            f"{source}: targets[{i}].role_arn: '{role}' is in partition {partition}, but region {target.region} "
+            f"is in {wanted} (arn:{wanted}:iam::...)"
+        )
 
 
 def _check_fleet_checkpoints(source: str, where: str, settings: CheckpointSettings, budget: int) -> None:

@@ -6,15 +6,17 @@
   few BatchGetItem and SendMessageBatch calls.
 - ``worker``: an SQS event source (batch size 1 in the template; more works too). Assumes the spoke
   role, runs one reconcile pass for the job, prints one JSON log line per engine event and one EMF
-  metrics line. A job whose every cluster failed (or whose role cannot be assumed) is reported as a
-  batch item failure, to come back after a growing backoff: SQS retries it and, after
-  ``maxReceiveCount``, moves it to the dead-letter queue (an alarm watches that). A job with some
+  metrics line, and acts only while the part's marker still carries the job's token (a late or
+  superseded message does nothing and says so). A job whose every cluster failed (or whose role
+  cannot be assumed) is reported as a batch item failure, to come back after a growing backoff: SQS
+  retries it and, after ``maxReceiveCount``, moves it to the dead-letter queue (an alarm watches that). A job with some
   clusters failed succeeds: the next tick tries them again, and the Failures metric is alarmed.
 
 Environment: ``HYPERPOD_SCHEDULER_TABLE`` (state table), ``HYPERPOD_SCHEDULER_QUEUE_URL`` (the work
 queue), ``HYPERPOD_SCHEDULER_CONFIG`` (default ``dynamodb://<table>``),
-``HYPERPOD_SCHEDULER_MAX_RECEIVES`` (the queue's maxReceiveCount, default 3),
-``HYPERPOD_SCHEDULER_RETRY_BACKOFF_SECONDS`` (first retry delay of a failed job, default 60).
+``HYPERPOD_SCHEDULER_MAX_RECEIVES`` (the queue's maxReceiveCount, default 5),
+``HYPERPOD_SCHEDULER_RETRY_BACKOFF_SECONDS`` (first retry delay of a failed job, default 60),
+``HYPERPOD_SCHEDULER_SCHEDULING_ACTIVE`` (``No``: the pause switch is on, default ``Yes``).
 """
 
 from __future__ import annotations
@@ -30,9 +32,19 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from hyperpod_scheduler.deploy import config_store, credentials, observe
-from hyperpod_scheduler.deploy.jobs import TargetJob, batches, decode_job, encode_job, jobs_for
-from hyperpod_scheduler.deploy.markers import DEFAULT_QUEUED_S, RUNNING_MARGIN_S, Markers, new_token
+from hyperpod_scheduler.config.check import checkpoint_blocks
+from hyperpod_scheduler.deploy import config_store, credentials, observe, organizations
+from hyperpod_scheduler.deploy.jobs import TargetJob, batches, claim_of, decode_job, encode_job, jobs_for
+from hyperpod_scheduler.deploy.markers import (
+    DEFAULT_QUEUED_S,
+    LOST_AFTER_S,
+    RUNNING_LAPSE_S,
+    RUNNING_MARGIN_S,
+    Claim,
+    Held,
+    Markers,
+    new_token,
+)
 from hyperpod_scheduler.deploy.worker import MapPool, Pacing, SagemakerFactory, WorkerReport, run_job, thread_map
 from hyperpod_scheduler.errors import AwsError, HyperpodSchedulerError, UsageError
 from hyperpod_scheduler.store.base import StateStore
@@ -47,7 +59,8 @@ QUEUE_ENV = "HYPERPOD_SCHEDULER_QUEUE_URL"
 CONFIG_ENV = "HYPERPOD_SCHEDULER_CONFIG"
 RECEIVES_ENV = "HYPERPOD_SCHEDULER_MAX_RECEIVES"
 BACKOFF_ENV = "HYPERPOD_SCHEDULER_RETRY_BACKOFF_SECONDS"
-DEFAULT_MAX_RECEIVES = 3
+ACTIVE_ENV = "HYPERPOD_SCHEDULER_SCHEDULING_ACTIVE"  # the hub's SchedulingActive: Yes or No
+DEFAULT_MAX_RECEIVES = 5  # the template's maxReceiveCount (AWS advises at least 5 for Lambda)
 DEFAULT_BACKOFF_S = 60.0
 MAX_BACKOFF_S = 900.0  # the work queue's visibility timeout is longer; a retry never waits past this
 DEFAULT_RUN_S = 900.0  # a run with no Lambda context (a test, a manual call) is assumed to take at most this
@@ -76,6 +89,15 @@ def _env_number(env: Mapping[str, str], name: str, default: float, low: float) -
     return value
 
 
+def _env_switch(env: Mapping[str, str], name: str) -> bool:
+    text = env.get(name, "").strip().lower()
+    if text in ("", "yes", "true"):
+        return True
+    if text in ("no", "false"):
+        return False
+    raise UsageError(f"{name}: {env[name]!r} is not Yes or No")
+
+
 @dataclass
 class Runtime:
     """What a handler needs from the outside world; ``from_env`` builds the Lambda one."""
@@ -91,6 +113,7 @@ class Runtime:
     max_receives: int = DEFAULT_MAX_RECEIVES
     retry_backoff_s: float = DEFAULT_BACKOFF_S
     queued_s: float = DEFAULT_QUEUED_S
+    scheduling_active: bool = True  # False: the template's pause switch (SchedulingActive=No)
     # How a worker run keeps time (real in Lambda; the benchmark's simulated clock there).
     monotonic: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
@@ -109,6 +132,7 @@ class Runtime:
             queue_url=env.get(QUEUE_ENV, ""),
             max_receives=int(_env_number(env, RECEIVES_ENV, DEFAULT_MAX_RECEIVES, 1)),
             retry_backoff_s=_env_number(env, BACKOFF_ENV, DEFAULT_BACKOFF_S, 0),
+            scheduling_active=_env_switch(env, ACTIVE_ENV),
         )
 
     def open_store(self) -> StateStore:
@@ -129,22 +153,38 @@ class Runtime:
 def orchestrate(runtime: Runtime) -> dict[str, Any]:
     if not runtime.queue_url:
         raise UsageError(f"{QUEUE_ENV}: not set (the hub template sets it on the orchestrator)")
-    fleet = config_store.load(runtime.config_location, runtime.client_for)
+    fleet, version = config_store.load_versioned(runtime.config_location, runtime.client_for)
+    if fleet.organization is not None:
+        accounts = organizations.member_accounts(runtime.client_for("organizations", None), fleet.organization.parents)
+        fleet = fleet.registered(accounts)
     now = runtime.now()
-    fanout = jobs_for(fleet, now)
+    fanout = jobs_for(fleet, now, version)
     for u in fanout.unqueued:
         runtime.log("ERROR", f"target not queued: {u.why}", target=u.label)
     markers = runtime.markers()
     held = markers.held([job.key for job in fanout.jobs], now)
+    paused = _paused(runtime, fleet)
+    if paused is not None:
+        return _pause(runtime, markers, fanout.jobs, held, paused, now) | {"targets": len(fleet.targets)}
+    sqs = runtime.client_for("sqs", None)
+    waiting = _Waiting(sqs, runtime.queue_url)
     claimed: list[TargetJob] = []
     for job in fanout.jobs:
-        if job.key in held:
+        holder = held.get(job.key)
+        over = _replaceable(holder, version, now, waiting) if holder is not None else None
+        if holder is not None and over is None:
             continue
         token = new_token()
-        if markers.claim(job.key, token, now):
+        # One write: claimed as queued before the send (given back if the send fails).
+        fresh = markers.claim(
+            job.key, token, now, scheduled_at=now, config_version=version, over=holder, state="queued",
+            hold_s=runtime.queued_s,
+        )  # fmt: skip
+        if fresh:
+            if holder is not None:
+                runtime.log("INFO", f"queued job taken over: {over}", part=job.key, superseded=holder.describe())
             claimed.append(job.model_copy(update={"marker": token}))
     already = len(fanout.jobs) - len(claimed)
-    sqs = runtime.client_for("sqs", None)
     queued = 0
     not_queued = len(fanout.unqueued)
     unreachable: str | None = None
@@ -166,15 +206,91 @@ def orchestrate(runtime: Runtime) -> dict[str, Any]:
                 not_queued += 1
                 continue
             queued += 1
-            until = now + timedelta(seconds=runtime.queued_s)
-            _quietly(partial(markers.mark, job.key, job.marker, "queued", until))
             runtime.log("INFO", "target queued", account=job.account, region=job.region, part=job.key)
     runtime.out(observe.dumps(observe.orchestrator_emf(queued, already, not_queued, now)))
     if unreachable is not None:
         # Lambda's Errors metric (alarmed) and the scheduler's retry; markers keep a retry from doubling up.
         raise AwsError(f"orchestrator: cannot queue targets: {unreachable}")
     return {"targets": len(fleet.targets), "parts": len(fanout.jobs), "queued": queued, "in_flight": already,
-            "not_queued": not_queued}  # fmt: skip
+            "not_queued": not_queued, "config_version": version}  # fmt: skip
+
+
+def _paused(runtime: Runtime, fleet: Any) -> str | None:
+    if not runtime.scheduling_active:
+        return "the hub's SchedulingActive is No"
+    if fleet.hub.paused:
+        return "the fleet config's hub.paused is true"
+    return None
+
+
+def _pause(
+    runtime: Runtime, markers: Markers, jobs: list[TargetJob], held: dict[str, Held], why: str, now: datetime
+) -> dict[str, Any]:
+    """The pause switch: queue nothing, and withdraw every part still waiting on the queue (its claim
+    taken and given back, or cleared if it lapsed, so its message finds none and does nothing). Runs in
+    progress finish."""
+    withdrawn = 0
+    for job in jobs:
+        holder = held.get(job.key)
+        if holder is None:
+            withdrawn += _attempt(partial(markers.clear_lapsed, job.key, now))
+            continue
+        if holder.state not in ("queued", "retrying"):
+            continue
+        token = new_token()
+        if markers.claim(job.key, token, now, over=holder):
+            _quietly(partial(markers.release, job.key, token))
+            withdrawn += 1
+    runtime.log("WARNING", f"scheduling paused ({why}): nothing queued", withdrawn=withdrawn)
+    runtime.out(observe.dumps(observe.orchestrator_emf(0, 0, 0, now, paused=True)))
+    return {"targets": len(jobs), "parts": len(jobs), "queued": 0, "in_flight": 0, "not_queued": 0,
+            "paused": why, "withdrawn": withdrawn}  # fmt: skip
+
+
+class _Waiting:
+    """Whether any message waits visible on the work queue: asked once a tick, and only when a queued
+    marker is old enough that its message should have been taken by now."""
+
+    def __init__(self, sqs: Any, queue_url: str) -> None:
+        self.sqs = sqs
+        self.queue_url = queue_url
+        self._answer: bool | None = None
+
+    def any(self) -> bool:
+        if self._answer is None:
+            try:
+                attributes = self.sqs.get_queue_attributes(
+                    QueueUrl=self.queue_url, AttributeNames=["ApproximateNumberOfMessages"]
+                ).get("Attributes", {})
+                self._answer = int(attributes.get("ApproximateNumberOfMessages", "1")) > 0
+            except (ClientError, BotoCoreError, ValueError):
+                self._answer = True  # not known: the markers hold until they expire, as before
+        return self._answer
+
+
+def _replaceable(holder: Held, version: int, now: datetime, waiting: _Waiting) -> str | None:
+    """Why a held part may be queued afresh now (None: it stays with its holder). A job no worker holds
+    yet is replaced when it was built from an older config, or when its message no longer waits on the
+    queue (taken by a worker that died before it said so, or by an invocation Lambda could not run)."""
+    if holder.state in ("queued", "retrying") and holder.config_version < version:
+        return f"built from config version {holder.config_version}, now {version}"
+    if holder.state != "queued":
+        return None
+    try:
+        since = datetime.fromisoformat(holder.since)
+    except ValueError:
+        return None
+    if (now - since).total_seconds() >= LOST_AFTER_S and not waiting.any():
+        return f"its message, queued at {holder.since}, no longer waits on the queue"
+    return None
+
+
+def _attempt(step: Callable[[], bool]) -> int:
+    """1 if a conditional marker write applied, 0 if not or if it failed (it is tried again next tick)."""
+    try:
+        return int(step())
+    except HyperpodSchedulerError:
+        return 0
 
 
 def _quietly(step: Callable[[], object]) -> None:
@@ -198,10 +314,12 @@ def _remaining(context: Any) -> Callable[[], float] | None:
     return lambda: float(probe()) / 1000.0
 
 
-def work(job: TargetJob, runtime: Runtime, context: Any = None) -> WorkerReport:
+def work(job: TargetJob, runtime: Runtime, context: Any = None, beat: Callable[[], None] | None = None) -> WorkerReport:
     sts = runtime.client_for("sts", job.region)
     session = credentials.assume(sts, job.role_arn, job.account, job.region)
-    pacing = Pacing(clock=runtime.monotonic, sleep=runtime.sleep, remaining_s=_remaining(context), pool=runtime.pool)
+    pacing = Pacing(
+        clock=runtime.monotonic, sleep=runtime.sleep, remaining_s=_remaining(context), pool=runtime.pool, beat=beat
+    )
     with runtime.open_store() as store:
         return run_job(
             job,
@@ -251,30 +369,43 @@ def worker(event: Mapping[str, Any], context: Any, runtime: Runtime | None = Non
 
 def _deliver(delivery: _Delivery, runtime: Runtime, context: Any) -> bool:
     """Work one message; False if SQS should hand it out again."""
+    body = str(delivery.record.get("body", ""))
     try:
-        job = decode_job(str(delivery.record.get("body", "")))
+        job = decode_job(body)
     except UsageError as exc:
-        # A malformed message never gets better: drop it (logged) rather than retry it into the DLQ.
-        runtime.log("ERROR", str(exc), message_id=delivery.message_id)
+        # A malformed message (or one of another format) never gets better: drop it (logged) rather than
+        # retry it into the DLQ, and give its claim back so the next tick queues the part afresh.
+        held = claim_of(body)
+        if held is not None:
+            _quietly(partial(runtime.markers().release, *held))
+        released = f"; its claim on {held[0]} released" if held is not None else ""
+        runtime.log("ERROR", f"{exc}{released}", message_id=delivery.message_id)
         return True
-    markers = runtime.markers() if job.marker else None
     where = {"account": job.account, "region": job.region, "part": job.key, "attempt": delivery.receive_count}
-    if markers is not None:
-        remaining = _remaining(context)
-        run_s = remaining() if remaining is not None else DEFAULT_RUN_S
-        until = runtime.now() + timedelta(seconds=run_s + RUNNING_MARGIN_S)
-        _quietly(partial(markers.mark, job.key, job.marker, "running", until))
+    if not runtime.scheduling_active:
+        if job.marker:
+            _quietly(partial(runtime.markers().release, job.key, job.marker))
+        runtime.log("WARNING", "scheduling paused (the hub's SchedulingActive is No): nothing done", **where)
+        return True
+    claim = _claim(job, runtime, context) if job.marker else None
+    if claim is not None:
+        stale = claim.take()
+        if stale is not None:
+            # A late redelivery: a newer job (or config) owns the part, so this one's config is old.
+            runtime.log("WARNING", f"stale message, nothing done: {stale}", **where,
+                        scheduled_at=job.scheduled_at.isoformat(), config_version=job.config_version)  # fmt: skip
+            return True
     try:
-        report = work(job, runtime, context)
+        report = work(job, runtime, context, beat=claim.beat if claim is not None else None)
     except UsageError as exc:
         runtime.log("ERROR", str(exc), **where)
-        _release(markers, job)
+        _release(claim)
         return True
     except (HyperpodSchedulerError, ClientError, BotoCoreError) as exc:
-        return _retry(delivery, runtime, markers, job, f"target failed: {exc}", where)
+        return _retry(delivery, runtime, claim, job, f"target failed: {exc}", where)
     if report.all_failed:
-        return _retry(delivery, runtime, markers, job, f"every one of {len(report.results)} cluster(s) failed", where)
-    _release(markers, job)
+        return _retry(delivery, runtime, claim, job, f"every one of {len(report.results)} cluster(s) failed", where)
+    _release(claim)
     runtime.log(
         "INFO", "target done", **where, clusters=len(report.results), errors=report.errors,
         deferred=report.counts.deferred, throttles=report.counts.throttles,
@@ -282,26 +413,36 @@ def _deliver(delivery: _Delivery, runtime: Runtime, context: Any) -> bool:
     return True
 
 
-def _release(markers: Markers | None, job: TargetJob) -> None:
-    if markers is not None:
-        _quietly(partial(markers.release, job.key, job.marker))
+def _claim(job: TargetJob, runtime: Runtime, context: Any) -> Claim:
+    """The job's hold on its part, renewed as the run goes. A job that audits checkpoints may wait on the
+    agent without a call for most of its run, so it holds the part for the whole run instead."""
+    lapse = RUNNING_LAPSE_S
+    if any(True for _ in checkpoint_blocks(job.config)):
+        remaining = _remaining(context)
+        lapse = max(lapse, (remaining() if remaining is not None else DEFAULT_RUN_S) + RUNNING_MARGIN_S)
+    return Claim(runtime.markers(), job.key, job.marker, runtime.now, runtime.monotonic, lapse_s=lapse)
+
+
+def _release(claim: Claim | None) -> None:
+    if claim is not None:
+        claim.release()
 
 
 def _retry(
-    delivery: _Delivery, runtime: Runtime, markers: Markers | None, job: TargetJob, why: str, where: dict[str, Any]
+    delivery: _Delivery, runtime: Runtime, claim: Claim | None, job: TargetJob, why: str, where: dict[str, Any]
 ) -> bool:
     if delivery.receive_count >= runtime.max_receives:
         # SQS moves it to the dead-letter queue at its next receive (alarmed): make that now rather than
         # after the queue's long visibility timeout. The next tick may queue the part afresh.
         runtime.log("ERROR", f"{why}; attempt {delivery.receive_count} of {runtime.max_receives}: to the DLQ", **where)
-        _release(markers, job)
+        _release(claim)
         _visible_in(runtime, delivery, 0, where)
         return False
     delay = backoff_s(runtime, delivery.receive_count)
     runtime.log("ERROR", f"{why}; SQS retries it in {delay:.0f} s", **where)
-    if markers is not None:
+    if claim is not None:
         until = runtime.now() + timedelta(seconds=delay + runtime.queued_s)
-        _quietly(partial(markers.mark, job.key, job.marker, "queued", until))
+        _quietly(partial(claim.markers.mark, job.key, job.marker, "retrying", until))
     _visible_in(runtime, delivery, delay, where)
     return False
 

@@ -27,7 +27,9 @@ from hyperpod_scheduler.deploy.fleet_config import ACCOUNT_PATTERN, FleetConfig,
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.inputs import bounded
 
-JOB_FORMAT = 2
+# 3: jobs carry the config version they were built from. A message of another format is dropped,
+# its claim released (``claim_of`` reads the few fields every format has), so the next tick requeues.
+JOB_FORMAT = 3
 # SQS takes at most 10 messages per SendMessageBatch, and at most 256 KiB per message and per batch in
 # total. (Queues may accept more today; 256 KiB is the limit every queue and every Region honours.)
 BATCH = 10
@@ -57,6 +59,8 @@ class TargetJob(BaseModel):
     role_arn: str = Field(min_length=1)
     scheduled_at: AwareDatetime
     config: Config
+    # The fleet config's version (config_store) this job was built from: a newer one supersedes it.
+    config_version: int = Field(default=0, ge=0)
     part: Part = Field(default_factory=Part)
     # The target's share of the SageMaker rate (already divided between its parts).
     rates: SagemakerRates = Field(default_factory=SagemakerRates)
@@ -107,7 +111,9 @@ def _referenced(target: FleetTarget, entries: Sequence[ClusterEntry], default: s
     return {s.strip() for s in found if s}
 
 
-def _parts(fleet: FleetConfig, target: FleetTarget, scheduled_at: datetime, per_message: int) -> list[TargetJob]:
+def _parts(
+    fleet: FleetConfig, target: FleetTarget, scheduled_at: datetime, per_message: int, version: int
+) -> list[TargetJob]:
     chunks = [target.clusters[i : i + per_message] for i in range(0, len(target.clusters), per_message)]
     shards = target.tag_shards if target.tag_selector else 0
     count = max(len(chunks), shards, 1)
@@ -151,6 +157,7 @@ def _parts(fleet: FleetConfig, target: FleetTarget, scheduled_at: datetime, per_
                 role_arn=fleet.role_for(target),
                 scheduled_at=scheduled_at,
                 config=config,
+                config_version=version,
                 part=part,
                 rates=share,
                 metrics_per_account=fleet.hub.metrics_per_account,
@@ -159,12 +166,14 @@ def _parts(fleet: FleetConfig, target: FleetTarget, scheduled_at: datetime, per_
     return jobs
 
 
-def target_jobs(fleet: FleetConfig, target: FleetTarget, scheduled_at: datetime) -> list[TargetJob]:
+def target_jobs(
+    fleet: FleetConfig, target: FleetTarget, scheduled_at: datetime, config_version: int = 0
+) -> list[TargetJob]:
     """The target's messages, each within SQS's size limit: split finer until they fit (UsageError if
     even one cluster per message does not)."""
     per_message = fleet.hub.clusters_per_message
     while True:
-        jobs = _parts(fleet, target, scheduled_at, per_message)
+        jobs = _parts(fleet, target, scheduled_at, per_message, config_version)
         largest = max(jobs, key=body_size)
         size = body_size(largest)
         if size <= MAX_MESSAGE_BYTES:
@@ -178,13 +187,13 @@ def target_jobs(fleet: FleetConfig, target: FleetTarget, scheduled_at: datetime)
         per_message = max(1, per_message // 2)
 
 
-def jobs_for(fleet: FleetConfig, scheduled_at: datetime) -> Fanout:
+def jobs_for(fleet: FleetConfig, scheduled_at: datetime, config_version: int = 0) -> Fanout:
     """Every message of one tick; a target that cannot be sent is reported and the others still go."""
     jobs: list[TargetJob] = []
     unqueued: list[Unqueued] = []
     for target in fleet.targets:
         try:
-            jobs.extend(target_jobs(fleet, target, scheduled_at))
+            jobs.extend(target_jobs(fleet, target, scheduled_at, config_version))
         except UsageError as exc:
             unqueued.append(Unqueued(f"{target.account}/{target.region}", str(exc)))
     return Fanout(jobs, unqueued)
@@ -209,6 +218,25 @@ def decode_job(body: str) -> TargetJob:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "body"
         raise UsageError(f"worker message: {where}: {err['msg']}") from None
+
+
+def claim_of(body: str) -> tuple[str, str] | None:
+    """The (marker key, token) of a message the worker cannot decode (another format, a field it does not
+    know), read from the fields every format has; None if it names none. So its claim is given back."""
+    try:
+        data: Any = bounded.load_json(body, "worker message")
+    except UsageError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    part: dict[str, Any] = data["part"] if isinstance(data.get("part"), dict) else {}
+    account, region, token = data.get("account"), data.get("region"), data.get("marker")
+    index, count = part.get("index", 0), part.get("count", 1)
+    if not all(isinstance(v, str) and v for v in (account, region, token)):
+        return None
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (index, count)):
+        return None
+    return f"{account}/{region}/{index}of{count}", str(token)
 
 
 def batches(bodies: Sequence[tuple[TargetJob, str]]) -> list[list[tuple[TargetJob, str]]]:

@@ -126,10 +126,11 @@ def emf(place: Place, counts: TickCounts, at: datetime, *, per_account: bool = F
     }
 
 
-def orchestrator_emf(queued: int, already: int, unqueued: int, at: datetime) -> dict[str, Any]:
+def orchestrator_emf(queued: int, already: int, unqueued: int, at: datetime, paused: bool = False) -> dict[str, Any]:
     """The orchestrator's tick: parts queued, parts skipped because still queued or in flight, and
-    parts that could not be queued (a message too large, a failed send): the last one is alarmed."""
-    metrics = {"PartsQueued": queued, "PartsInFlight": already, "PartsNotQueued": unqueued}
+    parts that could not be queued (a message too large, a failed send): the last one is alarmed.
+    ``Paused`` is 1 while the pause switch is on (nothing is queued)."""
+    metrics = {"PartsQueued": queued, "PartsInFlight": already, "PartsNotQueued": unqueued, "Paused": int(paused)}
     return {
         "_aws": {
             "Timestamp": int(at.timestamp() * 1000),

@@ -5,7 +5,13 @@ AWS publishes no request rate for UpdateCluster or DescribeCluster; it throttles
 out and the clusters fail. So every SageMaker call of a worker run waits for a token first: updates and
 reads have their own bucket (reads are cheaper for AWS and far more frequent), every thread of the run
 shares them, and each wait gets a little random jitter so threads and workers do not fire in lockstep.
-A throttled answer halves that bucket's rate for the rest of the run (never below ``FLOOR_PER_S``).
+
+The rate adapts to what AWS accepts (additive increase, multiplicative decrease): a throttled answer
+cuts the bucket's rate by ``DECREASE`` (once per interval: the answers of calls already in flight
+when the first came back say the same thing again, and halving for each sent the rate to the floor),
+never below ``FLOOR_PER_S``; each accepted call adds back ``1 / INCREASE_CALLS`` of the rate it was
+throttled at, never above the configured rate. So a run that starts too fast settles just under what
+AWS allows instead of crawling at a fraction of it for the rest of the run.
 
 The bucket hands out reservations: a caller takes the next free slot under the lock and sleeps
 outside it, so waiting never blocks another thread's bookkeeping, and ``clock``/``sleep`` can be a
@@ -30,6 +36,8 @@ UPDATES = frozenset(
     {"UpdateCluster", "BatchAddClusterNodes", "BatchDeleteClusterNodes", "CreateCluster", "DeleteCluster"}
 )
 HOOK_ID = "hyperpod-scheduler-rate"
+DECREASE = 0.7  # a throttled answer: the rate times this
+INCREASE_CALLS = 20  # accepted calls to climb back from a throttle to the rate that was throttled
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,9 @@ class TokenBucket:
         if not rate.per_second > 0:
             raise ValueError(f"rate must be positive, got {rate.per_second}")
         self.per_second = rate.per_second
+        self.ceiling = rate.per_second  # the configured rate: never exceeded
+        self._step = 0.0  # the additive increase per accepted call (0 until the first throttle)
+        self._calm_at = float("-inf")  # throttles before this belong to the last decrease
         self.burst = max(1, rate.burst)
         self.jitter = max(0.0, jitter)
         self._clock = clock
@@ -92,19 +103,30 @@ class TokenBucket:
             self._sleep(wait)
 
     def throttled(self) -> None:
-        """AWS said slow down: halve the rate from now on (down to the floor) and push the next slot out."""
+        """AWS said slow down: cut the rate (once per interval, down to the floor) and push the next slot out."""
         with self._lock:
             self.throttles += 1
-            self.per_second = max(FLOOR_PER_S, self.per_second / 2)
-            self._next = max(self._next, self._clock()) + 1.0 / self.per_second
+            now = self._clock()
+            if now >= self._calm_at:
+                self._step = max(self._step, self.per_second / INCREASE_CALLS)
+                self.per_second = max(FLOOR_PER_S, self.per_second * DECREASE)
+                self._calm_at = now + 1.0 / self.per_second
+            self._next = max(self._next, now) + 1.0 / self.per_second
+
+    def accepted(self) -> None:
+        """AWS took a call: creep back up towards the configured rate."""
+        with self._lock:
+            if self._step:
+                self.per_second = min(self.ceiling, self.per_second + self._step)
 
 
 class SagemakerLimiter:
     """The two buckets of one worker run in one account and region, hooked into every client it hands out."""
 
-    def __init__(self, updates: TokenBucket, reads: TokenBucket) -> None:
+    def __init__(self, updates: TokenBucket, reads: TokenBucket, on_call: Callable[[], None] | None = None) -> None:
         self.updates = updates
         self.reads = reads
+        self._on_call = on_call  # after each token: the run is alive (deploy.markers.Claim.beat)
 
     def bucket_for(self, operation: str) -> TokenBucket:
         return self.updates if operation in UPDATES else self.reads
@@ -120,13 +142,18 @@ class SagemakerLimiter:
 
     def _before_send(self, event_name: str = "", **_: Any) -> None:
         self.bucket_for(event_name.rsplit(".", 1)[-1]).acquire()
+        if self._on_call is not None:
+            self._on_call()
 
     def _needs_retry(self, event_name: str = "", response: Any = None, **_: Any) -> None:
         if not isinstance(response, tuple) or len(response) < 2 or not isinstance(response[1], dict):
             return None
         code = response[1].get("Error", {}).get("Code", "")
+        bucket = self.bucket_for(event_name.rsplit(".", 1)[-1])
         if code in THROTTLE_CODES:
-            self.bucket_for(event_name.rsplit(".", 1)[-1]).throttled()
+            bucket.throttled()
+        elif not code:
+            bucket.accepted()
         return None  # botocore's own retry policy decides whether and when to retry
 
     @property

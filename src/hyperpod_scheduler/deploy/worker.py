@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from hyperpod_scheduler.app.compose import Clients, Context
 from hyperpod_scheduler.deploy import observe
 from hyperpod_scheduler.deploy.jobs import TargetJob
+from hyperpod_scheduler.deploy.recent import Recent
 from hyperpod_scheduler.deploy.throttle import Rate, SagemakerLimiter, TokenBucket
 from hyperpod_scheduler.engine.events import Collector, Event
 from hyperpod_scheduler.engine.fleet import Governed, ref_for
@@ -69,6 +70,8 @@ class Pacing:
     remaining_s: Callable[[], float] | None = None  # None: no deadline (a manual invoke, a test)
     rng: random.Random | None = None
     pool: MapPool[Any, Any] = thread_map
+    # Called at every SageMaker call and cluster turn: the run is alive (renews its claim on the part).
+    beat: Callable[[], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -111,7 +114,9 @@ def limiter_for(job: TargetJob, pacing: Pacing) -> SagemakerLimiter:
         rate = Rate(per_second, rates.burst)
         return TokenBucket(rate, clock=pacing.clock, sleep=pacing.sleep, jitter=rates.jitter, rng=pacing.rng)
 
-    return SagemakerLimiter(updates=bucket(rates.updates_per_second), reads=bucket(rates.reads_per_second))
+    return SagemakerLimiter(
+        updates=bucket(rates.updates_per_second), reads=bucket(rates.reads_per_second), on_call=pacing.beat
+    )
 
 
 def _part_view(job: TargetJob, client: Any) -> None:
@@ -211,9 +216,10 @@ def run_job(
         update={"defaults": job.config.defaults.model_copy(update={"concurrency": 1})}
     )
     events = Collector(forward=log)
+    recent = Recent(store)
     ctx = Context(
         one_at_a_time,
-        store,
+        recent.as_store(),
         target_clients(job, session, sagemaker_for, hub or no_hub, limiter),
         now,
         events,
@@ -227,6 +233,8 @@ def run_job(
         engine = ctx.engine()
 
         def turn(g: Governed) -> Result:
+            if pacing.beat is not None:
+                pacing.beat()
             left = pacing.remaining_s() if pacing.remaining_s is not None else None
             if left is not None and left < DEFER_MARGIN_S:
                 return Result(g.ref.name, DEFERRED, f"left for the next run: {left:.0f} s of this run remained")
@@ -244,7 +252,7 @@ def run_job(
         counts = observe.count(
             events.events,
             results,
-            (store.get(g.ref.key) for g in governed),
+            (recent.last(g.ref.key) for g in governed),  # what each turn saw: no second read
             throttles=sum(lim.throttles for lim in limiters.values()),
         )
     finally:
