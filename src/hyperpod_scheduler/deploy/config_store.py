@@ -16,6 +16,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_scheduler.deploy.fleet_config import FleetConfig, parse_fleet_yaml
 from hyperpod_scheduler.errors import AwsError, UsageError
+from hyperpod_scheduler.inputs import bounded
 
 CONFIG_PK = "config"
 CONFIG_SK = "fleet"
@@ -56,8 +57,9 @@ def read_text(location: Location, client_for: ClientFactory = boto3_client) -> s
     try:
         if location.scheme == "s3":
             s3 = client_for("s3", location.region)
-            body = s3.get_object(Bucket=location.name, Key=location.key)["Body"].read()
-            return str(body.decode("utf-8"))
+            body = s3.get_object(Bucket=location.name, Key=location.key)["Body"]
+            # Bounded and strict UTF-8, as a file is: an object of other bytes is one line naming it.
+            return bounded.decode(bounded.read_stream(body, f"fleet config {location}"), f"fleet config {location}")
         table = client_for("dynamodb", location.region)
         item = table.get_item(
             TableName=location.name,
