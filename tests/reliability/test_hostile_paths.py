@@ -35,7 +35,9 @@ from tests.reliability.cli_inproc import Ran, cli
 
 T = TypeVar("T")
 GUARD_S = 30.0  # far beyond a refusal (which opens nothing); only a blocked open reaches it
-GOOD_CONFIG = "schedules: {office: 'Mon-Fri 08:00-18:00 UTC'}\ntargets: [{region: us-east-1, schedule: office, clusters: [c1]}]\n"
+GOOD_CONFIG = (
+    "schedules: {office: 'Mon-Fri 08:00-18:00 UTC'}\ntargets: [{region: us-east-1, schedule: office, clusters: [c1]}]\n"
+)
 GOOD_SPEC = """\
 name: c1
 defaults: {execution_role: "arn:aws:iam::123456789012:role/x", instance_type: ml.c5.xlarge, lifecycle: ami}
@@ -372,3 +374,14 @@ def test_a_create_cluster_answer_without_cluster_arn_is_one_documented_error(tmp
     with pytest.raises(HyperpodSchedulerError, match="CreateCluster answer: no ClusterArn") as caught:
         create_cluster(report, _NoArn())  # type: ignore[arg-type]
     assert caught.value.exit_code == 1  # a malformed answer (docs/reliability.md), never 70
+
+
+@pytest.mark.parametrize("fmt", ["json", "yaml"])
+def test_a_document_on_stdout_masks_an_endpoints_query_as_an_error_line_does(fmt: str) -> None:
+    from hyperpod_scheduler.cli.output import print_json, print_yaml
+
+    said = 'AWS Price List API unreachable (Could not connect to the endpoint URL: "http://h:9/?token=S3CRETPW")'
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        (print_json if fmt == "json" else print_yaml)({"notes": [said], "u": "https://admin:S3CRETPW@h/x"})
+    assert "S3CRETPW" not in out.getvalue() and "http://h:9/?***" in out.getvalue()
