@@ -17,6 +17,7 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
+from hyperpod_scheduler.cluster import upload
 from hyperpod_scheduler.cluster.create import create_cluster
 from hyperpod_scheduler.cluster.load import load_report
 from hyperpod_scheduler.errors import UsageError
@@ -43,7 +44,11 @@ def scripts(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def aws(monkeypatch: pytest.MonkeyPatch) -> Any:
-    for key, value in {"AWS_ACCESS_KEY_ID": "t", "AWS_SECRET_ACCESS_KEY": "t", "AWS_DEFAULT_REGION": "us-east-1"}.items():
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "t",
+        "AWS_SECRET_ACCESS_KEY": "t",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
         monkeypatch.setenv(key, value)
     with mock_aws():
         s3 = boto3.client("s3", region_name="us-east-1")
@@ -93,7 +98,7 @@ def test_a_linked_folder_out_of_the_folder_is_refused(aws: Any, scripts: Path, t
     elsewhere.mkdir()
     (elsewhere / "credentials").write_text("S3CRET\n")
     (scripts / "aws").symlink_to(elsewhere, target_is_directory=True)
-    with pytest.raises(UsageError, match="'aws' in .* is a symbolic link out of the folder"):
+    with pytest.raises(UsageError, match=r"'aws' in .* is a symbolic link out of the folder"):
         _create(aws, scripts)
     assert _uploaded(aws) == set()
 
@@ -118,3 +123,12 @@ def test_the_dry_run_lists_what_would_be_sent_and_what_is_left_out(scripts: Path
     assert "  on_create.sh" in listed and "  lib/helper.sh" in listed
     assert any(line.startswith("  left out") and ".git/" in line and ".env" in line for line in listed), ran.err
     assert not any(line.strip() in (".env", ".git/config") for line in listed)
+
+
+def test_a_folder_far_larger_than_any_script_folder_is_refused_before_anything_is_sent(
+    aws: Any, scripts: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(upload, "MAX_FILES", 3)  # the walk counts as it goes: a home folder stops early too
+    with pytest.raises(UsageError, match="holds more than 3 files or 256 MiB"):
+        _create(aws, scripts)
+    assert _uploaded(aws) == set()

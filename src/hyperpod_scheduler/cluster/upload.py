@@ -43,6 +43,10 @@ def _split(uri: str) -> tuple[str, str]:
     return parsed.netloc, prefix if not prefix or prefix.endswith("/") else prefix + "/"
 
 
+# Far above any lifecycle-script folder (the samples are a dozen files, well under 1 MiB) and far below
+# a home folder or / given by mistake: the walk stops there, before anything is sent.
+MAX_FILES = 1_000
+MAX_BYTES = 256 * 1024 * 1024
 VCS_FOLDERS = frozenset({".git", ".hg", ".svn", ".bzr", "CVS", "_darcs", ".jj", ".pijul", ".fossil"})
 
 
@@ -65,6 +69,7 @@ def plan(folder: str | Path, *, hidden: bool = False) -> Plan:
     real_root = root.resolve()
     chosen: list[str] = []
     skipped: list[str] = []
+    total = 0
 
     def refuse(rel: str, why: str) -> UsageError:
         return UsageError(f"--upload-scripts: {quoted(rel)} in {root} {why}; nothing was uploaded")
@@ -94,12 +99,18 @@ def plan(folder: str | Path, *, hidden: bool = False) -> Plan:
             if path.is_symlink() and not _inside(target, real_root):
                 raise refuse(rel, f"is a symbolic link out of the folder (to {target})")
             try:
-                mode = target.stat().st_mode
+                found = target.stat()
             except OSError as exc:
                 raise refuse(rel, f"cannot be read: {exc.strerror or exc}") from None
-            if not stat.S_ISREG(mode):
-                raise refuse(rel, f"is {files.kind(mode)}, not a regular file")
+            if not stat.S_ISREG(found.st_mode):
+                raise refuse(rel, f"is {files.kind(found.st_mode)}, not a regular file")
             chosen.append(rel)
+            total += found.st_size
+            if len(chosen) > MAX_FILES or total > MAX_BYTES:
+                raise UsageError(
+                    f"--upload-scripts: {root} holds more than {MAX_FILES:,} files or {MAX_BYTES // 2**20} MiB; "
+                    "is it the lifecycle-script folder? Nothing was uploaded"
+                )
         dirs.sort()
     return Plan(root, tuple(sorted(chosen)), tuple(sorted(skipped)))
 

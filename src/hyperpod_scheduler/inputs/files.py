@@ -81,11 +81,11 @@ def check_input(path: str | os.PathLike[str], option: str) -> Path:
     try:
         mode = p.stat().st_mode
     except FileNotFoundError:
-        raise UsageError(f"{option}: {quoted(str(p))}: no such file") from None
+        raise UsageError(f"{option}: {_path(p)}: no such file") from None
     except (OSError, ValueError) as exc:
-        raise UsageError(f"{option}: {quoted(str(p))}: cannot read: {_why(exc)}") from None
+        raise UsageError(f"{option}: {_path(p)}: cannot read: {_why(exc)}") from None
     if not stat.S_ISREG(mode):
-        raise UsageError(f"{option}: {quoted(str(p))} is {kind(mode)}, not a regular file; refused unread")
+        raise UsageError(f"{option}: {_path(p)} is {kind(mode)}, not a regular file; refused unread")
     return p
 
 
@@ -96,7 +96,7 @@ def writable_target(
     are returned) or it does not exist and its folder does (made first with ``make_folders``; None).
     ``missing_folder_ok``: a check made before the folder is (a missing folder passes)."""
     p = Path(path)
-    shown = quoted(str(p))
+    shown = _path(p)
     try:
         st = os.lstat(p)
     except FileNotFoundError:
@@ -120,11 +120,11 @@ def writable_target(
     except FileNotFoundError:
         if missing_folder_ok:
             return None
-        raise UsageError(f"{option}: {shown}: the folder {quoted(str(folder))} does not exist") from None
+        raise UsageError(f"{option}: {shown}: the folder {_path(folder)} does not exist") from None
     except (OSError, ValueError) as exc:
         raise UsageError(f"{option}: {shown}: cannot write: {_why(exc)}") from None
     if not stat.S_ISDIR(folder_mode):
-        raise UsageError(f"{option}: {shown}: {quoted(str(folder))} is {kind(folder_mode)}, not a folder")
+        raise UsageError(f"{option}: {shown}: {_path(folder)} is {kind(folder_mode)}, not a folder")
     return None
 
 
@@ -162,7 +162,7 @@ def write_bytes(
         with contextlib.suppress(OSError):
             tmp.unlink()
         if isinstance(exc, OSError):
-            raise UsageError(f"{option}: {quoted(str(p))}: cannot write: {_why(exc)}; nothing was written") from None
+            raise UsageError(f"{option}: {_path(p)}: cannot write: {_why(exc)}; nothing was written") from None
         raise
     return p
 
@@ -182,6 +182,11 @@ def write_text(
     except UnicodeEncodeError:
         raise UsageError(f"{option}: the text to write is not valid Unicode (a lone surrogate)") from None
     return write_bytes(path, data, option, mode=mode, make_folders=make_folders, check=check)
+
+
+def _path(path: Path) -> str:
+    """A path as an error names it: quoted, control characters escaped by the printer, whole unless absurd."""
+    return quoted(str(path), 300)
 
 
 def _why(exc: BaseException) -> str:
