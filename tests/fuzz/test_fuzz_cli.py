@@ -100,8 +100,9 @@ COMMANDS: dict[tuple[str, ...], tuple[list[str] | None, dict[str, str]]] = {
 }  # fmt: skip
 # URL-shaped values of the endpoint variables: a password or a query token must never be shown.
 SECRET = "S3CRETPW"
-ENDPOINTS = [None, f"admin:{SECRET}@sagemaker.example", f"http://u:{SECRET}@127.0.0.1:9", f"http://127.0.0.1:9/?token={SECRET}",
-             "ftp://127.0.0.1:9", "http://[::1", "http://x y", "http://127.0.0.1:99999", "", "\udcff", "127.0.0.1:9"]  # fmt: skip
+ENDPOINTS = [None, f"admin:{SECRET}@sagemaker.example", f"http://u:{SECRET}@127.0.0.1:9",
+             f"http://127.0.0.1:9/?token={SECRET}", "ftp://127.0.0.1:9", "http://[::1", "http://x y",
+             "http://127.0.0.1:99999", "", "\udcff", "127.0.0.1:9"]  # fmt: skip
 STDOUTS: list[Stdout] = ["captured"] * 8 + ["closed", "full"]
 
 
@@ -212,7 +213,7 @@ def test_fuzzed_command_lines_end_with_a_documented_code_and_error_lines(
             lines = ran.error_lines
             said = lines or [line for line in ran.out.splitlines() if any(f" {k} " in line for k in KINDS)]
             if "--json" in argv and not lines:  # the results, with their kinds, are the JSON on stdout
-                said = [k for k in KINDS if f'"kind": "{k}"' in ran.out]
+                said = [k for k in KINDS if f'"kind": "{k}"' in ran.out or f'"severity": "{k}"' in ran.out]
             assert said, f"{argv!r}: exit {ran.code} and nothing said"
             assert all(line.startswith(("error: ", "warning: ")) for line in lines), f"{argv!r}: {ran.err!r}"
         assert "\x1b" not in ran.out + ran.err, f"{argv!r}: a raw escape reached the terminal"
