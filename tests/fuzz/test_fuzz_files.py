@@ -1,6 +1,6 @@
 """Fuzzed config files and cluster specs, generated from the pydantic models' own JSON schemas and then
 broken (a node replaced by junk or removed, an unknown key, bytes truncated or made invalid UTF-8, YAML
-aliases and anchors spliced in), read by the CLI as a user runs it: the command succeeds, or exits 1 or 2
+aliases and anchors and YAML tags spliced in), read by the CLI as a user runs it: the command succeeds, or exits 1 or 2
 with error lines only, never an internal error, never a hang."""
 
 from __future__ import annotations
@@ -41,6 +41,9 @@ ALIASES = [
     "? [k]\n: v\n",
     "<<: {defaults: 1}\n",
 ]
+# issue 28: an explicit tag made PyYAML build what it says, or crash (exit 70); every one is refused now.
+TAGS = ["x: !!timestamp x\n", "y: !!bool maybe\n", "z: !!python/object/apply:os.system [true]\n",
+        "w: !custom 1\n", "v: !!set {a}\n", "u: !!binary AAAA\n", "t: !!float 1e999\n", "s: !!int 0x\n"]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +69,7 @@ def _document(value: Any) -> st.SearchStrategy[bytes]:
         text = yaml.safe_dump(value, allow_unicode=True)
     except (yaml.YAMLError, ValueError):
         text = repr(value)
-    extra = st.one_of(st.just(""), st.just(""), st.just(""), st.sampled_from(ALIASES))
+    extra = st.one_of(st.just(""), st.just(""), st.just(""), st.sampled_from(ALIASES), st.sampled_from(TAGS))
     return extra.flatmap(lambda tail: damaged_bytes(text.encode("utf-8", "surrogatepass") + b"\n" + tail.encode()))
 
 

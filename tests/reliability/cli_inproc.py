@@ -4,10 +4,12 @@ child process, so fuzzed argument sets and the issue's examples can run by the h
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 from hyperpod_scheduler.cli.main import run
 
@@ -50,8 +52,24 @@ def _env(values: Mapping[str, str] | None) -> Iterator[None]:
                 os.environ[k] = v
 
 
-def cli(*args: str, env: Mapping[str, str] | None = None) -> Ran:
+class FullStream(io.StringIO):
+    """A stdout on a full disk (/dev/full): every write and flush fails with ENOSPC."""
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def flush(self) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+Stdout = Literal["captured", "closed", "full"]
+
+
+def cli(*args: str, env: Mapping[str, str] | None = None, stdout: Stdout = "captured") -> Ran:
+    """The CLI on ``args``; ``stdout`` "closed" runs it as with ``>&-`` (sys.stdout is None), "full" as with
+    ``>/dev/full`` (the output is then empty)."""
     out, err = io.StringIO(), io.StringIO()
-    with _env(env), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    target = {"captured": out, "closed": None, "full": FullStream()}[stdout]
+    with _env(env), contextlib.redirect_stdout(target), contextlib.redirect_stderr(err):  # type: ignore[type-var]
         code = run(list(args))
     return Ran(code, out.getvalue(), err.getvalue())

@@ -92,14 +92,14 @@ def test_folders_made_for_the_state_file_are_0700_and_the_file_0600_under_umask_
     assert _mode(tmp_path) == stat.S_IMODE(tmp_path.stat().st_mode)  # a folder that was there is left alone
 
 
-def test_an_existing_state_file_with_a_looser_mode_is_made_private(tmp_path: Path) -> None:
+def test_an_existing_state_file_keeps_the_mode_its_owner_gave_it(tmp_path: Path) -> None:
+    # issue 28: opening an existing file is reading it; its mode is the owner's (0600 is for a file we create).
     path = tmp_path / "state.sqlite"
     SqliteStore(path).close()
-    os.chmod(path, 0o644)
-    _open_under_umask_zero(path)
-    assert _mode(path) == 0o600
-    with SqliteStore(path) as store:  # SQLite gives its -wal and -shm files the database file's mode
+    os.chmod(path, 0o640)
+    with SqliteStore(path) as store:
         store.put(ClusterRecord.new(KEY, T0), expected_version=None)
+        assert _mode(path) == 0o640
         for side in (path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
-            if side.exists():
-                assert _mode(side) == 0o600, side.name
+            if side.exists():  # SQLite gives its -wal and -shm files the database file's mode
+                assert _mode(side) == 0o640, side.name

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import functools
 import os
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -27,10 +29,13 @@ import botocore.session
 from botocore.config import Config
 from botocore.exceptions import ConnectionError as BotoConnectionError
 from botocore.exceptions import ProfileNotFound
+from botocore.utils import is_valid_endpoint_url, is_valid_ipv6_endpoint_url
 
 from hyperpod_scheduler.aws import answers, deadlines
 from hyperpod_scheduler.aws.model import share_models
 from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.inputs import redact
+from hyperpod_scheduler.inputs.text import quoted
 from hyperpod_scheduler.inputs.urls import loopback_url
 
 if TYPE_CHECKING:
@@ -116,6 +121,8 @@ def session(profile: str | None = None, region: str | None = None) -> boto3.Sess
     # reads the process's shared service models (aws.model), not a copy of its own.
     import boto3  # imported here: only the callers that want a boto3 session pay for it
 
+    check_endpoint_env(_aws_env())
+
     return boto3.Session(
         profile_name=profile, region_name=region, botocore_session=share_models(deadlines.BoundedBotocoreSession())
     )
@@ -164,7 +171,43 @@ def _cached_session(profile: str | None, env: tuple[tuple[str, str], ...]) -> bo
     # One session per profile (credentials and config are per profile); every session reads the
     # process's shared service models (aws.model), so a new profile does not decode them again.
     # Bounded: every client of it gets the call deadlines and the answer checks (aws.deadlines).
+    check_endpoint_env(env)
     return share_models(deadlines.BoundedBotocoreSession(profile=profile))
+
+
+def check_endpoint_env(env: Iterable[tuple[str, str]]) -> None:
+    """Refuse an ``AWS_ENDPOINT_URL``/``AWS_ENDPOINT_URL_<SERVICE>`` botocore could not use, in one line that
+    shows the value without its user name, password or query (botocore's own ValueError echoes it whole,
+    password and all, and ended the command as an internal error)."""
+    for name, value in env:
+        if not (name == "AWS_ENDPOINT_URL" or name.startswith("AWS_ENDPOINT_URL_")) or not value:
+            continue  # botocore ignores an empty one
+        problem = endpoint_problem(value)
+        if problem is not None:
+            raise UsageError(f"${name}: {quoted(redact.endpoint(value))} {problem}")
+
+
+def endpoint_problem(url: str) -> str | None:
+    """Why ``url`` is not an endpoint botocore can call, or None."""
+    if _UNPRINTABLE.search(url):
+        return "contains a space, a control character or bytes that are not UTF-8"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 -- parsing the port is the check
+    except ValueError:
+        return "is not a URL (e.g. http://127.0.0.1:8000 or https://sagemaker.us-east-1.amazonaws.com)"
+    if parts.scheme.lower() not in ("http", "https"):
+        return "must start with http:// or https://"
+    if not parts.hostname:
+        return "names no host"
+    if parts.username is not None or parts.password is not None:
+        return "must not carry a user name or password (AWS calls are signed; credentials come from the AWS chain)"
+    if not (is_valid_endpoint_url(url) or is_valid_ipv6_endpoint_url(url)):
+        return "is not a valid endpoint URL (a host name, an IPv4 or a bracketed IPv6 address)"
+    return None
+
+
+_UNPRINTABLE = re.compile("[\x00-\x20\x7f-\x9f\ud800-\udfff]")
 
 
 def _client(service: str, profile: str | None, region: str | None, endpoint: str | None = None) -> Any:

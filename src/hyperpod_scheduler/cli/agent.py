@@ -21,7 +21,7 @@ from hyperpod_scheduler.agent.settings import CheckpointSettings
 from hyperpod_scheduler.agent.worker import SlurmSide
 from hyperpod_scheduler.cli.output import console, print_json
 from hyperpod_scheduler.errors import UsageError
-from hyperpod_scheduler.inputs import bounded
+from hyperpod_scheduler.inputs import bounded, files
 from hyperpod_scheduler.inputs.text import quoted
 from hyperpod_scheduler.slurm.commands import SubprocessSlurm
 
@@ -73,11 +73,7 @@ def install_script_cmd(
     if output is None:
         print(text, end="")
         return
-    try:
-        output.write_text(text, encoding="utf-8")
-        output.chmod(0o755)
-    except OSError as exc:
-        raise UsageError(f"--output: cannot write '{output}': {exc.strerror or exc}") from None
+    files.write_text(output, text, "--output", mode=0o755)  # the mode of the new file, never chmod in place
     console.print(f"wrote {output}")
 
 

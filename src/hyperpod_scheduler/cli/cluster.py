@@ -24,9 +24,9 @@ from hyperpod_scheduler.cluster.describe import request_from_describe, summarize
 from hyperpod_scheduler.cluster.legacy import FILE_NAME, provisioning_parameters
 from hyperpod_scheduler.cluster.load import every_problem, load_report
 from hyperpod_scheduler.cluster.render import spec_from_request
-from hyperpod_scheduler.cluster.upload import entry_point_problems
+from hyperpod_scheduler.cluster.upload import Plan, entry_point_problems, plan
 from hyperpod_scheduler.errors import Problem, SpecError, UsageError
-from hyperpod_scheduler.inputs import args
+from hyperpod_scheduler.inputs import args, files
 from hyperpod_scheduler.inputs.text import shortened
 
 app = typer.Typer(help="Cluster specs: validate, render, create, describe.", no_args_is_help=True)
@@ -130,6 +130,9 @@ def render(
 ) -> None:
     """Print the CreateCluster request a spec renders to (JSON, as `aws sagemaker create-cluster
     --cli-input-json` takes it). Refuses a spec with errors; warnings go to stderr."""
+    for option, target in (("--output", output), ("--provisioning-parameters", provisioning_parameters_path)):
+        if target is not None:  # a folder, a device, a FIFO, a link or no folder: refused before anything
+            files.writable_target(target, option)
     report = _checked(spec)
     report.raise_for_errors(str(spec))
     for p in report.warnings:
@@ -137,12 +140,12 @@ def render(
     text = json.dumps(report.request, indent=2) + "\n"
     if provisioning_parameters_path is not None:
         doc = provisioning_parameters(report.spec)
-        provisioning_parameters_path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        files.write_text(provisioning_parameters_path, json.dumps(doc, indent=2) + "\n", "--provisioning-parameters")
         err_console.print(f"wrote {provisioning_parameters_path}", markup=False)
     if output is None:
         print(text, end="")
     else:
-        output.write_text(text, encoding="utf-8")
+        files.write_text(output, text, "--output")
 
 
 @app.command()
@@ -154,7 +157,11 @@ def create(
     scripts: Path | None = typer.Option(
         None,
         "--upload-scripts",
-        help="First upload this lifecycle-script folder to the spec's SourceS3Uri (entry points are checked).",
+        help="First upload this lifecycle-script folder to the spec's SourceS3Uri (entry points are checked; "
+        "links out of the folder are refused; version-control folders and dotfiles are left out).",
+    ),
+    hidden: bool = typer.Option(
+        False, "--upload-hidden", help="Upload dotfiles and dot-folders too (version-control folders never)."
     ),
     as_json: bool = _JSON,
 ) -> None:
@@ -166,11 +173,11 @@ def create(
     if dry_run:
         if scripts is not None:
             # What the real run checks before it uploads anything: the folder and every entry point.
-            if not scripts.is_dir():
-                raise UsageError(f"--upload-scripts: {scripts} is not a folder")
-            problems = entry_point_problems(report.request, scripts)
+            chosen = plan(scripts, hidden=hidden)
+            problems = entry_point_problems(report.request, scripts, chosen)
             if problems:
                 raise SpecError(problems, source=f"--upload-scripts {scripts}")
+            _list_upload(chosen)
             err_console.print(f"--upload-scripts {scripts}: every entry point is there", markup=False)
         print_json(report.request)
         return
@@ -184,12 +191,25 @@ def create(
         on_upload=lambda up: err_console.print(
             f"uploaded {len(up.keys)} file(s) to s3://{up.bucket}/{up.prefix}", markup=False
         ),
+        hidden=hidden,
+        on_plan=_list_upload,
     )
     name = report.request["ClusterName"]
     if as_json:
         print_json({"ClusterArn": arn, "ClusterName": name})
     else:
         console.print(f"creating cluster {name!r}: {arn}", markup=False, highlight=False, soft_wrap=True)
+
+
+def _list_upload(chosen: Plan) -> None:
+    """Say what the upload sends, and what it leaves out, before anything is sent."""
+    err_console.print(f"--upload-scripts {chosen.root}: {len(chosen.files)} file(s) to upload:", markup=False)
+    for name in chosen.files:
+        err_console.print(f"  {name}", markup=False, highlight=False)
+    if chosen.skipped:
+        err_console.print(
+            f"  left out (version control, dotfiles): {', '.join(chosen.skipped)}", markup=False, highlight=False
+        )
 
 
 @app.command()

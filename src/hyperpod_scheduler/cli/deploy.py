@@ -15,6 +15,7 @@ import typer
 from hyperpod_scheduler.cli.output import console, print_json
 from hyperpod_scheduler.deploy import config_store, notify_check, package, templates, verify
 from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.inputs import bounded, files
 
 LOCATION_ENV = "HYPERPOD_SCHEDULER_FLEET_CONFIG"
 PAUSED_LINE = "scheduling paused: hub.paused is true, so no cluster is stopped or started anywhere until it is cleared"
@@ -69,8 +70,9 @@ def lock_cmd(
     python: str = typer.Option(package.DEFAULT_PYTHON, "--python-version", help="Python of the Lambda runtime."),
 ) -> None:
     """Re-resolve the Lambda's runtime dependencies for its platforms and pin them with hashes (maintainers)."""
+    files.writable_target(output, "--output")  # before the (slow) resolution
     text = package.make_lock(python=python)
-    output.write_text(text, encoding="utf-8")
+    files.write_text(output, text, "--output")
     pins = package.parse_lock(text).pins
     console.print(f"wrote {output} ({len(pins)} packages)", markup=False, soft_wrap=True)
 
@@ -88,8 +90,7 @@ def template_cmd(
     if output is None:
         print(text, end="" if text.endswith("\n") else "\n")
         return
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(text, encoding="utf-8")
+    files.write_text(output, text, "--output", make_folders=True)
     console.print(f"wrote {output}", markup=False, soft_wrap=True)
     rest = templates.overrides(params)
     if rest:
@@ -128,10 +129,10 @@ def push_cmd(
 ) -> None:
     """Validate a fleet config file and store it where the hub reads it."""
     where = _location(location)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"{file}: cannot read: {exc.strerror or exc}") from None
+    try:  # bounded, a regular file only, strict UTF-8 (the parser then refuses tags and aliases bombs)
+        text = bounded.decode(bounded.read_bytes(file, str(file)), str(file))
+    except bounded.Unreadable as exc:
+        raise UsageError(f"{file}: cannot read: {exc.problem}") from None
     topic = (
         notify_check.hub_topic(config_store.boto3_client("cloudformation", region), hub_stack) if hub_stack else None
     )
@@ -168,9 +169,11 @@ def pull_cmd(
     output: Path | None = typer.Option(None, "--output", "-o", help="Write to this file instead of stdout."),
 ) -> None:
     """Print (or write) the fleet config the hub reads, exactly as it was pushed."""
+    if output is not None:
+        files.writable_target(output, "--output")
     text = config_store.read_text(_location(location))
     if output is None:
         print(text, end="" if text.endswith("\n") else "\n")
         return
-    output.write_text(text, encoding="utf-8")
+    files.write_text(output, text, "--output")
     console.print(f"wrote {output}", markup=False, soft_wrap=True)

@@ -15,6 +15,7 @@ import typer
 
 from hyperpod_scheduler.emulator.slurm_bridge import DEFAULT_PIDFILE, LocalSlurmd, SlurmBridge, parse_pools
 from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.inputs import bounded, files
 from hyperpod_scheduler.inputs.urls import loopback_host, loopback_url
 
 app = typer.Typer(help="emulator commands.", no_args_is_help=True)
@@ -110,8 +111,11 @@ def serve(
     start = _parse_start(virtual_start)
     if state is not None and not state.parent.is_dir():
         raise UsageError(f"--state {state}: the folder {state.parent} does not exist")
-    if capacity is not None and not capacity.is_file():
-        raise UsageError(f"--capacity {capacity}: no such file")
+    if state is not None and (state.exists() or state.is_symlink()):
+        files.check_input(state, "--state")  # SQLite would block on a FIFO, write into a device
+    if capacity is not None:
+        # The checked reader first (a regular file, bounded, no tags); the emulator then reads it itself.
+        bounded.read_yaml(capacity, f"--capacity {capacity}")
     faults = Faults(throttle_rate=throttle_rate, error_rate=error_rate, latency_ms=latency_ms, seed=seed)
     stop = threading.Event()
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
+from hyperpod_scheduler.cli import arguments
 from hyperpod_scheduler.cli.output import error_line
 from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
 
@@ -214,12 +215,20 @@ def deadline_options(argv: list[str]) -> tuple[list[str], deadlines.Deadlines | 
 def run(argv: list[str] | None = None) -> int:
     """The CLI on ``argv`` (default: the process's arguments); returns the exit code."""
     try:
-        args, limits = deadline_options(list(sys.argv[1:] if argv is None else argv))
+        if sys.stdout is None:  # started with stdout closed (`>&-`): what it did could not be told
+            raise UsageError(
+                "stdout is closed: nothing this command prints could be read, so it does nothing (send it to "
+                "/dev/null to discard the output)"
+            )
+        args, limits = deadline_options(arguments.checked(list(sys.argv[1:] if argv is None else argv)))
         if limits is not None:
             _deadlines().use(limits)
         code = app(args=args, prog_name="hyperpod-scheduler", standalone_mode=False)
+        sys.stdout.flush()  # a full disk or a closed pipe is found here, while a line can still say so
         return code if isinstance(code, int) else 0
     except typer.Exit as exc:
+        if exc.exit_code == 0 and not arguments.stdout_works():
+            return _stdout_failed(None)
         return int(exc.exit_code)
     except typer.Abort:
         error_line("aborted")
@@ -232,18 +241,36 @@ def run(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         error_line("interrupted")
         return 130
+    except OSError as exc:
+        if arguments.output_failed(exc):  # the error was writing stdout (/dev/full, a closed pipe)
+            return _stdout_failed(exc)
+        return _internal(exc)
     except Exception as exc:
-        line = _aws_error(exc)
-        if line is not None:
-            error_line(line)
-            return 1
-        if os.environ.get("HYPERPOD_SCHEDULER_DEBUG"):  # a bug of ours: still one line, the traceback on request
-            raise
-        error_line(f"internal error: {type(exc).__name__}: {exc} (set HYPERPOD_SCHEDULER_DEBUG=1 for the traceback)")
-        return 70
+        return _internal(exc)
     finally:
         if "hyperpod_scheduler.aws.deadlines" in sys.modules:  # only a command that called AWS set any
             _deadlines().use(None)
+
+
+def _stdout_failed(exc: OSError | None) -> int:
+    """One line for output that could not be written, and stdout pointed at /dev/null so the interpreter's
+    last flush cannot fail again (exit 120 and an 'Exception ignored' message)."""
+    arguments.discard_stdout()
+    why = (exc.strerror if exc is not None else None) or "the output could not be written"
+    error_line(f"stdout: cannot write: {why}; the output is incomplete")
+    return 2
+
+
+def _internal(exc: Exception) -> int:
+    """A botocore error as its one line (exit 1); anything else is a bug of ours (exit 70)."""
+    line = _aws_error(exc)
+    if line is not None:
+        error_line(line)
+        return 1
+    if os.environ.get("HYPERPOD_SCHEDULER_DEBUG"):  # a bug of ours: still one line, the traceback on request
+        raise exc
+    error_line(f"internal error: {type(exc).__name__}: {exc} (set HYPERPOD_SCHEDULER_DEBUG=1 for the traceback)")
+    return 70
 
 
 def _deadlines() -> Any:

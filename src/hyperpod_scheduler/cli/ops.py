@@ -54,7 +54,7 @@ from hyperpod_scheduler.engine.runner import ClusterRef, Engine, Result
 from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
 from hyperpod_scheduler.guards.approval import needs_approval
 from hyperpod_scheduler.guards.capacity import head_warning, protections
-from hyperpod_scheduler.inputs import args
+from hyperpod_scheduler.inputs import args, bounded
 
 ConfigOpt = typer.Option(None, "--config", "-c", help="Config file (default: ./hyperpod-scheduler.yaml if present).")
 StateOpt = typer.Option(
@@ -98,9 +98,9 @@ class ConfigWatch:
         self.seen = self._read()
 
     def _read(self) -> bytes | None:
-        try:
-            return self.path.read_bytes()
-        except OSError:
+        try:  # bounded, and a regular file only: a FIFO swapped in for the config must not stop the loop
+            return bounded.read_bytes(self.path)
+        except bounded.BadDocument:
             return None
 
     def changed(self, current: Config) -> Config | None:

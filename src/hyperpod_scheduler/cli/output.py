@@ -123,16 +123,28 @@ def plain_data(data: Any) -> Any:
     return json.loads(json.dumps(data, default=_default))
 
 
+def scrubbed(data: Any) -> Any:
+    """Plain ``data`` with every string passed through ``scrub``: a message in a document (an AWS error
+    naming its endpoint, with a query token) shows no more than the same message on a terminal."""
+    if isinstance(data, str):
+        return scrub(data)
+    if isinstance(data, dict):
+        return {scrubbed(k): scrubbed(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [scrubbed(v) for v in data]
+    return data
+
+
 def print_json(data: Any) -> None:
     """Plain JSON on stdout (no Rich markup, so it pipes cleanly into jq; control characters are escaped
     by JSON itself)."""
-    print(json.dumps(data, indent=2, default=_default, sort_keys=False))
+    print(json.dumps(scrubbed(plain_data(data)), indent=2, sort_keys=False))
 
 
 def print_yaml(data: Any) -> None:
     import yaml  # only a command asked for -o yaml pays for PyYAML
 
-    print(yaml.safe_dump(plain_data(data), sort_keys=False, allow_unicode=True, width=1_000_000), end="")
+    print(yaml.safe_dump(scrubbed(plain_data(data)), sort_keys=False, allow_unicode=True, width=1_000_000), end="")
 
 
 def emit(listing: Listing, fmt: Format, document: Any) -> None:

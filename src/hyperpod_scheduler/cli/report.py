@@ -32,6 +32,7 @@ from hyperpod_scheduler.cost.savings import PERIODS, Report
 from hyperpod_scheduler.cost.settings import CostSettings
 from hyperpod_scheduler.engine.runner import ClusterRef
 from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.inputs import files
 
 COLUMNS = (
     "cluster",
@@ -191,6 +192,9 @@ def register(app: typer.Typer) -> None:
             raise UsageError(f"-o {fmt} and --{'csv' if csv_file else 'html'}: choose one output")
         if price_source not in (None, "bundled", "api"):
             raise UsageError(f"--price-source: {price_source!r} is not 'bundled' or 'api'")
+        for option, target in (("--csv", csv_file), ("--html", html_file)):
+            if target is not None:  # refused before the report is computed (a device, a FIFO, a link, no folder)
+                files.writable_target(target, option)
         ctx = make_context(config, state, fmt in ("json", "yaml"))
         settings = settings_from(ctx)
         changes: dict[str, Any] = {}
@@ -208,10 +212,7 @@ def register(app: typer.Typer) -> None:
             return
         result = make_report(ctx, since, until, settings, with_fsx=not no_fsx)
         if csv_file is not None:
-            try:
-                summary.write_csv(result, csv_file)
-            except OSError as exc:
-                raise UsageError(f"--csv {str(csv_file)!r}: {exc.strerror or exc}") from None
+            files.write_text(csv_file, summary.csv_text(result), "--csv")
             console.print(f"wrote {len(summary.csv_rows(result))} rows to {csv_file}", highlight=False)
         else:
             print_table(result, fmt)

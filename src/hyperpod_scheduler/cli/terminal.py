@@ -58,7 +58,8 @@ class SafeConsole(Console):
 
 
 # Rich asks the stream at each print whether it is a terminal; ``soft_wrap`` keeps a piped line whole.
-console = SafeConsole(highlight=False, soft_wrap=not sys.stdout.isatty())
+# A closed stdout (`>&-`) is None here: the entry point refuses to run then, but importing must not fail.
+console = SafeConsole(highlight=False, soft_wrap=not (sys.stdout is not None and sys.stdout.isatty()))
 err_console = SafeConsole(stderr=True, highlight=False, soft_wrap=True)
 
 

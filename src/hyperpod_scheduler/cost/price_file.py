@@ -3,16 +3,14 @@
 The override file is the user's own (negotiated rates, other regions), so rows they wrote stay: a row
 is replaced only when it came from an earlier ``prices update`` (its source names the Price List API),
 unless ``overwrite`` says otherwise. YAML files go through a round-trip parser so comments and order
-survive; the file is checked by the same parser the report uses before it replaces the old one,
-atomically.
+survive; the file is read by the bounded reader (a regular file, UTF-8, no tags), and the new one is checked by
+the same parser the report uses before it replaces the old one, atomically (``inputs.files``).
 """
 
 from __future__ import annotations
 
 import io
 import json
-import os
-import tempfile
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +22,7 @@ from ruamel.yaml.error import YAMLError
 from hyperpod_scheduler.cost.pricelist import API_SOURCE
 from hyperpod_scheduler.cost.prices import PriceTable, load_file
 from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.inputs import bounded, files
 
 NOTE = (
     "Rows whose source names the AWS Price List API are rewritten by `hyperpod-scheduler prices update`; "
@@ -69,24 +68,33 @@ def merge(doc: MutableMapping[str, Any], fetched: PriceTable, overwrite: bool = 
 
 def update_file(path: Path, fetched: PriceTable, overwrite: bool = False) -> Updated:
     """Merge ``fetched`` into the file at ``path`` (created if absent); YAML unless it ends in .json."""
+    check_target(path)
     as_json = path.suffix.lower() == ".json"
+    label = f"price file {str(path)!r}"
+    try:
+        text = bounded.decode(bounded.read_bytes(path, label), label)  # bounded, regular files only, UTF-8
+    except bounded.MissingFile:
+        text = ""
+    except bounded.Unreadable as exc:
+        raise UsageError(f"{label}: {exc.problem}") from None
     yaml = YAML()
     yaml.preserve_quotes = True
     try:
-        text = path.read_text(encoding="utf-8") if path.exists() else ""
-    except OSError as exc:
-        raise UsageError(f"price file {str(path)!r}: {exc.strerror or exc}") from None
-    try:
+        if text.strip():
+            # The checked reader first (tags, aliases, depth, duplicate keys), then the round trip that keeps
+            # comments: ruamel builds what a tag says, as PyYAML does.
+            (bounded.load_json if as_json else bounded.load_yaml)(text, label)
         doc = (json.loads(text) if as_json else yaml.load(text)) if text.strip() else {}
-    except (ValueError, YAMLError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise UsageError(
-            f"price file {str(path)!r}: not {'JSON' if as_json else 'YAML'} ({first}); left as it was"
-        ) from None
+    except (ValueError, YAMLError, bounded.BadDocument) as exc:
+        if isinstance(exc, bounded.BadDocument):
+            first = f"{exc.where}{exc.problem}"
+        else:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UsageError(f"{label}: not {'JSON' if as_json else 'YAML'} ({first}); left as it was") from None
     if doc is None:
         doc = {}
     if not isinstance(doc, MutableMapping):
-        raise UsageError(f"price file {str(path)!r}: not a mapping; left as it was")
+        raise UsageError(f"{label}: not a mapping; left as it was")
     result = merge(doc, fetched, overwrite)
     result.path = path
     if as_json:
@@ -95,23 +103,14 @@ def update_file(path: Path, fetched: PriceTable, overwrite: bool = False) -> Upd
         buffer = io.StringIO()
         yaml.dump(doc, buffer)
         out = buffer.getvalue()
-    _replace_checked(path, out)
+    # What the report will read is checked before it replaces the file: never leave one it could not read.
+    files.write_text(path, out, "--file", make_folders=True, check=load_file)
     return result
 
 
-def _replace_checked(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        load_file(tmp)  # what the report will read: refuse to leave a file it could not
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o777)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def check_target(path: Path) -> None:
+    """Refuse, before anything is fetched, a --file that is not a regular file (a device, a FIFO, a link)."""
+    files.writable_target(path, "--file", make_folders=False, missing_folder_ok=True)
 
 
 __all__ = ["NOTE", "Updated", "merge", "update_file"]

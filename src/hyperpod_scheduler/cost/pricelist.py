@@ -20,7 +20,7 @@ from typing import Any
 
 from hyperpod_scheduler.cost.prices import Price, PriceTable, fsx_key
 from hyperpod_scheduler.errors import UsageError
-from hyperpod_scheduler.inputs import bounded
+from hyperpod_scheduler.inputs import bounded, files
 
 PRICING_REGION = "us-east-1"
 SAGEMAKER = "AmazonSageMaker"
@@ -126,10 +126,8 @@ def write_cache(path: Path, region: str, table: PriceTable, fetched_at: datetime
         "instance_hourly": {k: p.usd for k, p in table.instance_hourly.items()},
         "fsx_gb_month": {k: p.usd for k, p in table.fsx_gb_month.items()},
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True), "utf-8")
-    tmp.replace(path)  # atomic: a reader never sees half a cache
+    # Atomic (a reader never sees half a cache), and never over a device, a FIFO or a link: UsageError.
+    files.write_text(path, json.dumps(doc, indent=1, sort_keys=True), "price cache", make_folders=True)
 
 
 def read_cache(path: Path, region: str, now: datetime, ttl: timedelta) -> PriceTable | None:

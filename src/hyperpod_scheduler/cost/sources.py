@@ -17,6 +17,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from hyperpod_scheduler.cost import pricelist
 from hyperpod_scheduler.cost.prices import PriceTable, bundled, layer, load_file
 from hyperpod_scheduler.cost.settings import PriceSettings
+from hyperpod_scheduler.errors import UsageError
 
 
 def default_cache(region: str) -> Path:
@@ -72,6 +73,6 @@ def _from_api(
         return None
     try:
         pricelist.write_cache(path, settings.region, table, now)
-    except OSError as exc:
-        notes.append(f"price cache {str(path)!r} not written: {exc.strerror or exc}")
+    except UsageError as exc:  # a folder, a device or a link where the cache goes: a missed shortcut only
+        notes.append(f"price cache not written: {exc}")
     return table

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import csv
+import io
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 from hyperpod_scheduler.cost.prices import HOURS_PER_MONTH
@@ -162,8 +162,10 @@ def csv_rows(report: Report) -> list[dict[str, Any]]:
     return rows
 
 
-def write_csv(report: Report, path: Path) -> None:
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=CSV_COLUMNS)
-        writer.writeheader()
-        writer.writerows(csv_rows(report))
+def csv_text(report: Report) -> str:
+    """The CSV file's text (written by the caller, through the one checked writer)."""
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS)
+    writer.writeheader()
+    writer.writerows(csv_rows(report))
+    return buffer.getvalue()

@@ -20,6 +20,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_scheduler.deploy.fleet_config import FleetConfig, parse_fleet_yaml
 from hyperpod_scheduler.errors import AwsError, UsageError
+from hyperpod_scheduler.inputs import bounded
 
 CONFIG_PK = "config"
 CONFIG_SK = "fleet"
@@ -68,8 +69,10 @@ def read_versioned(location: Location, client_for: ClientFactory = boto3_client)
         if location.scheme == "s3":
             s3 = client_for("s3", location.region)
             answer = s3.get_object(Bucket=location.name, Key=location.key)
-            body = answer["Body"].read()
-            return str(body.decode("utf-8")), _version(answer.get("Metadata", {}).get(VERSION_METADATA))
+            # Bounded and strict UTF-8, as a file is: an object of other bytes is one line naming it.
+            where = f"fleet config {location}"
+            text = bounded.decode(bounded.read_stream(answer["Body"], where), where)
+            return text, _version(answer.get("Metadata", {}).get(VERSION_METADATA))
         table = client_for("dynamodb", location.region)
         item = table.get_item(
             TableName=location.name,

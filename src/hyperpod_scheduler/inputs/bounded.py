@@ -23,6 +23,8 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode
 
 from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.inputs import files
+from hyperpod_scheduler.inputs.text import quoted
 
 MiB = 1024 * 1024
 
@@ -67,12 +69,16 @@ def read_bytes(path: str | Path, source: str | None = None, limits: Limits = FIL
     p = Path(path)
     label = source or str(p)
     try:
-        with p.open("rb") as handle:
+        # A regular file only: a FIFO would block the open for ever, /dev/zero never end (inputs/files.py).
+        with files.open_input(p) as handle:
             data = handle.read(limits.max_bytes + 1)  # never more than the limit, whatever stat says
     except FileNotFoundError:
         raise MissingFile(label, "no such file") from None
     except IsADirectoryError:
         raise Unreadable(label, "is a folder, not a file") from None
+    except files.NotRegular as exc:
+        problem = "is a folder, not a file" if exc.what == "a folder" else f"is {exc.what}, not a regular file"
+        raise Unreadable(label, f"{problem}; refused unread") from None
     except (OSError, ValueError) as exc:  # ValueError: a path with a NUL byte
         raise Unreadable(label, f"cannot read: {getattr(exc, 'strerror', None) or exc}") from None
     if len(data) > limits.max_bytes:
@@ -158,6 +164,12 @@ class _Counting(yaml.SafeLoader):
                 raise _Refused("a recursive alias (an anchor used inside itself)", mark)
             self._count(size, mark)
             return node
+        tag = getattr(self.peek_event(), "tag", None)  # type: ignore[no-untyped-call]
+        if tag is not None:
+            # An explicit tag makes PyYAML build what the tag says, or crash trying (`!!timestamp x` raises
+            # AttributeError, `!!bool maybe` KeyError); no file of ours needs one, so none is accepted.
+            shown = quoted(tag.replace(_STANDARD_TAG, "!!"), 40)
+            raise _Refused(f"the YAML tag {shown} is not accepted (write the value without a tag)", mark)
         self._depth += 1
         if self._depth > self.limits.max_depth:
             raise _Refused(f"nested more than {self.limits.max_depth} levels deep", mark)
@@ -204,6 +216,7 @@ def _mapping(loader: _Counting, node: MappingNode) -> dict[Any, Any]:
 
 
 _MERGE = "tag:yaml.org,2002:merge"
+_STANDARD_TAG = "tag:yaml.org,2002:"
 _Counting.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
 
 

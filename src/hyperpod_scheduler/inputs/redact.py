@@ -48,5 +48,25 @@ def shown(value: Any, path: Sequence[Any] = (), *, known_key: bool = True) -> st
 
 
 def scrub(text: str) -> str:
-    """``text`` with the credentials of any URL in it removed (``https://user:pw@h`` -> ``https://***@h``)."""
-    return _USERINFO.sub(r"\1***@", text)
+    """``text`` with the credentials of any URL in it removed (``https://user:pw@h`` -> ``https://***@h``),
+    an endpoint botocore names shown by ``endpoint`` (no user, no query), and the value of any query
+    parameter whose name says it is a secret (``?token=...``) masked."""
+    text = _ENDPOINT_SAID.sub(lambda m: m.group(1) + endpoint(m.group(2)), text)
+    text = _USERINFO.sub(r"\1***@", text)
+    return _SECRET_PARAM.sub(r"\1***", text)
+
+
+def endpoint(url: str) -> str:
+    """An endpoint URL as a message may show it: without user name, password, query or fragment, which
+    can carry a credential (``admin:S3CRETPW@host``, ``?token=...``); with or without a scheme."""
+    shown = _LEADING_USERINFO.sub(r"\1***@", url.strip())
+    cut = min((i for i in (shown.find("?"), shown.find("#")) if i >= 0), default=-1)
+    return shown if cut < 0 else shown[:cut] + "?***"
+
+
+# botocore's phrases: 'endpoint URL: "http://..."', 'Invalid endpoint: ...'.
+_ENDPOINT_SAID = re.compile(r'(?i)(endpoint(?: url)?:\s*"?)([^\s"]+)')
+_LEADING_USERINFO = re.compile(r"(?i)^((?:[a-z][a-z0-9+.-]*://)?)[^/?#@\s]*@")
+_SECRET_PARAM = re.compile(
+    r"(?i)([?&;][^=&\s]*(?:token|secret|password|passwd|signature|sig|credential|auth|key)[^=&\s]*=)[^&\s\"']*"
+)

@@ -9,6 +9,12 @@ class StoreError(HyperpodSchedulerError):
     """The store cannot be opened or used (bad path, unreadable file, newer schema)."""
 
 
+class NotAStoreFile(StoreError):
+    """``--state`` names something that is not a regular file (a FIFO, a device, a folder): bad input."""
+
+    exit_code = 2
+
+
 class ConflictError(StoreError):
     """A compare-and-set lost: someone else wrote the record since it was read.
 

@@ -25,7 +25,8 @@
   Writers of one process take turns on one connection (a Python lock hands it over at once; SQLite's
   own busy wait sleeps in steps of up to 100 ms).
 - The file is created owner-only (0600; SQLite gives its -wal/-shm files the same mode) in a
-  directory created 0700 if missing. It holds sizes and history, never credentials.
+  directory created 0700 if missing. It holds sizes and history, never credentials. A file that exists
+  is never chmod-ed (it may not be a store at all), and anything but a regular file is refused unopened.
 - A store is never silently empty: a new file is built aside with its schema and only then linked
   under its name, so a file that exists always carries the schema. One that is empty (truncated) or
   lacks the schema is refused with its path; only a missing file is created.
@@ -36,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import stat
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
@@ -45,6 +47,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from hyperpod_scheduler.inputs import files
 from hyperpod_scheduler.store.base import check_expected, check_limit, lease_expiry
 from hyperpod_scheduler.store.codec import (
     check_account,
@@ -57,7 +60,7 @@ from hyperpod_scheduler.store.codec import (
     encode_record,
     to_micros,
 )
-from hyperpod_scheduler.store.errors import ConflictError, StoreError
+from hyperpod_scheduler.store.errors import ConflictError, NotAStoreFile, StoreError
 from hyperpod_scheduler.store.records import ClusterRecord, HistoryEntry, Reach
 
 SCHEMA_VERSION = 2  # 2: the accounts table (records keyed by account)
@@ -451,13 +454,18 @@ def _check_schema(conn: sqlite3.Connection, path: Path) -> None:
 def _check_or_create(path: Path) -> None:
     """A file that exists must be a store (checked once it is open); only a missing one is created."""
     try:
-        size = path.stat().st_size
+        found = path.stat()
     except (FileNotFoundError, NotADirectoryError):
         _create(path)  # a parent that is a file fails there, as "cannot create"
         return
     except OSError as exc:
         raise StoreError(f"state store {path}: cannot read: {exc.strerror or exc}") from None
-    _make_private(path)
+    if not stat.S_ISREG(found.st_mode):
+        # SQLite would block on a FIFO and write into a device; nothing is opened, nothing is changed.
+        raise NotAStoreFile(f"state store {path}: is {files.kind(found.st_mode)}, not a regular file; refused unopened")
+    size = found.st_size
+    # A file that exists is only read here, so its mode is the owner's choice: never chmod-ed (a --state
+    # that names a user's notes.txt by mistake is refused below, and left exactly as it was).
     if size == 0:
         raise StoreError(
             f"state store {path} is empty (0 bytes): it was truncated or never finished; every remembered "
@@ -516,16 +524,6 @@ def _fsync_dir(directory: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
-
-
-def _make_private(path: Path) -> None:
-    """A state file (and its -wal/-shm) that exists with a looser mode than 0600 is made 0600."""
-    try:
-        for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
-            if file.exists() and file.stat().st_mode & 0o077:
-                os.chmod(file, 0o600)
-    except OSError as exc:
-        raise StoreError(f"state store {path}: cannot make private: {exc.strerror or exc}") from None
 
 
 def _private_folders(folder: Path) -> None:

@@ -14,7 +14,7 @@ from hyperpod_scheduler import __version__
 from hyperpod_scheduler.app import report as reports
 from hyperpod_scheduler.app.compose import Context
 from hyperpod_scheduler.cost.settings import CostSettings
-from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.inputs import files
 from hyperpod_scheduler.web.service import Dashboard
 
 HERE = Path(__file__).parent
@@ -58,12 +58,7 @@ def write_html_report(
         now=ctx.now, file_systems=None if with_fsx else reports.none_found, fixed_context=ctx, cost=settings
     )
     html = render_report(dash, since, until)
-    target = Path(path)
-    try:
-        target.write_text(html, encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"--html {str(target)!r}: {exc.strerror or exc}") from None
-    return target
+    return files.write_text(path, html, "--html")  # atomic; never over a device, a FIFO or a link
 
 
 __all__ = ["datetime", "render_report", "write_html_report"]
