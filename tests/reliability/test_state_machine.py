@@ -46,9 +46,11 @@ from hyperpod_scheduler.errors import HyperpodSchedulerError
 from hyperpod_scheduler.schedule import resolve
 from hyperpod_scheduler.store.memory import MemoryStore
 from hyperpod_scheduler.store.records import ClusterRecord
-from tests.reliability.conftest import run_slow
+from tests.conftest import run_slow
 from tests.reliability.fleet_sim import MONDAY_6AM, TEST_RETRIES, instant_retries
 from tests.reliability.harness import ACCOUNT, small_request
+
+pytestmark = pytest.mark.long_run  # one Hypothesis state machine, the longest test here
 
 NAMES = ("sm-0", "sm-1")
 SIZES = {"controller": 1, "cpu": 2}

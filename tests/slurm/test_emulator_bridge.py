@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import pytest
 
 from hyperpod_scheduler.agent.settings import DRAIN_REASON, CheckpointSettings
 from hyperpod_scheduler.agent.worker import SlurmSide
@@ -98,6 +99,7 @@ def _settle(emu: Any, client: Any) -> dict[str, Any]:
     raise AssertionError("c1 did not settle")
 
 
+@pytest.mark.real_slurm
 def test_a_stop_start_cycle_on_the_emulator_drains_loses_and_regains_real_slurm_nodes(shared: Path) -> None:
     ensure_slurm()
     with exclusive(), running_emulator(virtual_start=START, seed=5) as emu:
