@@ -8,7 +8,14 @@ import os
 
 import pytest
 
+from hyperpod_scheduler.emulator import in_process
+
 RUN_SLOW_ENV = "HYPERPOD_SCHEDULER_RUN_SLOW"
+
+
+# Before any botocore session exists: every client can then be answered in process by an emulator
+# started with in_process=True (the sessions product code caches for the whole run included).
+in_process.install()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -16,12 +16,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 import yaml
 
 from hyperpod_scheduler.emulator import Emulator, running_emulator
 from tests.engine.conftest import three_tier_request
+from tests.sessions import shared_session
 
 START = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)  # a Tuesday morning
 BOX = set("─━│┃┌┏└┗")
@@ -50,7 +50,7 @@ def world(tmp_path: Path) -> Iterator[tuple[Emulator, dict[str, str], Path]]:
 
 
 def _client(emu: Emulator) -> Any:
-    session = boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1")
+    session = shared_session()
     return session.client("sagemaker", endpoint_url=emu.endpoint)
 
 

@@ -7,7 +7,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 
 from hyperpod_scheduler.agent.settings import DRAIN_REASON, CheckpointSettings
@@ -21,6 +20,7 @@ from hyperpod_scheduler.engine.runner import Engine
 from hyperpod_scheduler.guards.checkpoints import CheckpointGuard, LocalLink
 from hyperpod_scheduler.slurm.commands import SubprocessSlurm
 from hyperpod_scheduler.store.memory import MemoryStore
+from tests.sessions import shared_session
 
 from .real import ensure_slurm, exclusive, node_states, submit, wait_for
 
@@ -63,7 +63,7 @@ def test_the_bridge_gives_each_running_node_a_free_name_of_its_group_and_frees_i
 
 
 def _client(endpoint: str) -> Any:
-    session = boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1")
+    session = shared_session()
     return session.client("sagemaker", endpoint_url=endpoint)
 
 
