@@ -26,7 +26,18 @@ def run_slow(config: pytest.Config) -> bool:
     return bool(config.getoption("--run-slow", default=False)) or os.environ.get(RUN_SLOW_ENV) == "1"
 
 
+# `slow` is declared in pyproject.toml (once: the three conftests that each declared --run-slow are
+# now this one); the markers scripts/test.sh selects its stages by are declared here.
+MARKERS = (
+    "browser: drives Chromium (its own stage of scripts/test.sh; not in --quick)",
+    "real_slurm: needs the real Slurm scripts/slurm-ci.sh starts (not in --quick)",
+    "long_run: a long Hypothesis state-machine run (not in --quick)",
+)
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    for marker in MARKERS:
+        config.addinivalue_line("markers", marker)
     # Set before the test modules are imported, so the fuzz suites' @settings see the long budget.
     if config.getoption("--run-slow", default=False):
         os.environ[RUN_SLOW_ENV] = "1"

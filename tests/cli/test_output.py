@@ -99,6 +99,8 @@ def in_pty(env: dict[str, str], *args: str, columns: int = 120, on_output: Any =
             out += chunk
             if on_output is not None and chunk:
                 on_output(out.decode(errors="replace"))
+            if not chunk and proc.poll() is not None:
+                break  # the child is gone: its end of the terminal reads as ready and empty (EIO) forever
         if proc.poll() is not None and not ready:
             break
     os.close(main)
