@@ -9,6 +9,7 @@ version="3.3.30"
 if [ -x "$venv/bin/checkov" ] && "$venv/bin/checkov" --version 2>/dev/null | grep -qx "$version"; then
   echo "checkov-ci: checkov $version ready"; exit 0
 fi
+echo "checkov-ci: installing checkov $version with pip into $venv, a virtualenv of its own (undo: rm -rf $venv)"
 "${PYTHON:-python3}" -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet "checkov==$version"
 echo "checkov-ci: checkov $("$venv/bin/checkov" --version) ready"

@@ -1,35 +1,89 @@
 #!/usr/bin/env bash
-# The whole test suite: lint (ruff), types (mypy), then pytest. Extra arguments go to pytest.
-# As root it also installs and starts what the integration tests need: a real Slurm on loopback
-# (munge, slurmctld, several slurmd) and Debian's Chromium for the browser tests.
+# The whole test suite, in stages, each announced with its time: set-up, lint (ruff), types (mypy),
+# pytest (everything but the browser), the browser tests, and the emulator's reset-mode pass.
+#
+#   bash scripts/test.sh            # everything (what CI runs: .ci/run)
+#   bash scripts/test.sh --quick    # the inner loop: lint, types and pytest without the browser tests,
+#                                   # the long state-machine runs and the real-Slurm tests
+#   bash scripts/test.sh -k stop    # extra arguments go to the main pytest stage (and skip the others)
+#
+# As root the full run also installs and starts what the integration tests need: a real Slurm on
+# loopback (munge, slurmctld, several slurmd) and Debian's Chromium for the browser tests.
+# A failing stage does not end the run: every stage reports, and the exit status is non-zero if any failed.
+quick=0
+if [ "${1:-}" = --quick ]; then
+  quick=1
+  shift
+fi
 source "$(dirname "$0")/_venv.sh" dev
-if [ "$(id -u)" = 0 ]; then
-  echo "== as root, this installs slurm-wlm, munge and chromium with apt-get, writes /etc/slurm and /etc/munge,"
-  echo "   and leaves munged, slurmctld and slurmd running (stop them: bash scripts/slurm-ci.sh stop)"
+set +e  # from here on each stage's failure is recorded, not fatal
+
+status=0
+summary=()
+stage() {  # stage NAME COMMAND...: announce, run, time; remember a failure
+  local name="$1"
+  shift
+  echo "== $name"
+  local started=$SECONDS
+  "$@"
+  local rc=$?
+  local took=$((SECONDS - started))
+  if [ $rc -eq 0 ]; then
+    echo "== $name: ok in ${took} s"
+    summary+=("$(printf '%-34s ok      %4d s' "$name" "$took")")
+  else
+    echo "== $name: FAILED (exit $rc) in ${took} s"
+    summary+=("$(printf '%-34s FAILED  %4d s' "$name" "$took")")
+    status=1
+  fi
+}
+
+setup_root() {
+  echo "as root, this installs slurm-wlm, munge and chromium with apt-get, writes /etc/slurm and /etc/munge,"
+  echo "and leaves munged, slurmctld and slurmd running (stop them: bash scripts/slurm-ci.sh stop)"
   # A set-up failure does not end the run: lint, types and every other test still report, and the
   # tests that need the missing piece fail under CI=true with their own message.
-  echo "== slurm (scripts/slurm-ci.sh)"
-  bash scripts/slurm-ci.sh || echo "== slurm set-up FAILED (exit $?): the real-Slurm tests will fail"
-  echo "== chromium (scripts/browser-ci.sh)"
-  bash scripts/browser-ci.sh || echo "== chromium set-up FAILED (exit $?): the browser tests will fail"
+  bash scripts/slurm-ci.sh || echo "slurm set-up FAILED (exit $?): the real-Slurm tests will fail"
+  PYTHON="$venv/bin/python" bash scripts/browser-ci.sh \
+    || echo "chromium set-up FAILED (exit $?): the browser tests will fail"
+}
+
+lint() { ruff check src tests bench && ruff format --check src tests bench; }
+
+workers=$(python -c 'import os; print(min(4, os.cpu_count() or 1))')
+# The emulator's two modes for an optional member an update leaves out (docs/emulator.md): keep (the
+# default, as AWS documents it) and reset (the unconfirmed worst case: it goes back to its default).
+# The six files below run in both: each mode is a different emulator, and a scheduler that round-trips
+# a cluster in one of them but not the other is a defect, so neither pass stands in for the other.
+# Every other file runs once, in keep mode.
+RESET_FILES=(
+  tests/cluster/test_round_trip_model.py tests/engine/test_round_trip_cli.py tests/engine/test_fidelity.py
+  tests/engine/test_stop_start_emulator.py tests/engine/test_demo.py tests/reliability/test_crash_points.py
+)
+
+started_all=$SECONDS
+if [ $quick -eq 1 ]; then
+  echo "== quick: no browser tests, no long state-machine runs, no real-Slurm tests, no reset-mode pass"
+elif [ "$(id -u)" = 0 ]; then
+  stage "set-up: slurm and chromium (root)" setup_root
 else
   echo "== not root: the real-Slurm and browser tests skip (under CI=true they fail instead)"
 fi
-echo "== checkov (scripts/checkov-ci.sh)"
-bash scripts/checkov-ci.sh || echo "== checkov set-up FAILED (exit $?): the template tests will fail under CI=true"
-echo "== ruff"; ruff check src tests bench
-echo "== mypy"; mypy
-echo "== pytest"
-workers=$(python -c 'import os; print(min(4, os.cpu_count() or 1))')
-status=0
-python -m pytest -n "$workers" "$@" || status=$?
-if [ $# -eq 0 ]; then
-  # The emulator's strict mode: an optional member an update leaves out is reset to its default, as it
-  # might be on AWS (unconfirmed). The round trip must hold there too (docs/emulator.md).
-  echo "== pytest, emulator in reset mode (round-trip, stop/start, demo and crash tests)"
-  HYPERPOD_EMULATOR_OMITTED_MEMBERS=reset python -m pytest -n "$workers" \
-    tests/cluster/test_round_trip_model.py tests/engine/test_round_trip_cli.py tests/engine/test_fidelity.py \
-    tests/engine/test_stop_start_emulator.py tests/engine/test_demo.py tests/reliability/test_crash_points.py \
-    || status=$?
+stage "set-up: checkov (scripts/checkov-ci.sh)" bash scripts/checkov-ci.sh
+stage "lint (ruff check, ruff format)" lint
+stage "types (mypy --strict)" mypy
+if [ $quick -eq 1 ]; then
+  stage "pytest (quick)" python -m pytest -n "$workers" -m "not browser and not long_run and not real_slurm" "$@"
+elif [ $# -gt 0 ]; then
+  stage "pytest (given arguments)" python -m pytest -n "$workers" "$@"
+else
+  stage "pytest (main, emulator keep mode)" python -m pytest -n "$workers" -m "not browser"
+  # In one process: the demo week and Chromium the browser tests share are built once, not per worker.
+  stage "pytest (browser: Chromium and axe)" python -m pytest -p no:xdist -m browser tests/web/test_browser.py
+  stage "pytest (emulator reset mode, 6 files)" env HYPERPOD_EMULATOR_OMITTED_MEMBERS=reset \
+    python -m pytest -n "$workers" "${RESET_FILES[@]}"
 fi
+echo "== stages"
+printf '   %s\n' "${summary[@]}"
+echo "== total: $((SECONDS - started_all)) s"
 exit $status

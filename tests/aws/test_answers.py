@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import boto3
 import pytest
 from typer.testing import CliRunner
 
@@ -16,6 +15,7 @@ from hyperpod_scheduler.errors import HyperpodSchedulerError, MalformedAnswer
 from tests.aws.proxy import add_to_group as add_group_member
 from tests.aws.proxy import answer_proxy
 from tests.engine.conftest import three_tier_request
+from tests.sessions import shared_session
 
 DESCRIBE = operation_model("DescribeCluster").output_shape
 assert DESCRIBE is not None
@@ -89,11 +89,7 @@ def test_a_client_that_is_not_watched_reports_nothing() -> None:
 )
 def test_a_damaged_body_through_boto3_is_one_clear_error(emu: Emulator, body: bytes, said: str) -> None:
     with answer_proxy(emu.endpoint, lambda op, answer: body if op == "DescribeCluster" else answer) as proxy:
-        client = watch(
-            boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1").client(
-                "sagemaker", endpoint_url=proxy.endpoint
-            )
-        )
+        client = watch(shared_session().client("sagemaker", endpoint_url=proxy.endpoint))
         client.create_cluster(**three_tier_request())
         with pytest.raises(MalformedAnswer) as caught:
             client.describe_cluster(ClusterName="c1")
@@ -139,11 +135,7 @@ def test_values_the_parser_cannot_read_are_named(answer: dict[str, Any], said: s
 )
 def test_encodings_and_timestamps_through_boto3_are_one_clear_error(emu: Emulator, body: bytes, said: str) -> None:
     with answer_proxy(emu.endpoint, lambda op, answer: body if op == "DescribeCluster" else answer) as proxy:
-        client = watch(
-            boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1").client(
-                "sagemaker", endpoint_url=proxy.endpoint
-            )
-        )
+        client = watch(shared_session().client("sagemaker", endpoint_url=proxy.endpoint))
         client.create_cluster(**three_tier_request())
         with pytest.raises(MalformedAnswer) as caught:
             client.describe_cluster(ClusterName="c1")

@@ -16,12 +16,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 import yaml
 
 from hyperpod_scheduler.emulator import Emulator, running_emulator
 from tests.engine.conftest import three_tier_request
+from tests.sessions import shared_session
 
 START = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)  # a Tuesday morning
 BOX = set("─━│┃┌┏└┗")
@@ -50,7 +50,7 @@ def world(tmp_path: Path) -> Iterator[tuple[Emulator, dict[str, str], Path]]:
 
 
 def _client(emu: Emulator) -> Any:
-    session = boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1")
+    session = shared_session()
     return session.client("sagemaker", endpoint_url=emu.endpoint)
 
 
@@ -99,6 +99,8 @@ def in_pty(env: dict[str, str], *args: str, columns: int = 120, on_output: Any =
             out += chunk
             if on_output is not None and chunk:
                 on_output(out.decode(errors="replace"))
+            if not chunk and proc.poll() is not None:
+                break  # the child is gone: its end of the terminal reads as ready and empty (EIO) forever
         if proc.poll() is not None and not ready:
             break
     os.close(main)

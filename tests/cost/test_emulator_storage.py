@@ -10,24 +10,24 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 from botocore.exceptions import ClientError
 
 from hyperpod_scheduler.emulator import Emulator, running_emulator
 from tests.engine.conftest import START
+from tests.sessions import shared_session
 
 BUCKET = "sagemaker-lifecycle-demo"
 
 
 @pytest.fixture(scope="module")
 def emu() -> Iterator[Emulator]:
-    with running_emulator(virtual_start=START, seed=5) as e:
+    with running_emulator(virtual_start=START, seed=5, in_process=True) as e:
         yield e
 
 
 def _client(emu: Emulator, service: str) -> Any:
-    session = boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1")
+    session = shared_session()
     return session.client(service, endpoint_url=emu.endpoint)  # type: ignore[call-overload]
 
 
@@ -95,7 +95,7 @@ def test_file_systems_are_described_paged_and_by_id(emu: Emulator) -> None:
         fsx.describe_file_systems(FileSystemIds=["fs-0000000000000dead"])
     assert missing.value.response["Error"]["Code"] == "FileSystemNotFound"
     # Another region's account holds none of them.
-    west = boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name="us-west-2")
+    west = shared_session("us-west-2")
     assert west.client("fsx", endpoint_url=emu.endpoint).describe_file_systems()["FileSystems"] == []
 
 

@@ -22,7 +22,7 @@ P5 = ref_for("p5c", "us-east-1")
 
 @pytest.fixture
 def emu() -> Iterator[Emulator]:
-    with running_emulator(virtual_start=START, seed=3) as e:
+    with running_emulator(virtual_start=START, seed=3, in_process=True) as e:
         yield e
 
 

@@ -145,7 +145,7 @@ def world(aws: None) -> Iterator[FleetWorld]:
     with ExitStack() as stack:
         emulators = {
             # Each account's clusters carry that account in their ARNs, as on AWS: the worker checks it.
-            a: stack.enter_context(account_emulator(a, virtual_start=START, seed=i))
+            a: stack.enter_context(account_emulator(a, virtual_start=START, seed=i, in_process=True))
             for i, a in enumerate(ACCOUNTS)
         }
         w = FleetWorld(emulators)

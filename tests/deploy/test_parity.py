@@ -214,7 +214,10 @@ def _collect(store: StateStore, keys: dict[str, str], emu: Emulator, out: Outcom
 
 def run_world(face: Face, kind: ChannelKind, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Outcome:
     out = Outcome()
-    with mocked_aws(), account_emulator(ACCOUNT, virtual_start=START, seed=3, capacity=CAPACITY) as emu:
+    with (
+        mocked_aws(),
+        account_emulator(ACCOUNT, virtual_start=START, seed=3, capacity=CAPACITY, in_process=True) as emu,
+    ):
         for request in CLUSTERS.values():
             _admin(emu).create_cluster(**request)
         _settle_all(emu)

@@ -117,7 +117,7 @@ def test_every_attempt_of_a_throttled_call_waits_and_slows_the_bucket() -> None:
     reads = TokenBucket(Rate(10.0, 1), clock=clock, sleep=waits.append, jitter=0)
     updates = TokenBucket(Rate(1.0, 1), clock=clock, sleep=waits.append, jitter=0)
     limiter = SagemakerLimiter(updates=updates, reads=reads)
-    with running_emulator(virtual_start=datetime(2026, 11, 30, tzinfo=UTC)) as emu:
+    with running_emulator(virtual_start=datetime(2026, 11, 30, tzinfo=UTC), in_process=True) as emu:
         emu.faults = {"throttle_rate": 1.0}
         client = boto3.client(
             "sagemaker",

@@ -21,6 +21,12 @@ def _error(exc: pytest.ExceptionInfo[ClientError]) -> tuple[str, str, int]:
     return err["Code"], err["Message"], exc.value.response["ResponseMetadata"]["HTTPStatusCode"]
 
 
+@pytest.fixture
+def emu(served_emu: Emulator) -> Emulator:
+    """The wire itself is under test: every request here crosses loopback HTTP."""
+    return served_emu
+
+
 def _raw(emu: Emulator, target: str | None, body: bytes) -> tuple[int, dict[str, str], dict[str, Any]]:
     conn = http.client.HTTPConnection("127.0.0.1", emu.port, timeout=10)
     headers = {"Content-Type": "application/x-amz-json-1.1"}

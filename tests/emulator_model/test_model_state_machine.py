@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
@@ -12,6 +13,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from hyperpod_scheduler.emulator.errors import EmulatorError
 from hyperpod_scheduler.emulator.model_state import CLUSTER_STATUSES, GROUP_STATUSES
 from tests.emulator_model.helpers import backend, clock, cluster_request, group, resend
+
+pytestmark = pytest.mark.long_run  # a Hypothesis state machine over the model
 
 P5 = "ml.p5.48xlarge"
 POOL = 6

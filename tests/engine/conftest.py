@@ -8,7 +8,6 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-import boto3
 import pytest
 
 from hyperpod_scheduler.emulator import Emulator, running_emulator
@@ -16,6 +15,7 @@ from hyperpod_scheduler.engine.events import Collector
 from hyperpod_scheduler.engine.fleet import Governed, tick
 from hyperpod_scheduler.engine.runner import Engine, Result
 from hyperpod_scheduler.store.memory import MemoryStore
+from tests.sessions import shared_session
 
 ROLE = "arn:aws:iam::123456789012:role/hyperpod-exec"
 START = datetime(2026, 11, 30, 6, 0, tzinfo=UTC)  # a Monday
@@ -64,16 +64,33 @@ class CountingClient:
 
     def __init__(self, endpoint: str) -> None:
         self.calls: Counter[str] = Counter()
-        session = boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1")
-        self.client = session.client("sagemaker", endpoint_url=endpoint)
+        self.client = shared_session().client("sagemaker", endpoint_url=endpoint)
         self.client.meta.events.register("before-call.sagemaker.*", self._count)
 
     def _count(self, model: Any, **_: Any) -> None:
         self.calls[model.name] += 1
 
 
+@pytest.fixture(scope="module")
+def module_emulator() -> Iterator[Emulator]:
+    """One emulator per test module, answering this process's botocore in process (it still serves
+    HTTP for child processes and urllib); ``emu`` renews it between tests."""
+    with running_emulator(virtual_start=START, seed=3, in_process=True) as e:
+        yield e
+
+
 @pytest.fixture
-def emu() -> Iterator[Emulator]:
+def emu(module_emulator: Emulator) -> Iterator[Emulator]:
+    """A fresh emulator for each test (no clusters, the clock at START, seed 3, no faults): the
+    module's, renewed after the test. For tests about the scheduler; wire tests use ``served_emu``."""
+    yield module_emulator
+    module_emulator.renew()
+
+
+@pytest.fixture
+def served_emu() -> Iterator[Emulator]:
+    """An emulator reached only over loopback HTTP, for the tests about the wire: the protocol, the
+    fidelity and round-trip tests, the crash tests."""
     with running_emulator(virtual_start=START, seed=3) as e:
         yield e
 

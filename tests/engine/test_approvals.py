@@ -13,7 +13,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 import yaml
 from fastapi.testclient import TestClient
@@ -32,6 +31,7 @@ from hyperpod_scheduler.store.base import StateStore
 from hyperpod_scheduler.web import create_app
 from hyperpod_scheduler.web.service import Dashboard
 from tests.engine.conftest import START, settle
+from tests.sessions import shared_session
 
 TOKEN = "dash-token-for-approval-tests"
 P5 = "ml.p5.48xlarge"
@@ -93,8 +93,8 @@ class Rig:
 
 @pytest.fixture
 def rig(tmp_path: Path) -> Iterator[Rig]:
-    with running_emulator(virtual_start=START, seed=41) as emu:
-        session = boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1")
+    with running_emulator(virtual_start=START, seed=41, in_process=True) as emu:
+        session = shared_session()
         client = session.client("sagemaker", endpoint_url=emu.endpoint)
         client.create_cluster(**slurm_request("p5", {"gpu": (P5, 2)}, continuous=True))
         settle(emu, client, "p5")

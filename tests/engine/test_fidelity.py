@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import botocore
 import pytest
 
@@ -19,6 +18,7 @@ from hyperpod_scheduler.notify.channels import message_for
 from hyperpod_scheduler.store.memory import MemoryStore
 from tests.aws.proxy import AnswerProxy, Rewrite, add_to_group, answer_proxy
 from tests.engine.conftest import settle, three_tier_request
+from tests.sessions import shared_session
 
 REF = ClusterRef(key="123456789012/us-east-1/c1", name="c1", region="us-east-1")
 
@@ -29,7 +29,7 @@ class Rig:
         self.proxy = proxy
         self.store = MemoryStore()
         self.events = Collector()
-        session = boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1")
+        session = shared_session()
         self.client = session.client("sagemaker", endpoint_url=proxy.endpoint)
         self.engine = Engine(
             self.store,
@@ -45,6 +45,12 @@ class Rig:
 
     def kinds(self) -> list[str]:
         return [e.kind for e in self.events.events]
+
+
+@pytest.fixture
+def emu(served_emu: Emulator) -> Emulator:
+    """About the wire: every answer crosses loopback HTTP (and the rewriting proxy), never in process."""
+    return served_emu
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
-import boto3
 import pytest
 
 from hyperpod_scheduler.emulator import Emulator
@@ -23,6 +22,7 @@ from hyperpod_scheduler.store.memory import MemoryStore
 from hyperpod_scheduler.store.records import ClusterRecord, GroupSize, HistoryEntry, Reach, Snapshot
 from tests.engine.conftest import START, settle
 from tests.reliability.harness import account_emulator, small_request
+from tests.sessions import shared_session
 
 A, B = "111111111111", "222222222222"
 OLD_KEY = "default/us-east-1/train"
@@ -44,7 +44,7 @@ class World:
         self.calls.clear()
 
     def _client(self, emu: Emulator) -> Any:
-        session = boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1")
+        session = shared_session()
         client = session.client("sagemaker", endpoint_url=emu.endpoint)
         client.meta.events.register("before-call.sagemaker.*", lambda model, **_: self.calls.update([model.name]))
         return client
@@ -84,8 +84,8 @@ class World:
 @pytest.fixture
 def world() -> Iterator[World]:
     with (
-        account_emulator(A, virtual_start=START, seed=1) as a,
-        account_emulator(B, virtual_start=START, seed=2) as b,
+        account_emulator(A, virtual_start=START, seed=1, in_process=True) as a,
+        account_emulator(B, virtual_start=START, seed=2, in_process=True) as b,
     ):
         yield World(a, b)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import boto3
 import pytest
 from botocore.exceptions import ClientError
 
@@ -21,6 +20,7 @@ from hyperpod_scheduler.store.memory import MemoryStore
 from hyperpod_scheduler.store.outcomes import read_phases
 from hyperpod_scheduler.store.records import GroupPhases
 from tests.engine.conftest import START, settle
+from tests.sessions import shared_session
 
 CHECKS = ["InstanceStress", "InstanceConnectivity"]
 FAST = {"provisioning": [300, 360], "ami_setup": [200, 240], "deep_health_check": [1800, 2000]}
@@ -34,7 +34,7 @@ def _cluster(continuous: bool, checks: bool, gpus: int = 4) -> dict[str, Any]:
 
 
 def _client(endpoint: str) -> Any:
-    session = boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1")
+    session = shared_session()
     return session.client("sagemaker", endpoint_url=endpoint)
 
 
@@ -51,7 +51,7 @@ def _start_line(store: MemoryStore, key: str) -> dict[str, GroupPhases]:
 
 @pytest.mark.parametrize("continuous", [True, False])
 def test_each_phase_of_a_start_is_recorded_in_order_in_its_history_line(continuous: bool) -> None:
-    with running_emulator(virtual_start=START, seed=4, capacity={"timing": FAST}) as emu:
+    with running_emulator(virtual_start=START, seed=4, capacity={"timing": FAST}, in_process=True) as emu:
         client = _client(emu.endpoint)
         client.create_cluster(**_cluster(continuous, checks=True))
         settle(emu, client, "hc")
@@ -83,7 +83,7 @@ def test_each_phase_of_a_start_is_recorded_in_order_in_its_history_line(continuo
 
 
 def test_a_group_without_health_checks_passes_lifecycle_when_it_runs() -> None:
-    with running_emulator(virtual_start=START, seed=5, capacity={"timing": FAST}) as emu:
+    with running_emulator(virtual_start=START, seed=5, capacity={"timing": FAST}, in_process=True) as emu:
         client = _client(emu.endpoint)
         client.create_cluster(**_cluster(True, checks=False))
         settle(emu, client, "hc")
@@ -102,7 +102,7 @@ def test_a_group_without_health_checks_passes_lifecycle_when_it_runs() -> None:
 
 def test_waiting_for_capacity_is_shown_while_a_continuous_group_is_short() -> None:
     capacity = {"timing": FAST, "instance_types": {"ml.g5.12xlarge": 4}}
-    with running_emulator(virtual_start=START, seed=6, capacity=capacity) as emu:
+    with running_emulator(virtual_start=START, seed=6, capacity=capacity, in_process=True) as emu:
         client = _client(emu.endpoint)
         client.create_cluster(**_cluster(True, checks=False))
         settle(emu, client, "hc")
@@ -123,7 +123,7 @@ def test_waiting_for_capacity_is_shown_while_a_continuous_group_is_short() -> No
 
 def test_the_shortfall_notification_says_what_is_up_and_what_waits_for_capacity() -> None:
     capacity = {"timing": FAST, "instance_types": {"ml.g5.12xlarge": 4}}
-    with running_emulator(virtual_start=START, seed=6, capacity=capacity) as emu:
+    with running_emulator(virtual_start=START, seed=6, capacity=capacity, in_process=True) as emu:
         client = _client(emu.endpoint)
         client.create_cluster(**_cluster(True, checks=False))
         settle(emu, client, "hc")
@@ -154,7 +154,7 @@ def test_the_shortfall_notification_says_what_is_up_and_what_waits_for_capacity(
 
 
 def test_without_list_cluster_nodes_phases_come_from_describe_cluster_and_say_so() -> None:
-    with running_emulator(virtual_start=START, seed=7, capacity={"timing": FAST}) as emu:
+    with running_emulator(virtual_start=START, seed=7, capacity={"timing": FAST}, in_process=True) as emu:
         client = _client(emu.endpoint)
         client.create_cluster(**_cluster(True, checks=True))
         settle(emu, client, "hc")
@@ -173,7 +173,7 @@ def test_without_list_cluster_nodes_phases_come_from_describe_cluster_and_say_so
 
 
 def test_an_update_refused_while_health_checks_run_waits_and_is_sent_again() -> None:
-    with running_emulator(virtual_start=START, seed=8, capacity={"timing": FAST}) as emu:
+    with running_emulator(virtual_start=START, seed=8, capacity={"timing": FAST}, in_process=True) as emu:
         client = _client(emu.endpoint)
         client.create_cluster(**_cluster(True, checks=True))
         settle(emu, client, "hc")
@@ -207,7 +207,7 @@ def test_an_update_refused_while_health_checks_run_waits_and_is_sent_again() -> 
 
 
 def test_health_checks_past_the_settle_timeout_make_the_update_a_failure() -> None:
-    with running_emulator(virtual_start=START, seed=9, capacity={"timing": FAST}) as emu:
+    with running_emulator(virtual_start=START, seed=9, capacity={"timing": FAST}, in_process=True) as emu:
         client = _client(emu.endpoint)
         client.create_cluster(**_cluster(True, checks=True))
         settle(emu, client, "hc")

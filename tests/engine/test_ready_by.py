@@ -55,7 +55,7 @@ def test_a_start_within_the_lead_is_wanted_already_and_counted_as_that_transitio
 
 
 def test_ready_by_cluster_is_ready_at_eight_and_plan_says_when_and_why() -> None:
-    with running_emulator(virtual_start=START, seed=21) as emu:
+    with running_emulator(virtual_start=START, seed=21, in_process=True) as emu:
         client = CountingClient(emu.endpoint)
         client.client.create_cluster(**three_tier_request())
         settle(emu, client.client, "c1")
@@ -118,7 +118,7 @@ def test_the_cluster_lead_is_its_slowest_groups_and_names_it() -> None:
 
 def test_a_ready_by_cluster_with_deep_health_checks_is_ready_at_eight_from_its_first_morning() -> None:
     timing = {"provisioning": [300, 420], "ami_setup": [200, 260], "deep_health_check": [2100, 2400]}
-    with running_emulator(virtual_start=START, seed=22, capacity={"timing": timing}) as emu:
+    with running_emulator(virtual_start=START, seed=22, capacity={"timing": timing}, in_process=True) as emu:
         client = CountingClient(emu.endpoint)
         request = slurm_request("hc", {"gpu": ("ml.g5.12xlarge", 2)}, continuous=True)
         request["InstanceGroups"][1]["OnStartDeepHealthChecks"] = ["InstanceStress"]

@@ -28,7 +28,7 @@ def _morning(
     """A 4-GPU all-or-nothing cluster under office hours from Monday 06:00 to 10:00, ticking every minute,
     with the G5 pool changing as ``pool`` says. Returns the events, the record and the final counts."""
     capacity = {"instance_types": {"ml.g5.48xlarge": {"available": 4, "schedule": pool}}}
-    with running_emulator(virtual_start=START, seed=seed, capacity=capacity) as emu:
+    with running_emulator(virtual_start=START, seed=seed, capacity=capacity, in_process=True) as emu:
         client = CountingClient(emu.endpoint)
         client.client.create_cluster(**slurm_request("g5", {"gpu": ("ml.g5.48xlarge", 4)}, role=ROLE))
         settle(emu, client.client, "g5")

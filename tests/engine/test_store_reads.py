@@ -49,7 +49,7 @@ class ReadCounting(MemoryStore):
 @contextmanager
 def _a_new_cluster() -> Iterator[tuple[Emulator, ReadCounting, Engine, list[Governed]]]:
     """c1 under the office schedule on Sunday, running and never looked at: its first tick stops it."""
-    with running_emulator(virtual_start=SUNDAY, seed=3) as emu:
+    with running_emulator(virtual_start=SUNDAY, seed=3, in_process=True) as emu:
         counting = CountingClient(emu.endpoint)
         counting.client.create_cluster(**three_tier_request())
         settle(emu, counting.client, "c1")

@@ -7,7 +7,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import boto3
 import pytest
 
 from hyperpod_scheduler.app.report import build, none_found
@@ -24,13 +23,14 @@ from hyperpod_scheduler.schedule import load_schedules
 from hyperpod_scheduler.store.memory import MemoryStore
 from hyperpod_scheduler.store.records import PlanWatch
 from tests.engine.conftest import START, settle
+from tests.sessions import shared_session
 
 P5 = "ml.p5.48xlarge"
 ARN = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/{}"
 
 
 def _client(endpoint: str) -> Any:
-    session = boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1")
+    session = shared_session()
     return session.client("sagemaker", endpoint_url=endpoint)
 
 
@@ -71,7 +71,7 @@ class Rig:
 
 def test_a_scheduled_plans_group_is_started_when_its_block_becomes_active() -> None:
     capacity = {"training_plans": {"later": {"instance_type": P5, "count": 2, "start": "+30h", "duration_hours": 96}}}
-    with running_emulator(virtual_start=START, seed=31, capacity=capacity) as emu:
+    with running_emulator(virtual_start=START, seed=31, capacity=capacity, in_process=True) as emu:
         rig = Rig(emu)
         rig.client.create_cluster(**_plan_cluster("later", 0))
         settle(emu, rig.client, "reserved")
@@ -99,7 +99,7 @@ def test_a_scheduled_plans_group_is_started_when_its_block_becomes_active() -> N
 
 def test_an_activation_interrupted_before_its_start_is_started_at_the_next_tick() -> None:
     capacity = {"training_plans": {"later": {"instance_type": P5, "count": 2, "start": "+30h", "duration_hours": 96}}}
-    with running_emulator(virtual_start=START, seed=35, capacity=capacity) as emu:
+    with running_emulator(virtual_start=START, seed=35, capacity=capacity, in_process=True) as emu:
         rig = Rig(emu)
         rig.client.create_cluster(**_plan_cluster("later", 0))
         settle(emu, rig.client, "reserved")
@@ -128,7 +128,7 @@ def test_an_activation_interrupted_before_its_start_is_started_at_the_next_tick(
 
 def test_expiry_is_warned_7_3_and_1_days_before_once_each_even_across_a_restart() -> None:
     capacity = {"training_plans": {"ending": {"instance_type": P5, "count": 2, "start": "+0s", "duration_hours": 200}}}
-    with running_emulator(virtual_start=START, seed=32, capacity=capacity) as emu:
+    with running_emulator(virtual_start=START, seed=32, capacity=capacity, in_process=True) as emu:
         rig = Rig(emu)
         rig.client.create_cluster(**_plan_cluster("ending", 2))
         settle(emu, rig.client, "reserved")
@@ -151,7 +151,7 @@ def test_expiry_is_warned_7_3_and_1_days_before_once_each_even_across_a_restart(
 
 def test_paid_reserved_hours_that_run_idle_are_counted() -> None:
     capacity = {"training_plans": {"idle": {"instance_type": P5, "count": 2, "start": "+0s", "duration_hours": 100}}}
-    with running_emulator(virtual_start=START, seed=33, capacity=capacity) as emu:
+    with running_emulator(virtual_start=START, seed=33, capacity=capacity, in_process=True) as emu:
         rig = Rig(emu)
         rig.client.create_cluster(**_plan_cluster("idle", 0))  # the team never scaled it up
         settle(emu, rig.client, "reserved")
@@ -183,7 +183,7 @@ def test_the_report_shows_idle_reserved_hours_beside_the_saving() -> None:
             "idle": {"instance_type": P5, "count": 2, "start": "+0s", "duration_hours": 100, "upfront_fee": "10000"}
         }
     }
-    with running_emulator(virtual_start=START, seed=34, capacity=capacity) as emu:
+    with running_emulator(virtual_start=START, seed=34, capacity=capacity, in_process=True) as emu:
         rig = Rig(emu)
         rig.client.create_cluster(**_plan_cluster("idle", 0))
         settle(emu, rig.client, "reserved")

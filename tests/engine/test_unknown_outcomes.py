@@ -9,7 +9,6 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import boto3
 import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.config import Config
@@ -22,6 +21,7 @@ from hyperpod_scheduler.engine.runner import Engine
 from hyperpod_scheduler.store.memory import MemoryStore
 from tests.engine.conftest import START, settle, three_tier_request
 from tests.reliability.harness import UpdateTally
+from tests.sessions import shared_session
 
 SIZES = {"controller": 1, "dev": 2, "train": 3}
 # The production client's retry count in standard mode (adaptive adds real-time rate limiting).
@@ -33,7 +33,7 @@ class Rig:
         self.emu = emu
         self.tally = UpdateTally(emu)
         self.attempts: Counter[str] = Counter()
-        session = boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1")
+        session = shared_session()
         self.client = session.client("sagemaker", endpoint_url=emu.endpoint, config=RETRIES)
         self.client.meta.events.register("before-send.sagemaker.*", self._count)
         self.store = MemoryStore()
@@ -82,7 +82,7 @@ class Rig:
 
 @pytest.fixture
 def rig() -> Iterator[Rig]:
-    with running_emulator(virtual_start=START, seed=3) as emu:
+    with running_emulator(virtual_start=START, seed=3, in_process=True) as emu:
         yield Rig(emu)
 
 

@@ -1,1 +1,1 @@
-from tests.engine.conftest import counting, emu  # noqa: F401  (shared fixtures)
+from tests.engine.conftest import counting, emu, module_emulator  # noqa: F401  (shared fixtures)

@@ -19,7 +19,7 @@ from tests.guards.test_capacity import _p5_request
 
 @pytest.fixture
 def p5(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
-    with running_emulator(virtual_start=START, seed=3) as emu:
+    with running_emulator(virtual_start=START, seed=3, in_process=True) as emu:
         for var, value in (
             ("AWS_ENDPOINT_URL", emu.endpoint),
             ("AWS_ACCESS_KEY_ID", "t"),

@@ -35,7 +35,10 @@ FAULTS = {"throttle_rate": 0.3, "error_rate": 0.1, "latency_ms": 1}
 
 @pytest.fixture
 def faulty() -> Iterator[Emulator]:
-    with instant_retries(), running_emulator(virtual_start=MONDAY_6AM, seed=21, capacity=SHORT_MORNING) as emu:
+    with (
+        instant_retries(),
+        running_emulator(virtual_start=MONDAY_6AM, seed=21, capacity=SHORT_MORNING, in_process=True) as emu,
+    ):
         yield emu
 
 

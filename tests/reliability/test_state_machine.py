@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-import boto3
 import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import BotoCoreError, ClientError, ReadTimeoutError
@@ -46,9 +45,12 @@ from hyperpod_scheduler.errors import HyperpodSchedulerError
 from hyperpod_scheduler.schedule import resolve
 from hyperpod_scheduler.store.memory import MemoryStore
 from hyperpod_scheduler.store.records import ClusterRecord
-from tests.reliability.conftest import run_slow
+from tests.conftest import run_slow
 from tests.reliability.fleet_sim import MONDAY_6AM, TEST_RETRIES, instant_retries
 from tests.reliability.harness import ACCOUNT, small_request
+from tests.sessions import shared_session
+
+pytestmark = pytest.mark.long_run  # one Hypothesis state machine, the longest test here
 
 NAMES = ("sm-0", "sm-1")
 SIZES = {"controller": 1, "cpu": 2}
@@ -76,7 +78,7 @@ class Fleet(RuleBasedStateMachine):
         super().__init__()
         self.stack = ExitStack()
         self.stack.enter_context(instant_retries())
-        self.emu = self.stack.enter_context(running_emulator(virtual_start=MONDAY_6AM, seed=17))
+        self.emu = self.stack.enter_context(running_emulator(virtual_start=MONDAY_6AM, seed=17, in_process=True))
         for name in NAMES:
             self.emu.backend.dispatch("CreateCluster", small_request(name))
         self.emu.advance(1800)
@@ -88,7 +90,7 @@ class Fleet(RuleBasedStateMachine):
         self.armed: str | None = None  # the crash point that kills the next engine reaching it
         self.drop: str | None = None  # "timeout" | "500": the next UpdateCluster's answer is lost
         self._ledger()
-        session = boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1")
+        session = shared_session()
         self.client = session.client("sagemaker", endpoint_url=self.emu.endpoint, config=TEST_RETRIES)
         self.client.meta.events.register_first("before-send.sagemaker.UpdateCluster", self._lose_answer)
         saved = crashpoints.reached

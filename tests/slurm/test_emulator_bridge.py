@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import boto3
+import pytest
 
 from hyperpod_scheduler.agent.settings import DRAIN_REASON, CheckpointSettings
 from hyperpod_scheduler.agent.worker import SlurmSide
@@ -20,6 +20,7 @@ from hyperpod_scheduler.engine.runner import Engine
 from hyperpod_scheduler.guards.checkpoints import CheckpointGuard, LocalLink
 from hyperpod_scheduler.slurm.commands import SubprocessSlurm
 from hyperpod_scheduler.store.memory import MemoryStore
+from tests.sessions import shared_session
 
 from .real import ensure_slurm, exclusive, node_states, submit, wait_for
 
@@ -62,7 +63,7 @@ def test_the_bridge_gives_each_running_node_a_free_name_of_its_group_and_frees_i
 
 
 def _client(endpoint: str) -> Any:
-    session = boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1")
+    session = shared_session()
     return session.client("sagemaker", endpoint_url=endpoint)
 
 
@@ -98,6 +99,7 @@ def _settle(emu: Any, client: Any) -> dict[str, Any]:
     raise AssertionError("c1 did not settle")
 
 
+@pytest.mark.real_slurm
 def test_a_stop_start_cycle_on_the_emulator_drains_loses_and_regains_real_slurm_nodes(shared: Path) -> None:
     ensure_slurm()
     with exclusive(), running_emulator(virtual_start=START, seed=5) as emu:

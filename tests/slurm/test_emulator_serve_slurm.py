@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
+
 from hyperpod_scheduler.cluster.view import parse_cluster
 from hyperpod_scheduler.emulator.slurm_bridge import LocalSlurmd
 from hyperpod_scheduler.engine.update_request import build_update
@@ -49,6 +51,7 @@ def _settled(endpoint: str, client: Any) -> bool:
     )
 
 
+@pytest.mark.real_slurm
 def test_served_instances_bring_their_slurm_nodes_and_take_them_away() -> None:
     ensure_slurm()
     with exclusive():

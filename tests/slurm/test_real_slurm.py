@@ -27,6 +27,8 @@ from hyperpod_scheduler.slurm.commands import SubprocessSlurm
 from .fakes import view
 from .real import ensure_slurm, exclusive, job_field, node_states, submit, wait_for
 
+pytestmark = pytest.mark.real_slurm  # every test here drives the slurm-ci.sh cluster
+
 KEY = "default/us-east-1/ci"
 
 

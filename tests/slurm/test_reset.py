@@ -109,6 +109,7 @@ class StaleFirstLook:
         return [replace(n, state="down", reason="stale look") if n.name == "node1" else n for n in found]
 
 
+@pytest.mark.real_slurm
 def test_the_real_slurm_refuses_resuming_an_idle_node_and_the_reset_copes() -> None:
     ensure_slurm()
     with exclusive():

@@ -72,7 +72,7 @@ class CommitLog:
 def test_a_stop_and_a_start_each_cost_two_durable_commits_their_intent_and_outcome(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with running_emulator(virtual_start=SUNDAY, seed=3) as emu:
+    with running_emulator(virtual_start=SUNDAY, seed=3, in_process=True) as emu:
         counting = CountingClient(emu.endpoint)
         counting.client.create_cluster(**three_tier_request())
         settle(emu, counting.client, "c1")

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import boto3
 import uvicorn
 import yaml
 
@@ -23,6 +22,7 @@ from hyperpod_scheduler.demo.scenario import CAPACITY, SCHEDULES, VIRTUAL_START,
 from hyperpod_scheduler.emulator import Emulator, running_emulator
 from hyperpod_scheduler.store import open_store
 from hyperpod_scheduler.web import Dashboard, create_app
+from tests.sessions import shared_session
 
 REGION = "us-east-1"
 
@@ -64,8 +64,8 @@ def _wait_in_service(emu: Emulator, client: Any, names: list[str]) -> None:
 @contextmanager
 def demo_fleet(folder: Path, hours: float = 36.0, step_minutes: float = 30.0) -> Iterator[DemoFleet]:
     """Sunday noon: create the three example clusters, then tick the scheduler for ``hours``."""
-    with running_emulator(virtual_start=VIRTUAL_START, seed=7, capacity=CAPACITY) as emu:
-        session = boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name=REGION)
+    with running_emulator(virtual_start=VIRTUAL_START, seed=7, capacity=CAPACITY, in_process=True) as emu:
+        session = shared_session(REGION)
         client = session.client("sagemaker", endpoint_url=emu.endpoint)
         stock_storage(emu)
         requests = create_fleet(emu, client, examples_dir())

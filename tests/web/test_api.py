@@ -9,7 +9,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 import yaml
 from botocore.stub import Stubber
@@ -23,6 +22,7 @@ from hyperpod_scheduler.config.model import SCHEDULE_TAG
 from hyperpod_scheduler.store import open_store
 from hyperpod_scheduler.web import create_app, write_html_report
 from hyperpod_scheduler.web.grid import SLOTS
+from tests.sessions import shared_session
 from tests.web.conftest import TOKEN
 from tests.web.fleet import DemoFleet
 
@@ -235,9 +235,7 @@ def test_an_aws_failure_is_a_one_line_502_not_a_crash(fleet: DemoFleet, tmp_path
 
 
 def _refusing_client() -> Any:
-    stubbed = boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1").client(
-        "sagemaker", endpoint_url="http://127.0.0.1:9"
-    )
+    stubbed = shared_session().client("sagemaker", endpoint_url="http://127.0.0.1:9")
     stubber = Stubber(stubbed)
     stubber.add_client_error("list_clusters", "AccessDenied", "no credentials here")
     stubber.activate()

@@ -23,6 +23,8 @@ from hyperpod_scheduler.cli.main import app as cli_app
 from tests.web.conftest import TOKEN
 from tests.web.demo_week import DemoWeek, demo_week
 
+pytestmark = pytest.mark.browser  # scripts/test.sh runs these in their own stage
+
 CHROMIUM = os.environ.get("HYPERPOD_SCHEDULER_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",

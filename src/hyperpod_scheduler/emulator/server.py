@@ -12,6 +12,7 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final, Protocol
@@ -197,6 +198,28 @@ def _parse_instant(value: Any) -> datetime:
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
+def route(api: AwsJsonApi, admin: AdminApi, method: str, path: str, headers: Mapping[str, str], body: bytes) -> Reply:
+    """The answer to one request, whatever carried it: the HTTP handler below, or ``in_process`` (botocore
+    in the same process, without the socket). ``headers`` as the client sent them (names as written)."""
+    if path.startswith(ADMIN_PREFIX) and method in ("GET", "POST"):
+        return admin.handle(method, path, body)
+    stored = admin.storage.handle(method, path, headers, body) if admin.storage is not None else None
+    if stored is not None:
+        return stored
+    if method == "POST":
+        return api.handle(_header(headers, "X-Amz-Target"), body, _header(headers, "Authorization"))
+    if method == "GET":
+        message = "AWS API calls are POST / with an X-Amz-Target header"
+        return error_reply(EmulatorError("UnknownOperationException", message, 400))
+    return error_reply(EmulatorError("MethodNotAllowed", f"{method} {path} is not served here", 405))
+
+
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    """A header's value, its name in any case (as HTTP has it)."""
+    wanted = name.lower()
+    return next((v for k, v in headers.items() if k.lower() == wanted), None)
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: clients reuse connections
     server_version = "HyperPodEmulator"
@@ -229,26 +252,12 @@ class _Handler(BaseHTTPRequestHandler):
         if self._refused():
             return
         body = self._read_body()
-        if body is None:
-            return
-        if self.path.startswith(ADMIN_PREFIX):
-            reply = self.server.admin.handle("POST", self.path, body)
-        else:
-            reply = self._stored("POST", body) or self.server.api.handle(
-                self.headers.get("X-Amz-Target"), body, self.headers.get("Authorization")
-            )
-        self._send(reply)
+        if body is not None:
+            self._answer("POST", body)
 
     def do_GET(self) -> None:
-        if self._refused():
-            return
-        if self.path.startswith(ADMIN_PREFIX):
-            self._send(self.server.admin.handle("GET", self.path, b""))
-        else:
-            message = "AWS API calls are POST / with an X-Amz-Target header"
-            self._send(
-                self._stored("GET", b"") or error_reply(EmulatorError("UnknownOperationException", message, 400))
-            )
+        if not self._refused():
+            self._answer("GET", b"")
 
     # S3's REST verbs (the storage beside the control plane answers them; see storage.py).
     def do_PUT(self) -> None:
@@ -256,26 +265,19 @@ class _Handler(BaseHTTPRequestHandler):
             return
         body = self._read_body()
         if body is not None:
-            self._send(self._stored("PUT", body) or self._not_served("PUT"))
+            self._answer("PUT", body)
 
     def do_HEAD(self) -> None:
-        if self._refused():
-            return
-        self._send(self._stored("HEAD", b"") or self._not_served("HEAD"))
+        if not self._refused():
+            self._answer("HEAD", b"")
 
     def do_DELETE(self) -> None:
-        if self._refused():
-            return
-        self._send(self._stored("DELETE", b"") or self._not_served("DELETE"))
+        if not self._refused():
+            self._answer("DELETE", b"")
 
-    def _stored(self, method: str, body: bytes) -> Reply | None:
-        storage = self.server.admin.storage
-        if storage is None:
-            return None
-        return storage.handle(method, self.path, {k: v for k, v in self.headers.items()}, body)
-
-    def _not_served(self, method: str) -> Reply:
-        return error_reply(EmulatorError("MethodNotAllowed", f"{method} {self.path} is not served here", 405))
+    def _answer(self, method: str, body: bytes) -> None:
+        headers = {k: v for k, v in self.headers.items()}
+        self._send(route(self.server.api, self.server.admin, method, self.path, headers, body))
 
     def _read_body(self) -> bytes | None:
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
@@ -369,6 +371,10 @@ class EmulatorServer:
     def endpoint(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
+
+    def serve(self, api: AwsJsonApi, admin: AdminApi) -> None:
+        """Answer from ``api`` and ``admin`` from the next request on (``Emulator.renew``)."""
+        self._http.api, self._http.admin = api, admin
 
     def start(self) -> None:
         self._thread = threading.Thread(
