@@ -77,7 +77,7 @@ def update_file(path: Path, fetched: PriceTable, overwrite: bool = False) -> Upd
     except OSError as exc:
         raise UsageError(f"price file {str(path)!r}: {exc.strerror or exc}") from None
     try:
-        doc = (json.loads(text) if as_json else yaml.load(text)) if text.strip() else {}
+        doc = (json.loads(text, parse_constant=_no_constant) if as_json else yaml.load(text)) if text.strip() else {}
     except (ValueError, YAMLError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise UsageError(
@@ -90,7 +90,7 @@ def update_file(path: Path, fetched: PriceTable, overwrite: bool = False) -> Upd
     result = merge(doc, fetched, overwrite)
     result.path = path
     if as_json:
-        out = json.dumps(doc, indent=2, default=str) + "\n"
+        out = json.dumps(doc, indent=2, default=str, allow_nan=False) + "\n"
     else:
         buffer = io.StringIO()
         yaml.dump(doc, buffer)
@@ -99,13 +99,18 @@ def update_file(path: Path, fetched: PriceTable, overwrite: bool = False) -> Upd
     return result
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
 def _replace_checked(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
-        load_file(tmp)  # what the report will read: refuse to leave a file it could not
+        # What the report will read: refuse to leave a file it could not, naming the user's file.
+        load_file(tmp, shown=path)
         if path.exists():
             os.chmod(tmp, path.stat().st_mode & 0o777)
         os.replace(tmp, path)
