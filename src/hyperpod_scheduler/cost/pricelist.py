@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from hyperpod_scheduler.aws.pages import Pages
 from hyperpod_scheduler.cost.prices import MAX_USD, Price, PriceTable, fsx_key, is_amount
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.inputs import bounded
@@ -118,13 +119,17 @@ def fsx_prices(price_list: Iterable[str], refused: Refused | None = None) -> dic
     return out
 
 
-def _all_products(client: Any, service: str, region: str) -> list[str]:
-    pages = client.get_paginator("get_products").paginate(
+def _all_products(client: Any, service: str, region: str) -> Pages:
+    """Every product of ``service`` in ``region``, one page in memory at a time (the rows are parsed as
+    they come and only the prices kept), within the GetProducts bounds."""
+    return Pages(
+        lambda **kw: client.get_products(**kw),
+        "GetProducts",
+        "PriceList",
         ServiceCode=service,
         FormatVersion="aws_v1",
         Filters=[{"Type": "TERM_MATCH", "Field": "regionCode", "Value": region}],
     )
-    return [text for page in pages for text in page.get("PriceList", [])]
 
 
 def fetch(client: Any, region: str, fetched_at: datetime, notes: list[str] | None = None) -> PriceTable:
@@ -133,17 +138,23 @@ def fetch(client: Any, region: str, fetched_at: datetime, notes: list[str] | Non
     ``notes`` collects one line per thing left out (rows whose price is not an amount)."""
     source, as_of = f"{API_SOURCE}, {region}", f"{fetched_at:%Y-%m-%d}"
     said = notes if notes is not None else []
-    refused = Refused()
-    hourly = instance_prices(_all_products(client, SAGEMAKER, region), refused)
-    said.extend(n for n in (refused.note(SAGEMAKER),) if n)
-    refused = Refused()
-    storage = fsx_prices(_all_products(client, FSX, region), refused)
-    said.extend(n for n in (refused.note(FSX),) if n)
+    refused, products = Refused(), _all_products(client, SAGEMAKER, region)
+    hourly = instance_prices(products, refused)
+    said.extend(n for n in (refused.note(SAGEMAKER), _cut(products, SAGEMAKER)) if n)
+    refused, products = Refused(), _all_products(client, FSX, region)
+    storage = fsx_prices(products, refused)
+    said.extend(n for n in (refused.note(FSX), _cut(products, FSX)) if n)
     return PriceTable(
         {k: Price(v, source, as_of) for k, v in hourly.items()},
         {k: Price(v, source, as_of) for k, v in storage.items()},
         (f"{source}, fetched {as_of}",),
     )
+
+
+def _cut(products: Pages, service: str) -> str | None:
+    if products.cut is None:
+        return None
+    return f"AWS Price List API ({service}): {products.cut}; prices not read come from the other tables"
 
 
 # ---- cache ---------------------------------------------------------------------------------------
