@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from hyperpod_scheduler.agent.messages import AgentVerdict, Intent
+from hyperpod_scheduler.aws.pages import Pages
 from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
 from hyperpod_scheduler.inputs import bounded
 from hyperpod_scheduler.store import ClusterRecord, StateStore, open_store, update
@@ -146,14 +147,24 @@ class S3Channel:
     def clusters(self) -> list[str]:
         base = f"{self.prefix}/" if self.prefix else ""
         out = []
+        listed = Pages(
+            lambda **kw: self.client.list_objects_v2(**kw),
+            "ListObjectsV2",
+            "Contents",
+            token="ContinuationToken",
+            next_token="NextContinuationToken",
+            Bucket=self.bucket,
+            Prefix=base,
+        )
         try:
-            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=base):
-                for obj in page.get("Contents", []):
-                    key = obj["Key"]
-                    if key.endswith("/intent.json"):
-                        out.append(key[len(base) : -len("/intent.json")])
+            for obj in listed:
+                key = obj["Key"]
+                if key.endswith("/intent.json"):
+                    out.append(key[len(base) : -len("/intent.json")])
         except Exception as exc:
             raise ChannelError(f"s3://{self.bucket}/{base}: cannot list: {exc}") from None
+        if listed.cut:  # a partial list of clusters is not one to act on
+            raise ChannelError(f"s3://{self.bucket}/{base}: cannot list: {listed.cut}")
         return sorted(out)
 
 

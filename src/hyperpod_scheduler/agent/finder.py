@@ -8,6 +8,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from hyperpod_scheduler.aws.pages import BOUNDS, Bounds, Pages
 from hyperpod_scheduler.errors import HyperpodSchedulerError
 
 # A checkpoint tree is a handful of directories; stop before a mistaken `/` walks a whole disk.
@@ -47,16 +48,27 @@ class CheckpointFinder:
         bucket, _, prefix = location[5:].partition("/")
         newest: datetime | None = None
         try:
-            pages = self._client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
-            for page in pages:
-                for obj in page.get("Contents", []):
-                    if obj["Key"].endswith("/"):  # a console "folder" marker, not a checkpoint
-                        continue
-                    stamp = obj["LastModified"]
-                    if newest is None or stamp > newest:
-                        newest = stamp
+            client = self._client()
+            listed = Pages(
+                lambda **kw: client.list_objects_v2(**kw),
+                "ListObjectsV2",
+                "Contents",
+                bounds=Bounds(pages=BOUNDS["ListObjectsV2"].pages, items=self.max_entries),
+                token="ContinuationToken",
+                next_token="NextContinuationToken",
+                Bucket=bucket,
+                Prefix=prefix,
+            )
+            for obj in listed:
+                if obj["Key"].endswith("/"):  # a console "folder" marker, not a checkpoint
+                    continue
+                stamp = obj["LastModified"]
+                if newest is None or stamp > newest:
+                    newest = stamp
         except Exception as exc:  # botocore's errors and a missing bucket alike: say which location
             raise FinderError(f"checkpoint location {location}: cannot list: {exc}") from None
+        if listed.cut:  # the newest checkpoint may be among the objects not read: no answer, said
+            raise FinderError(f"checkpoint location {location}: cannot list: {listed.cut}")
         return newest
 
     def _newest_path(self, location: str) -> datetime | None:

@@ -117,7 +117,9 @@ class FileSystemFinder:
             try:
                 fsx_client = self.aws.client("fsx", profile, region)
                 if (region, profile) not in listings:
-                    listings[(region, profile)] = fsx.list_file_systems(fsx_client) if settings.discover else None
+                    listings[(region, profile)] = (
+                        fsx.list_file_systems(fsx_client, notes=notes) if settings.discover else None
+                    )
                 cluster, s3 = None, None
                 if settings.discover:
                     try:

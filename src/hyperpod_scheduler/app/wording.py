@@ -3,6 +3,7 @@ and the shared report never disagree (no microseconds, no ``$-130.57``, a timezo
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta, tzinfo
 
 
@@ -53,8 +54,9 @@ def countdown(delta: timedelta) -> str:
 
 
 def usd(value: float | None, *, cents: bool = True) -> str:
-    """``$1,234.57``; a negative figure reads ``−$130.57``; None (no price) reads ``-``."""
-    if value is None:
+    """``$1,234.57``; a negative figure reads ``−$130.57``; None (no price) reads ``-``, and so does a
+    figure that is not a number (prices are checked where they enter; this keeps ``$inf`` off a page)."""
+    if value is None or not math.isfinite(value):
         return "-"
     shown = f"${abs(value):,.2f}" if cents else f"${abs(value):,.0f}"
     return ("\u2212" + shown) if value < 0 and shown.strip("$0.,") else shown

@@ -119,8 +119,9 @@ def _default(value: Any) -> Any:
 
 
 def plain_data(data: Any) -> Any:
-    """``data`` as JSON types only (datetimes as ISO text), for JSON and YAML alike."""
-    return json.loads(json.dumps(data, default=_default))
+    """``data`` as JSON types only (datetimes as ISO text), for JSON and YAML alike. A NaN or an infinity
+    raises ValueError: JSON has no such number, and a program reading ours must never meet one."""
+    return json.loads(json.dumps(data, default=_default, allow_nan=False))
 
 
 def scrubbed(data: Any) -> Any:
@@ -138,7 +139,7 @@ def scrubbed(data: Any) -> Any:
 def print_json(data: Any) -> None:
     """Plain JSON on stdout (no Rich markup, so it pipes cleanly into jq; control characters are escaped
     by JSON itself)."""
-    print(json.dumps(scrubbed(plain_data(data)), indent=2, sort_keys=False))
+    print(json.dumps(scrubbed(plain_data(data)), indent=2, sort_keys=False, allow_nan=False))
 
 
 def print_yaml(data: Any) -> None:

@@ -26,6 +26,7 @@ from hyperpod_scheduler.cli.output import (
     emit,
     output_format,
     output_option,
+    warning_line,
 )
 from hyperpod_scheduler.cost import pricelist, sources, summary
 from hyperpod_scheduler.cost.savings import PERIODS, Report
@@ -242,9 +243,12 @@ def register(app: typer.Typer) -> None:
         settings = settings_from(ctx).prices
         target = file.expanduser() if file else sources.override_path(settings)
         where = region or settings.region
+        left_out: list[str] = []
         fetched = pricelist.fetch(
-            AwsClients().client("pricing", region=pricelist.PRICING_REGION), where, datetime.now(UTC)
+            AwsClients().client("pricing", region=pricelist.PRICING_REGION), where, datetime.now(UTC), left_out
         )
+        for note in left_out:
+            warning_line(note)
         if not fetched.instance_hourly and not fetched.fsx_gb_month:
             raise UsageError(
                 f"prices update: the Price List API returned no usable prices for {where}; {target} left as it was"

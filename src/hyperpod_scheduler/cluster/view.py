@@ -218,6 +218,10 @@ def parse_group(details: Any, index: int) -> GroupView:
     )
 
 
+# The botocore model's ClusterInstanceGroupSpecifications (CreateCluster, UpdateCluster): 1 to 100 groups.
+MAX_GROUPS = 100
+
+
 def parse_cluster(answer: Mapping[str, Any]) -> ClusterView:
     """Parse a DescribeCluster response; raises ``MalformedAnswer`` on anything we cannot trust."""
     if not isinstance(answer, Mapping):
@@ -234,10 +238,18 @@ def parse_cluster(answer: Mapping[str, Any]) -> ClusterView:
         raise MalformedAnswer(
             f"DescribeCluster answer: cluster '{name}' InstanceGroups is {groups_raw!r}, expected a list"
         )
+    if len(groups_raw) > MAX_GROUPS:
+        # Checked before a group is parsed: 20,000 of them took the tick 56 s and said nothing useful.
+        raise MalformedAnswer(
+            f"DescribeCluster answer: cluster '{name}' lists {len(groups_raw):,} instance groups; "
+            f"a cluster has at most {MAX_GROUPS} (CreateCluster and UpdateCluster take 1 to {MAX_GROUPS})"
+        )
     groups = tuple(parse_group(g, i) for i, g in enumerate(groups_raw))
-    names = [g.name for g in groups]
-    if len(set(names)) != len(names):
-        raise MalformedAnswer(f"DescribeCluster answer: cluster '{name}' lists a group twice: {names}")
+    seen: set[str] = set()
+    for group in groups:
+        if group.name in seen:
+            raise MalformedAnswer(f"DescribeCluster answer: cluster '{name}' lists group '{group.name}' twice")
+        seen.add(group.name)
     failure = answer.get("FailureMessage")
     scaling = answer.get("AutoScaling")
     if scaling is not None and not isinstance(scaling, Mapping):

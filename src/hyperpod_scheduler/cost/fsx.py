@@ -25,6 +25,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from hyperpod_scheduler.aws.pages import Pages
 from hyperpod_scheduler.cost.prices import HOURS_PER_MONTH, Price, PriceTable
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.inputs import bounded
@@ -206,11 +207,17 @@ def parse_file_system(fs: Mapping[str, Any], found_by: tuple[str, ...]) -> FileS
     )
 
 
-def list_file_systems(fsx: Any, ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
-    """DescribeFileSystems, every page (all of the region's, or just ``ids``)."""
+def list_file_systems(
+    fsx: Any, ids: Sequence[str] | None = None, notes: list[str] | None = None
+) -> list[dict[str, Any]]:
+    """DescribeFileSystems, every page (all of the region's, or just ``ids``) within its bounds; a read
+    the bounds ended early adds its line to ``notes``."""
     kwargs: dict[str, Any] = {"FileSystemIds": list(ids)} if ids else {}
-    pages = fsx.get_paginator("describe_file_systems").paginate(**kwargs)
-    return [fs for page in pages for fs in page.get("FileSystems", [])]
+    listed = Pages(lambda **kw: fsx.describe_file_systems(**kw), "DescribeFileSystems", "FileSystems", **kwargs)
+    found = [fs for fs in listed if isinstance(fs, dict)]
+    if listed.cut and notes is not None:
+        notes.append(f"FSx {listed.cut}: file systems beyond them not counted")
+    return found
 
 
 def discover(
@@ -250,7 +257,7 @@ def discover(
                 why = _why(exc)
                 found.notes.append(f"{cluster_name}: {PARAMS_FILE} not read ({why}); FSx found the other ways only")
     if listing is None and by_tag:
-        listing = list_file_systems(fsx)
+        listing = list_file_systems(fsx, notes=found.notes)
     described = {str(fs.get("FileSystemId")): fs for fs in listing or ()}
     for listed in described.values():
         tags = {t.get("Key"): t.get("Value") for t in listed.get("Tags") or [] if isinstance(t, Mapping)}

@@ -84,7 +84,7 @@ def update_file(path: Path, fetched: PriceTable, overwrite: bool = False) -> Upd
             # The checked reader first (tags, aliases, depth, duplicate keys), then the round trip that keeps
             # comments: ruamel builds what a tag says, as PyYAML does.
             (bounded.load_json if as_json else bounded.load_yaml)(text, label)
-        doc = (json.loads(text) if as_json else yaml.load(text)) if text.strip() else {}
+        doc = (json.loads(text, parse_constant=_no_constant) if as_json else yaml.load(text)) if text.strip() else {}
     except (ValueError, YAMLError, bounded.BadDocument) as exc:
         if isinstance(exc, bounded.BadDocument):
             first = f"{exc.where}{exc.problem}"
@@ -98,19 +98,24 @@ def update_file(path: Path, fetched: PriceTable, overwrite: bool = False) -> Upd
     result = merge(doc, fetched, overwrite)
     result.path = path
     if as_json:
-        out = json.dumps(doc, indent=2, default=str) + "\n"
+        out = json.dumps(doc, indent=2, default=str, allow_nan=False) + "\n"
     else:
         buffer = io.StringIO()
         yaml.dump(doc, buffer)
         out = buffer.getvalue()
     # What the report will read is checked before it replaces the file: never leave one it could not read.
-    files.write_text(path, out, "--file", make_folders=True, check=load_file)
+    # ``shown``: a refusal names the user's file, not the temporary one beside it.
+    files.write_text(path, out, "--file", make_folders=True, check=lambda tmp: load_file(tmp, shown=path))
     return result
 
 
 def check_target(path: Path) -> None:
     """Refuse, before anything is fetched, a --file that is not a regular file (a device, a FIFO, a link)."""
     files.writable_target(path, "--file", make_folders=False, missing_folder_ok=True)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
 
 
 __all__ = ["NOTE", "Updated", "merge", "update_file"]

@@ -21,6 +21,9 @@ from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.inputs import bounded
 
 HOURS_PER_MONTH = 730.0  # AWS bills GB-month prices over a 730-hour month
+# No HyperPod node-hour nor FSx GB-month costs anywhere near this; a figure above it (1e308, which turns
+# into $inf once multiplied by hours) is a broken or hostile answer, not a price.
+MAX_USD = 100_000.0
 DEPLOYMENT_TYPES = ("SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2")
 OPENZFS_DEPLOYMENTS = ("SINGLE_AZ_1", "SINGLE_AZ_2", "SINGLE_AZ_HA_1", "SINGLE_AZ_HA_2", "MULTI_AZ_1")
 _LUSTRE_KEY = r"(SCRATCH_1|SCRATCH_2|PERSISTENT_1|PERSISTENT_2)(/[1-9][0-9]*)?"
@@ -156,9 +159,19 @@ def _flag(doc: Mapping[str, Any], key: str, where: str) -> bool:
     return value
 
 
+def is_amount(value: Any) -> bool:
+    """Whether ``value`` is a number a price can be: finite, from 0 to ``MAX_USD`` (no NaN, no Infinity)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value) and 0 <= value <= MAX_USD
+    except OverflowError:  # an int past a float's range
+        return False
+
+
 def _usd(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-        raise UsageError(f"{where}: {value!r} is not a price (a number, 0 or more)")
+    if not is_amount(value):
+        raise UsageError(f"{where}: {value!r} is not a price (a number from 0 to {MAX_USD:,.0f} USD)")
     return float(value)
 
 
@@ -197,13 +210,17 @@ def bundled() -> PriceTable:
     return parse_table(json.loads(text), "bundled prices")
 
 
-def load_file(path: str | Path) -> PriceTable:
-    """A user's override file, JSON or YAML, in the bundled file's shape (any subset of entries)."""
+def load_file(path: str | Path, shown: str | Path | None = None) -> PriceTable:
+    """A user's override file, JSON or YAML, in the bundled file's shape (any subset of entries).
+
+    ``shown`` is the file errors and sources name when ``path`` is a stand-in for it (``prices update``
+    checks its new text in a temporary file beside the user's before replacing it)."""
     p = Path(path).expanduser()
+    named = Path(shown).expanduser() if shown is not None else p
     try:
         doc = bounded.read_yaml(p)  # YAML is a superset of JSON: one parser for both
     except bounded.Unreadable as exc:
-        raise UsageError(f"price file {str(p)!r}: {exc.problem}") from None
+        raise UsageError(f"price file {str(named)!r}: {exc.problem}") from None
     except bounded.BadDocument as exc:
-        raise UsageError(f"price file {str(p)!r}: not YAML or JSON ({exc.where}{exc.problem})") from None
-    return parse_table(doc if doc is not None else {}, f"override {p.name}")
+        raise UsageError(f"price file {str(named)!r}: not YAML or JSON ({exc.where}{exc.problem})") from None
+    return parse_table(doc if doc is not None else {}, f"override {named.name}")

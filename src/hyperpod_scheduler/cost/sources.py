@@ -64,7 +64,7 @@ def _from_api(
     if cached is not None:
         return cached
     try:
-        table = pricelist.fetch(pricing_client(), settings.region, now)
+        table = pricelist.fetch(pricing_client(), settings.region, now, notes)
     except (BotoCoreError, ClientError) as exc:
         notes.append(f"AWS Price List API unreachable ({exc}); using the bundled prices")
         return None

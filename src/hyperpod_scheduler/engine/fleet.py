@@ -17,6 +17,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_scheduler.agent.settings import CheckpointSettings
 from hyperpod_scheduler.aws.clients import default_region
+from hyperpod_scheduler.aws.pages import Pages
 from hyperpod_scheduler.config.model import (
     SCHEDULE_TAG,
     ClusterEntry,
@@ -174,22 +175,32 @@ class Fleet:
     def _discover(self, i: int, target: Target) -> Iterable[tuple[ClusterRef, str]]:
         probe = ref_for("-", target.region, target.profile)
         client = self.client_for(probe)
-        for page in client.get_paginator("list_clusters").paginate():
-            for summary in page.get("ClusterSummaries", []):
-                name = summary.get("ClusterName", "?")
+        listed = Pages(lambda **kw: client.list_clusters(**kw), "ListClusters", "ClusterSummaries", MaxResults=100)
+        for summary in listed:
+            name = summary.get("ClusterName", "?")
+            try:
+                tags = self._tags(client, summary["ClusterArn"])
+            except (ClientError, BotoCoreError, KeyError, HyperpodSchedulerError) as exc:
+                self.problems.append(Skipped(f"cluster '{name}'", f"cannot read its tags: {_one_line(exc)}", name))
+                continue
+            label = next((t["Value"] for t in tags if t.get("Key") == SCHEDULE_TAG), None)
+            if label:
+                # The listing names each cluster's ARN, so its account is known without another call.
                 try:
-                    tags = client.list_tags(ResourceArn=summary["ClusterArn"]).get("Tags", [])
-                except (ClientError, BotoCoreError, KeyError) as exc:
-                    self.problems.append(Skipped(f"cluster '{name}'", f"cannot read its tags: {_one_line(exc)}", name))
-                    continue
-                label = next((t["Value"] for t in tags if t.get("Key") == SCHEDULE_TAG), None)
-                if label:
-                    # The listing names each cluster's ARN, so its account is known without another call.
-                    try:
-                        account: str | None = arn_account(str(summary.get("ClusterArn", "")))
-                    except HyperpodSchedulerError:
-                        account = None
-                    yield ref_for(name, target.region, target.profile, account), label
+                    account: str | None = arn_account(str(summary.get("ClusterArn", "")))
+                except HyperpodSchedulerError:
+                    account = None
+                yield ref_for(name, target.region, target.profile, account), label
+        if listed.cut:  # the clusters read so far are governed; the rest are said, not silently dropped
+            self.problems.append(Skipped(_where(i, target), f"discovery by tag incomplete: {listed.cut}"))
+
+    @staticmethod
+    def _tags(client: Any, arn: str) -> list[Mapping[str, Any]]:
+        listed = Pages(lambda **kw: client.list_tags(**kw), "ListTags", "Tags", ResourceArn=arn)
+        tags = [t for t in listed if isinstance(t, Mapping)]
+        if listed.cut:  # the schedule tag may be on a page not read: not a reading to act on
+            raise HyperpodSchedulerError(listed.cut)
+        return tags
 
     def settings(self, where: str, target: Target | None = None, entry: ClusterEntry | None = None) -> ClusterSettings:
         """A cluster's settings from its own entry, its own target and the defaults (the nearest wins,

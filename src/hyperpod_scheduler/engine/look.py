@@ -8,24 +8,30 @@ precision (the look's time is used), never a wrong phase.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from hyperpod_scheduler.aws.pages import Pages
 from hyperpod_scheduler.cluster.view import ClusterView
 from hyperpod_scheduler.engine.phases import Look, NodeEvent, NodeSeen
 
 if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient
 
-MAX_PAGES = 50  # 5,000 nodes or events: beyond that a look gives up rather than stall a tick
-
 
 def look(client: SageMakerClient, view: ClusterView, since: datetime, now: datetime) -> Look:
     notes: list[str] = []
     nodes: list[NodeSeen] | None
+    listed = Pages(
+        lambda **kw: client.list_cluster_nodes(**kw),
+        "ListClusterNodes",
+        "ClusterNodeSummaries",
+        ClusterName=view.name,
+        MaxResults=100,
+    )
     try:
         nodes = [
             NodeSeen(
@@ -34,30 +40,37 @@ def look(client: SageMakerClient, view: ClusterView, since: datetime, now: datet
                 status=str((n.get("InstanceStatus") or {}).get("Status", "")),
                 launched=n.get("LaunchTime") if isinstance(n.get("LaunchTime"), datetime) else None,
             )
-            for n in _pages(lambda **kw: client.list_cluster_nodes(**kw), "ClusterNodeSummaries", ClusterName=view.name)
+            for n in listed
         ]
     except (ClientError, BotoCoreError) as exc:
         nodes = None
         notes.append(f"ListClusterNodes unavailable ({_why(exc)}): phases from DescribeCluster counts")
+    if listed.cut:  # beyond the bound a look gives up rather than stall a tick, and says so
+        notes.append(listed.cut)
     events: list[NodeEvent] | None = None
     if view.continuous and nodes is not None:
+        paged = Pages(
+            lambda **kw: client.list_cluster_events(**kw),
+            "ListClusterEvents",
+            "Events",
+            ClusterName=view.name,
+            ResourceType="Instance",
+            EventTimeAfter=since,
+            MaxResults=100,
+        )
         try:
-            events = list(_events(client, view.name, since))
+            events = list(_events(paged))
         except (ClientError, BotoCoreError) as exc:
             notes.append(f"ListClusterEvents unavailable ({_why(exc)}): phase times as seen by each look")
+        if paged.cut:
+            notes.append(paged.cut)
     elif nodes is not None:
         notes.append("no cluster events outside Continuous mode: phase times as seen by each look")
     return Look(at=now, currents=view.currents(), nodes=nodes, events=events, note="; ".join(notes))
 
 
-def _events(client: SageMakerClient, name: str, since: datetime) -> Iterator[NodeEvent]:
-    for e in _pages(
-        lambda **kw: client.list_cluster_events(**kw),
-        "Events",
-        ClusterName=name,
-        ResourceType="Instance",
-        EventTimeAfter=since,
-    ):
+def _events(paged: Pages) -> Iterator[NodeEvent]:
+    for e in paged:
         instance, at, text = e.get("InstanceId"), e.get("EventTime"), str(e.get("Description", "")).lower()
         if not isinstance(instance, str) or not isinstance(at, datetime):
             continue
@@ -65,16 +78,6 @@ def _events(client: SageMakerClient, name: str, since: datetime) -> Iterator[Nod
             yield NodeEvent(instance, at, "checks")
         elif text.endswith("is running"):
             yield NodeEvent(instance, at, "running")
-
-
-def _pages(call: Any, key: str, **params: Any) -> Iterator[Mapping[str, Any]]:
-    token: str | None = None
-    for _ in range(MAX_PAGES):
-        answer = call(**params, **({"NextToken": token} if token else {}))
-        yield from answer.get(key, [])
-        token = answer.get("NextToken")
-        if not token:
-            return
 
 
 def _why(exc: Exception) -> str:

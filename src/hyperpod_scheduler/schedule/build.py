@@ -13,6 +13,29 @@ from hyperpod_scheduler.schedule.sources import AbsoluteSource, AlwaysSource, So
 from hyperpod_scheduler.schedule.terms import AbsoluteRange, Always, CronRule, Term, Window
 from hyperpod_scheduler.schedule.timeline import Mode, Schedule
 
+# Bounds on one schedule (docs/reliability.md): far above any office's hours, below what made `status`
+# take 30 s (3,000 windows) before weeks were merged.
+MAX_WINDOWS = 200  # weekly windows
+MAX_RANGES = 1_000  # absolute ranges
+MAX_CRON = 100  # start and stop entries together
+MAX_SKIP_DATES = 1_000
+MAX_HOLIDAYS = 20  # holiday calendars
+
+
+def _bounded(
+    terms: Sequence[Term], cron: Sequence[CronRule], skip_dates: Sequence[date], holidays: Sequence[str]
+) -> None:
+    counts = (
+        ("windows", sum(isinstance(t, Window) for t in terms), MAX_WINDOWS, "weekly windows"),
+        ("windows", sum(isinstance(t, AbsoluteRange) for t in terms), MAX_RANGES, "absolute ranges"),
+        ("start/stop", len(cron), MAX_CRON, "cron entries"),
+        ("skip_dates", len(skip_dates), MAX_SKIP_DATES, "dates"),
+        ("holidays", len(holidays), MAX_HOLIDAYS, "calendars"),
+    )
+    for field, count, most, what in counts:
+        if count > most:
+            raise UsageError(f"{field}: {count:,} {what}; a schedule may have at most {most:,}")
+
 
 def build_schedule(
     terms: Sequence[Term] = (),
@@ -26,6 +49,8 @@ def build_schedule(
     name: str | None = None,
     expression: str = "",
 ) -> Schedule:
+    dates = tuple(skip_dates)
+    _bounded(terms, cron, dates, holidays)
     default = zone(timezone) if timezone else None
     windows = []
     for term in terms:
@@ -66,7 +91,7 @@ def build_schedule(
         sources.append(CronSource(tuple(cron), tz))
 
     calendars = tuple(holiday_calendar(spec) for spec in holidays)
-    exclusions = Exclusions(tz, frozenset(skip_dates), calendars)
+    exclusions = Exclusions(tz, frozenset(dates), calendars)
     if exclusions and conflict:
         raise UsageError(conflict)
     return Schedule(

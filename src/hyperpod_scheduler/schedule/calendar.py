@@ -63,6 +63,19 @@ class Exclusions:
     def excludes(self, day: date) -> bool:
         return day in self.skip_dates or any(day in cal for cal in self.calendars)
 
+    def __call__(self, at: int) -> bool:
+        """Whether an occurrence starting at instant ``at`` starts on an excluded local day."""
+        return self.excludes(local_date(at, self.tz))
+
+    def any_between(self, lo: float, hi: float) -> bool:
+        """Whether a local day from the one holding ``lo`` to the one holding ``hi`` is excluded."""
+        day, last = local_date(lo, self.tz), local_date(hi, self.tz)
+        while day <= last:
+            if self.excludes(day):
+                return True
+            day += timedelta(days=1)
+        return False
+
     def span(self) -> tuple[float, float]:
         """Where excluded days can change the timeline: everywhere once holidays recur every year."""
         if self.calendars or not self.skip_dates:

@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.schedule.calendar import Exclusions, HolidayCalendar
-from hyperpod_scheduler.schedule.clock import epoch, from_epoch, local_date
+from hyperpod_scheduler.schedule.clock import epoch, from_epoch
 from hyperpod_scheduler.schedule.intervals import merge, subtract
 from hyperpod_scheduler.schedule.sources import Source, Span
 
@@ -172,13 +172,7 @@ class Schedule:
             return cached
         lo = _MONDAY + k * WEEK
         hi = lo + WEEK
-        drop = None
-        if self.exclusions:
-            ex, tz = self.exclusions, self.exclusions.tz
-
-            def drop(at: int) -> bool:
-                return ex.excludes(local_date(at, tz))
-
+        drop = self.exclusions if self.exclusions else None
         raw = [iv for source in self.sources for iv in source.intervals(lo, hi, drop)]
         merged = merge(raw, lo, hi)
         if self.exclusions and merged:
