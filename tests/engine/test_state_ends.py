@@ -227,3 +227,25 @@ def test_a_clock_stepped_back_after_the_evening_stop_sends_nothing(rig: Rig) -> 
         tick(engine, fleet, back)
     assert len(rig.sent()) == sent
     assert rig.targets()["gpu"] == 0
+
+
+def test_a_manual_start_under_an_active_hold_stopped_is_refused_naming_the_hold(rig: Rig) -> None:
+    engine = rig.engine()
+    ref = governed()
+    assert engine.act(ref, "stop", transition_id="evening", wait=True, poll_seconds=60).kind == "settled"
+    engine.set_hold(ref, "stopped", None, "disk maintenance")
+    sent = len(rig.sent())
+    result = engine.act(ref, "start", transition_id="manual-start")
+    assert result.kind == "refused"
+    assert "held stopped until released" in result.message and "disk maintenance" in result.message
+    assert "release" in result.message
+    assert len(rig.sent()) == sent and rig.targets()["gpu"] == 0
+
+
+def test_a_manual_start_behind_a_settling_stop_says_it_was_not_sent(rig: Rig) -> None:
+    engine = rig.engine()
+    ref = governed()
+    assert engine.act(ref, "stop", transition_id="evening").kind == "sent"  # still settling
+    result = engine.act(ref, "start", transition_id="manual-start")
+    assert result.kind == "skip" and "was not sent" in result.message
+    assert not [m for m in rig.sent() if m.startswith("start")]

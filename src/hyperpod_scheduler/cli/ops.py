@@ -419,6 +419,8 @@ def _manual(
         console.print(f"{cluster}: {action} {result.kind} after {view.elapsed()}: {result.message}", markup=False)
     if result.kind in FAILED_KINDS:
         raise typer.Exit(EXIT_FAILED)
+    if result.kind == "waiting":  # refused while deep health checks run; a command is not kept
+        raise NotReady(f"{action} {cluster}: nothing sent: {result.message}")
     if result.kind == "skip":
         # Nothing was sent: a busy cluster, or another runner has it. Say what would have helped.
         hint = "" if wait else "; add --wait to wait for it"

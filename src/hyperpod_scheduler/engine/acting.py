@@ -84,6 +84,18 @@ def act(
     """``replan``: the record's pending intent never went out and is replaced by this one.
     ``raise_to``: a start of only these groups, to these counts (``planner.plan_raise``)."""
     record = eng.store.get(ref.key)
+    held = planner.effective_hold(record, eng.now()) if origin == "manual" and record is not None else None
+    if held is not None and planner.action_for(held) != action and record is not None and record.hold is not None:
+        # The next tick would carry out the hold again and reverse this command: refuse it, naming the hold.
+        hold = record.hold
+        ends = f"until {hold.until:%Y-%m-%d %H:%M}Z" if hold.until else "until released"
+        message = (
+            f"held {held} {ends} by {hold.by}"
+            + (f" ({hold.reason})" if hold.reason else "")
+            + f": a {action} now would be reversed by the next tick; `hyperpod-scheduler release {ref.name}` first"
+        )
+        eng.emit(ref, "refused", message)
+        return Result(ref.name, "refused", message)
     if record is not None and record.pending is not None and not replan:
         earlier = intents.earlier(eng, ref, record, action, dry_run, wait, poll_seconds)
         if earlier is not None:
@@ -330,9 +342,9 @@ def checks_wait(eng: Engine, ref: ClusterRef, record: ClusterRecord, action: pla
             eng.store.put(updated, expected_version=record.version, history=[line])
         eng.emit(ref, "failed", message)
         return Result(ref.name, "failed", message)
-    message = (
-        f"{action} waits: deep health checks are in progress (attempt {wait.attempts}); sent again at the next look"
-    )
+    # A schedule's or a hold's transition is due again at the next tick; a person's command is not.
+    again = "sent again at the next look" if pending.served_by() != "manual" else "not sent (--wait waits and sends it)"
+    message = f"{action} waits: deep health checks are in progress (attempt {wait.attempts}); {again}"
     history = []
     if wait.attempts == 1:  # one line per wait, not one per look
         history = [eng.entry(ref, action, "waiting", error=answer, reason="deep health checks in progress")]

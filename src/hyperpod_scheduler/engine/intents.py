@@ -89,7 +89,11 @@ def earlier(
         return dry(eng, ref, f"would follow the {pending.action} in flight first")
     eng.emit(ref, "note", f"an earlier {pending.action} is still settling; following it first")
     result = settling.follow(eng, ref, wait=True, poll_seconds=poll) if wait else settling.follow(eng, ref, wait=False)
-    return result if result.kind in ("in-progress", "skip") else None
+    if result.kind == "in-progress":
+        # This command is not sent: say so (a skip), never let the earlier update's progress pass for it.
+        message = f"the earlier {pending.action} is still settling ({result.message}); this {action} was not sent"
+        return Result(ref.name, "skip", message)
+    return result if result.kind == "skip" else None
 
 
 def someone_else(eng: Engine, ref: ClusterRef, action: str, view: ClusterView) -> Result:
