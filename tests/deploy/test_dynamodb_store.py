@@ -51,3 +51,43 @@ def test_a_missing_table_is_a_one_line_store_error() -> None:
         with pytest.raises(StoreError, match="dynamodb://nope: table not found") as err:
             missing.get(KEY)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("with_history", [False, True])
+def test_an_intent_applied_whose_answer_was_lost_is_not_taken_for_another_runners(
+    store: DynamoDBStore, with_history: bool
+) -> None:
+    """The conditional write went through, its answer was lost (a 500), botocore sent it again and met
+    its own write as a failed condition: that is our write, not a conflict (issue 26 case 12)."""
+    from hyperpod_scheduler.store.errors import ConflictError
+    from hyperpod_scheduler.store.records import ClusterRecord
+
+    first = store.put(ClusterRecord.new(KEY, T0), expected_version=None)
+    real = store._client
+    operation = "transact_write_items" if with_history else "put_item"
+
+    class LostAnswer:
+        def __getattr__(self, name: str) -> object:
+            call = getattr(real, name)
+            if name != operation:
+                return call
+
+            def twice(**kwargs: object) -> object:
+                call(**kwargs)  # applied; its answer never arrives
+                return call(**kwargs)  # the retry: condition failed on our own write
+
+            return twice
+
+    store._client = LostAnswer()
+    intent = first.evolve(applied_state="stopped", updated_at=T0 + timedelta(minutes=1))
+    lines = [HistoryEntry(key=KEY, at=T0, action="stop", actor="a", outcome="ok")] if with_history else []
+    stored = store.put(intent, expected_version=first.version, history=lines)
+    store._client = real
+    assert stored.version == first.version + 1
+    assert store.get(KEY) == stored
+    assert len(store.history(KEY)) == len(lines)
+    # Another runner's write in between is still a conflict.
+    other = stored.evolve(applied_state="running", updated_at=T0 + timedelta(minutes=2))
+    store.put(other, expected_version=stored.version)
+    with pytest.raises(ConflictError):
+        store.put(stored.evolve(updated_at=T0 + timedelta(minutes=3)), expected_version=stored.version)

@@ -179,8 +179,14 @@ class DynamoDBStore:
             if old is None:  # some DynamoDB look-alikes do not return the item: read it
                 current = self.get(record.key)
                 actual = None if current is None else current.version
+                ours = current is not None and encode_record(current) == item["body"]["S"]
             else:
                 actual = int(old["ver"]["N"])
+                ours = old.get("body", {}).get("S") == item["body"]["S"]
+            if ours and actual == expected + 1:
+                # Our own write: applied, its answer lost (a 500, a timeout) and retried by botocore, which
+                # then met it as a failed condition. The write happened, with its history (one transaction).
+                return stored
             raise ConflictError(record.key, expected_version, actual) from None
         return stored
 
