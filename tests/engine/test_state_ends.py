@@ -249,3 +249,29 @@ def test_a_manual_start_behind_a_settling_stop_says_it_was_not_sent(rig: Rig) ->
     result = engine.act(ref, "start", transition_id="manual-start")
     assert result.kind == "skip" and "was not sent" in result.message
     assert not [m for m in rig.sent() if m.startswith("start")]
+
+
+def test_a_partial_continuous_start_does_not_hold_up_the_evening_stop() -> None:
+    # Only 4 of the 6 G5s this Continuous cluster asks for come back in the morning; the one-hour window
+    # ends at 09:00 while the start is still waiting for the other two.
+    pool = [{"at": "2026-11-30T07:00:00Z", "available": 4}]
+    capacity = {"timing": FAST, "instance_types": {"ml.g5.48xlarge": {"available": 6, "schedule": pool}}}
+    with running_emulator(virtual_start=START, seed=21, capacity=capacity) as emu:
+        session = boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1")
+        client = session.client("sagemaker", endpoint_url=emu.endpoint)
+        client.create_cluster(**slurm_request(NAME, {"gpu": ("ml.g5.48xlarge", 6)}, role=ROLE, continuous=True))
+        settle(emu, client, NAME)
+        rig = Rig(emu, client, MemoryStore(), Collector())
+        engine = rig.engine()
+        ref = governed()
+        fleet = [Governed(ref, "office", resolve("Mon-Fri 08:00-09:00 UTC", {}), False)]
+        tick(engine, fleet, emu.clock.now())  # before 08:00: stopped
+        settle(emu, client, NAME)
+        tick(engine, fleet, emu.clock.now())
+        _ticks(engine, fleet, emu, timedelta(hours=3, minutes=10), 60)  # to 09:10
+        stops = [m for m in rig.sent() if m.startswith("stop")]
+        assert len(stops) == 2, rig.sent()  # the first tick's and the 09:00 one, not at the settle timeout
+        record = rig.store.get(ref.key)
+        assert record is not None
+        starts = [h for h in rig.store.history(ref.key) if h.action == "start"]
+        assert starts and "overtaken" in str(starts[0].detail.get("message"))

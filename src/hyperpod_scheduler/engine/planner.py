@@ -348,6 +348,20 @@ def superseded(record: ClusterRecord, sched: ScheduleState, now: datetime) -> st
     return None
 
 
+def overtaken(record: ClusterRecord, sched: ScheduleState, now: datetime) -> str | None:
+    """Why an update still settling no longer serves what is wanted (the schedule has turned the other
+    way since its transition), or None. A hold keeps its own update; a person's command is followed."""
+    pending = record.pending
+    if pending is None or pending.phase != "sent" or effective_hold(record, now) is not None:
+        return None
+    wanted = action_for(sched.desired)
+    last = sched.last_transition_at
+    served_at = pending.transition_at or pending.created_at
+    if wanted == pending.action or wanted not in sched.allowed or last is None or last <= served_at:
+        return None
+    return f"the schedule turned {sched.desired} at {last.isoformat()} while the {pending.action} was settling"
+
+
 def intent_fate(view: ClusterView, targets: Mapping[str, int]) -> Fate:
     """Did an update with these target counts go out? Decided from the cluster's own targets only
     (UpdateCluster sets them the moment it is accepted): ``out`` when they are ours; ``busy`` when they

@@ -246,7 +246,18 @@ class Engine:
             record = self.store.get(ref.key)
             if record is not None and record.pending is not None and record.pending.phase == "intent":
                 return intents.revisit(self, ref, record, sched, enforced, dry_run, view)
-            return settling.follow(self, ref, wait=False)
+            followed = settling.follow(self, ref, wait=False)
+            if followed.kind != "in-progress" or dry_run:
+                return followed
+            # Still settling when the schedule turned the other way (a Continuous start short of capacity
+            # at the evening stop): its outcome is recorded as it stands and the new transition goes out
+            # now, not at the settle timeout.
+            record = self.store.get(ref.key)
+            why = planner.overtaken(record, sched, self.now()) if record is not None else None
+            if why is None or record is None or not settling.overtake(self, ref, record, why):
+                return followed
+            after = planner.due(self.store.get(ref.key), sched, enforced=enforced, now=self.now())
+            return followed if after is None else acting.act_on(self, ref, sched, after, dry_run)
         return acting.act_on(self, ref, sched, due, dry_run, view=view)
 
     def _failed(self, ref: ClusterRef, exc: Exception) -> Result:

@@ -4,6 +4,7 @@ capacity, when it is tried again."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -202,6 +203,22 @@ def settle(eng: Engine, ref: ClusterRef, record: ClusterRecord, verdict: planner
     if changes:
         eng.emit(ref, "drift", fidelity.describe_changes(changes), ami_changes=[c.model_dump() for c in changes])
     return Result(ref.name, kind, verdict.detail)
+
+
+def overtake(eng: Engine, ref: ClusterRef, record: ClusterRecord, why: str) -> bool:
+    """Record the update in flight as it stands now (per group), because ``why``; False (nothing
+    recorded) while the cluster is busy: then it is still followed, and the new transition waits."""
+    pending = record.pending
+    assert pending is not None
+    view = eng.describe(ref)
+    if view.busy:
+        return False
+    kept = record.snapshot.kept if record.snapshot is not None and pending.action == "stop" else {}
+    verdict = planner.assess(view, pending.action, pending.targets, pending.created_at, eng.now(), timedelta(0), kept)
+    if not isinstance(verdict, planner.Settled):
+        return False
+    settle(eng, ref, record, replace(verdict, detail=f"overtaken: {why}"), view)
+    return True
 
 
 def next_retry(
