@@ -177,7 +177,7 @@ def test_after_start_resumes_drained_compute_nodes_and_reports_readiness_per_gro
     clock = Clock()
     settings = CheckpointSettings(ready_timeout_minutes=1)
     guard = CheckpointGuard(settings, LocalLink(SlurmSide(slurm, now=clock.now, sleep=clock.sleep)), now=clock.now)
-    answer = guard.after_start(KEY, _ctx().view, {"head": 1, "gpu": 2, "cpu": 2})
+    answer = guard.started(KEY, _ctx().view, {"head": 1, "gpu": 2, "cpu": 2})
     assert answer is not None and answer.resumed == ["n1"]
     assert set(answer.readiness) == {"gpu", "cpu"}  # the head group is not a Slurm compute group
     assert (answer.readiness["gpu"].usable, answer.readiness["cpu"].usable) == (2, 1)

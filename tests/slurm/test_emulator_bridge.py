@@ -142,7 +142,7 @@ def test_a_stop_start_cycle_on_the_emulator_drains_loses_and_regains_real_slurm_
         readiness = [e for e in events.events if e.message.startswith("checkpoints:") and e.kind == "note"]
         assert readiness, [e.message for e in events.events]
         view = parse_cluster(client.describe_cluster(ClusterName="c1"))
-        answer = guard.after_start(REF.key, view, {"gpu": 2})  # asking again: nothing left to resume
+        answer = guard.started(REF.key, view, {"gpu": 2})  # asking again: nothing left to resume
         assert answer is not None and answer.ready is True, answer
         assert answer.resumed == []
         assert node_states()["node1"] == ("idle", "")

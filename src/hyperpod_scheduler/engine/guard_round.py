@@ -46,8 +46,8 @@ def run(
     guards = list(eng.guards_for(ref))
     # Guards with side effects (the checkpoint guard signals, drains and requeues on allow) run last,
     # only if every other guard allowed, and only on the groups that really go to zero.
-    plain = [g for g in guards if not getattr(g, "side_effects", False)]
-    with_effects = [g for g in guards if getattr(g, "side_effects", False)]
+    plain = [g for g in guards if not g.side_effects]
+    with_effects = [g for g in guards if g.side_effects]
     floors: dict[str, int] = {}
     for batch in (plain, with_effects):
         if batch is with_effects:
@@ -83,20 +83,18 @@ def after_start(eng: Engine, ref: ClusterRef, view: ClusterView, expected: Mappi
     Slurm). True when a Slurm agent said the restored nodes joined."""
     joined = False
     for guard in eng.guards_for(ref):
-        after = getattr(guard, "after_start", None)
-        if after is None:
+        if not guard.after_start:
             continue
         try:
-            answer = after(ref.key, view, dict(expected))
-        except Exception as exc:
+            answer = guard.started(ref.key, view, dict(expected))
+        except Exception as exc:  # a Slurm side that fails never undoes the start: said, and left
             eng.emit(ref, "error", f"{guard.name}: after start: {exc}")
             continue
         if answer is None:
             eng.emit(ref, "note", f"{guard.name}: the Slurm agent did not answer after the start")
         else:
-            ready = getattr(answer, "ready", None)
-            joined = joined or bool(ready)
-            eng.emit(ref, "note" if ready else "failed", f"{guard.name}: {getattr(answer, 'reason', '')}")
+            joined = joined or bool(answer.ready)
+            eng.emit(ref, "note" if answer.ready else "failed", f"{guard.name}: {answer.reason}")
     return joined
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 from hyperpod_scheduler.cluster.view import ClusterView
 from hyperpod_scheduler.config.model import Policy
-from hyperpod_scheduler.guards.base import StopContext, Verdict
+from hyperpod_scheduler.guards.base import Guard, StopContext, Verdict
 from hyperpod_scheduler.guards.capacity import HEAD_NODE_TYPES, protections, scarce_type
 from hyperpod_scheduler.store.records import Approval
 
@@ -38,7 +38,7 @@ def needs_approval(view: ClusterView, policy: Policy, releasing: Sequence[str] |
     return out
 
 
-class ApprovalGuard:
+class ApprovalGuard(Guard):
     name = "approval"
 
     def __init__(self, policy: Policy, approvals: Callable[[str], Sequence[Approval]]) -> None:
@@ -80,7 +80,6 @@ class ApprovalGuard:
             self.name,
             "keep",
             summary,
-            keep_groups=tuple(floors),
             floors=floors,
             detail={
                 "approval": approval.id if approval else None,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from hyperpod_scheduler.cluster.view import GroupView
 from hyperpod_scheduler.config.model import Policy
-from hyperpod_scheduler.guards.base import StopContext, Verdict
+from hyperpod_scheduler.guards.base import Guard, StopContext, Verdict
 
 # P4d/P4de, P5/P5e/P5en, every P6 variant, Trn2: the families capacity reports show as hard to get back.
 SCARCE_FAMILIES = ("p4d", "p4de", "p5", "p5e", "p5en", "p6", "trn2")
@@ -165,7 +165,7 @@ def _unknown_role_protections(unknown: list[GroupView], kept: list[Protection], 
     return out
 
 
-class CapacityGuard:
+class CapacityGuard(Guard):
     """Keeps protected groups; ``include_protected`` releases, for one run, everything but training plans
     (and the Slurm head kept with them)."""
 
@@ -182,9 +182,7 @@ class CapacityGuard:
         floors = {p.group: p.keep_at for p in found}
         reasons = {p.group: p.reason for p in found}
         summary = "; ".join(f"keeping '{p.group}' at {p.keep_at}: {p.reason}" for p in found)
-        return Verdict(
-            self.name, "keep", summary, keep_groups=tuple(floors), floors=floors, detail={"reasons": reasons}
-        )
+        return Verdict(self.name, "keep", summary, floors=floors, detail={"reasons": reasons})
 
 
 def head_warning(groups: tuple[GroupView, ...], policy: Policy) -> str | None:

@@ -12,14 +12,14 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar, Protocol
+from typing import Any, Protocol
 
 from hyperpod_scheduler.agent.channel import Channel, open_channel
 from hyperpod_scheduler.agent.messages import AgentVerdict, Intent, NodeSelector
 from hyperpod_scheduler.agent.settings import CheckpointSettings
 from hyperpod_scheduler.agent.worker import SlurmSide
 from hyperpod_scheduler.cluster.view import ClusterView
-from hyperpod_scheduler.guards.base import StopContext, Verdict
+from hyperpod_scheduler.guards.base import Guard, StopContext, Verdict
 from hyperpod_scheduler.slurm.commands import SubprocessSlurm
 
 HEAD_NODE_TYPES = frozenset({"Controller", "Login"})
@@ -104,22 +104,20 @@ def selectors(view: ClusterView, groups: tuple[str, ...], settings: CheckpointSe
 def head_survives(ctx: StopContext, keep_slurm_head: bool | None) -> bool:
     """The Slurm queue outlives the night when the head is kept, or when the controller group is not
     among the groups to zero."""
-    if keep_slurm_head is None:
-        setting = ctx.settings.get("keep_slurm_head")
-        keep_slurm_head = setting if isinstance(setting, bool) else None
     if keep_slurm_head:
         return True
     controllers = [g.name for g in ctx.view.groups if g.node_type == "Controller"]
     return bool(controllers) and not any(c in ctx.groups_to_zero for c in controllers)
 
 
-class CheckpointGuard:
+class CheckpointGuard(Guard):
     """A guard with side effects: on ``allow`` the Slurm side has already signalled, drained and
     requeued. The engine should run it after every other guard allowed, with the groups those
     guards keep removed from ``groups_to_zero`` (``side_effects`` marks such guards)."""
 
     name = "checkpoints"
-    side_effects: ClassVar[bool] = True
+    side_effects = True
+    after_start = True
 
     def __init__(
         self,
@@ -164,7 +162,7 @@ class CheckpointGuard:
             expires_at=posted + work_budget(settings, "stop"),
         )
 
-    def after_start(
+    def started(
         self, key: str, view: ClusterView, expected: Mapping[str, int], dry_run: bool = False
     ) -> AgentVerdict | None:
         """After a start settles: resume the nodes the stop drained and wait until ``expected`` nodes

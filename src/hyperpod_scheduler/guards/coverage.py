@@ -8,7 +8,7 @@ stop a person asks for goes ahead, and every stop of one says in its history lin
 
 from __future__ import annotations
 
-from hyperpod_scheduler.guards.base import StopContext, Verdict
+from hyperpod_scheduler.guards.base import Guard, StopContext, Verdict
 
 UNAUDITED_EKS = "none: no checkpoint audit ran (an EKS cluster's pods are not audited; no Kubernetes audit yet)"
 
@@ -16,9 +16,8 @@ UNAUDITED_EKS = "none: no checkpoint audit ran (an EKS cluster's pods are not au
 _SAY = {"audit": "none"}  # an allow with detail is said as a note (engine.guard_round)
 
 
-class AuditCoverage:
+class AuditCoverage(Guard):
     name = "checkpoints"
-    side_effects = False
 
     def __init__(self, unaudited: bool) -> None:
         """``unaudited``: the cluster's target said ``checkpoints: none``."""
