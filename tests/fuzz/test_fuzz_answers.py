@@ -18,10 +18,10 @@ from hyperpod_scheduler.aws import deadlines
 from hyperpod_scheduler.aws.clients import sagemaker_client, session
 from hyperpod_scheduler.aws.deadlines import Deadlines, _Buffered
 from hyperpod_scheduler.cluster.view import parse_cluster
-from hyperpod_scheduler.engine.fleet import ref_for
-from hyperpod_scheduler.engine.planner import ScheduleState
+from hyperpod_scheduler.engine.fleet import Governed, ref_for, tick
 from hyperpod_scheduler.engine.runner import Engine
 from hyperpod_scheduler.errors import HyperpodSchedulerError
+from hyperpod_scheduler.schedule import resolve
 from hyperpod_scheduler.store.memory import MemoryStore
 from hyperpod_scheduler.store.records import ClusterRecord, GroupSize, Snapshot
 from tests.fuzz.budget import bounded, examples
@@ -142,8 +142,9 @@ def test_a_fuzzed_describe_answer_is_a_result_for_its_cluster_and_keeps_the_size
     store = MemoryStore()
     before = store.put(_record(), expected_version=None)
     engine = Engine(store, lambda _ref: clients["sagemaker"], lambda: T0, sleep=lambda _s: None)
-    sched = ScheduleState(desired=desired, last_transition_at=T0 - timedelta(minutes=5))  # type: ignore[arg-type]
-    result = bounded(lambda: engine.reconcile(REF, sched, enforced=True), "reconcile")
+    # Through the fleet's tick, as every face runs a turn: a failure of the cluster's own is its result.
+    governed = Governed(REF, desired, resolve("always" if desired == "running" else "never", {}), True)
+    result = bounded(lambda: tick(engine, [governed], T0)[0], "reconcile")
     assert "\n" not in result.message and "Traceback" not in result.message
     after = store.get(REF.key)
     assert after is not None and after.snapshot is not None

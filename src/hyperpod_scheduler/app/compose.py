@@ -18,7 +18,6 @@ import copy
 import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -37,7 +36,7 @@ if TYPE_CHECKING:
 
     from hyperpod_scheduler.agent.channel import Channel
     from hyperpod_scheduler.agent.settings import CheckpointSettings
-    from hyperpod_scheduler.engine.fleet import Fleet, Governed
+    from hyperpod_scheduler.engine.fleet import Fleet, Governed, Pool
     from hyperpod_scheduler.engine.readiness import Lead
     from hyperpod_scheduler.engine.runner import ClusterRef, Engine, Result
     from hyperpod_scheduler.guards.base import StopGuard
@@ -187,36 +186,23 @@ class Context:
         *,
         dry_run: bool = False,
         engine: Engine | None = None,
-        on_error: Callable[[Governed, Exception], Result] | None = None,
+        pool: Pool | None = None,
     ) -> list[Result]:
-        """One reconcile pass with the config's ready-by settings and concurrency. With ``on_error``,
-        any failure the engine does not contain itself (the store, a lease, a bug) ends only its own
-        cluster's turn and becomes that cluster's result."""
+        """One reconcile pass with the config's ready-by settings and concurrency. ``pool`` runs the
+        turns (the Lambda worker's own); a cluster's failure is that cluster's alone (``fleet.caught``)."""
         from hyperpod_scheduler.engine.fleet import tick
 
-        engine = engine or self.engine()
         defaults = self.config.defaults
-        now = self.now()
-        url = self.config.notifications.dashboard_url
-        if on_error is None:
-            return tick(
-                engine,
-                governed,
-                now,
-                dry_run=dry_run,
-                ready_by=defaults.ready_by,
-                concurrency=defaults.concurrency,
-                dashboard_url=url,
-            )
-
-        def one(g: Governed) -> Result:
-            try:
-                return tick(engine, [g], now, dry_run=dry_run, ready_by=defaults.ready_by, dashboard_url=url)[0]
-            except Exception as exc:  # one cluster's failure, whatever it is, is that cluster's alone
-                return on_error(g, exc)
-
-        with ThreadPoolExecutor(max_workers=defaults.concurrency, thread_name_prefix="tick") as pool:
-            return list(pool.map(one, governed))
+        return tick(
+            engine or self.engine(),
+            governed,
+            self.now(),
+            dry_run=dry_run,
+            ready_by=defaults.ready_by,
+            concurrency=defaults.concurrency,
+            dashboard_url=self.config.notifications.dashboard_url,
+            pool=pool,
+        )
 
     def lead_for(self, g: Governed) -> Lead:
         """How early a ready-by start is issued for ``g``, and why."""

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from hyperpod_scheduler.agent.settings import CheckpointSettings
 from hyperpod_scheduler.agent.worker import SlurmSide
 from hyperpod_scheduler.app import report as reports
-from hyperpod_scheduler.app.compose import Context, LocalAgent, chain_clients
+from hyperpod_scheduler.app.compose import Clients, Context, LocalAgent
 from hyperpod_scheduler.aws.clients import AwsClients, plain_client
 from hyperpod_scheduler.cluster.create import create_cluster
 from hyperpod_scheduler.cluster.load import load_report
@@ -114,6 +114,17 @@ def create_fleet(emu: Emulator, client: SageMakerClient, folder: Path) -> list[t
         create_cluster(report, client, s3=s3 if has_scripts else None, scripts=scripts if has_scripts else None)
         created.append((c, report.request))
     return created
+
+
+def emulator_clients(sagemaker: SageMakerClient, aws: AwsClients) -> Clients:
+    """Every client of the demo's context against its embedded emulator (S3 for Slurm roles and
+    checkpoints included): nothing the demo runs may even try real AWS, whatever the environment says."""
+    return Clients(
+        sagemaker=lambda ref: sagemaker,
+        s3=lambda ref: aws.client("s3", region=ref.region or REGION),
+        sns=lambda region: aws.client("sns", region=region or REGION),
+        pricing=lambda: aws.client("pricing", region=REGION),
+    )
 
 
 def demo_cost() -> CostSettings:
@@ -217,7 +228,7 @@ def run_demo(
         ctx = Context(
             config,
             store,
-            chain_clients(lambda ref: client),
+            emulator_clients(client, AwsClients(emu.endpoint)),
             clock,
             collector,
             actor="demo",

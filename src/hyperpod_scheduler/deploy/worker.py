@@ -210,15 +210,10 @@ def run_job(
         return limiters.setdefault(region, limiter_for(job, pacing))
 
     concurrency = job.config.defaults.concurrency
-    # The worker runs the clusters side by side itself (so it can stop starting them near its deadline);
-    # inside each cluster's turn the engine runs that one cluster.
-    one_at_a_time = job.config.model_copy(
-        update={"defaults": job.config.defaults.model_copy(update={"concurrency": 1})}
-    )
     events = Collector(forward=log)
     recent = Recent(store)
     ctx = Context(
-        one_at_a_time,
+        job.config,
         recent.as_store(),
         target_clients(job, session, sagemaker_for, hub or no_hub, limiter),
         now,
@@ -232,20 +227,20 @@ def run_job(
             warn(_problem_text(problem))
         engine = ctx.engine()
 
-        def turn(g: Governed) -> Result:
+        def left_for_later(g: Governed) -> Result | None:
             if pacing.beat is not None:
                 pacing.beat()
             left = pacing.remaining_s() if pacing.remaining_s is not None else None
             if left is not None and left < DEFER_MARGIN_S:
                 return Result(g.ref.name, DEFERRED, f"left for the next run: {left:.0f} s of this run remained")
-            try:
-                return ctx.tick([g], engine=engine)[0]
-            except Exception as exc:  # a store or AWS failure on one cluster never stops the others
-                message = f"{type(exc).__name__}: {exc}"
-                ctx.events(Event(now(), g.ref.name, "error", message))
-                return Result(g.ref.name, "error", message)
+            return None
 
-        results = pacing.pool(turn, governed, concurrency)
+        def pool(one: Callable[[Governed], Result], clusters: Sequence[Governed]) -> list[Result]:
+            # The worker's own pool runs the turns (it stops starting them near its deadline); each turn's
+            # failure is caught by the fleet's one place (``fleet.caught``).
+            return pacing.pool(lambda g: left_for_later(g) or one(g), clusters, concurrency)
+
+        results = ctx.tick(governed, engine=engine, pool=pool)
         deferred = [r.cluster for r in results if r.kind == DEFERRED]
         if deferred:
             warn(f"{len(deferred)} cluster(s) left for the next run, the run being near its timeout: {deferred[:10]}")

@@ -7,7 +7,7 @@ to be found; that discovery is the only read a quiet tick makes.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -30,6 +30,7 @@ from hyperpod_scheduler.config.model import (
 from hyperpod_scheduler.engine.approvals import ask_if_due, lapse_due
 from hyperpod_scheduler.engine.events import Event
 from hyperpod_scheduler.engine.identity import arn_account, reach_of
+from hyperpod_scheduler.engine.messages import error_text
 from hyperpod_scheduler.engine.plan_watch import watch_plans
 from hyperpod_scheduler.engine.planner import Action, ScheduleState
 from hyperpod_scheduler.engine.readiness import Lead, cluster_lead, histories, lead_time
@@ -245,16 +246,19 @@ def tick(
     ready_by: ReadyBy | None = None,
     concurrency: int = 1,
     dashboard_url: str | None = None,
+    pool: Pool | None = None,
 ) -> list[Result]:
     """One reconcile pass: each cluster is judged on its own; one failure never stops the others.
     Around each cluster's turn: approvals asked before a stop that needs one (links to
     ``dashboard_url``), requests nobody answered marked lapsed, and its training plans watched.
 
-    With ``concurrency`` > 1 clusters are handled by that many threads (the AWS calls overlap; every
-    cluster still has its own lease and compare-and-set, so the outcome is the same as in series)."""
+    Turns run through ``pool`` (a face passes its own: the Lambda worker's, which stops starting turns
+    near its deadline), else ``threads(concurrency)``. A cluster's failure is caught in ``caught``."""
 
     def one(g: Governed) -> Result:
-        try:
+        outcome: list[Result] = []
+
+        def turn() -> None:
             lead = lead_for(engine, g, ready_by) if g.schedule.ready_by else None
             state = schedule_state(g.schedule, now, lead.lead if lead else None)
             if lead is not None and state.last_transition_at is not None and state.last_transition_at > now:
@@ -262,37 +266,51 @@ def tick(
                 state = dataclasses.replace(
                     state, why=f"ready by {at:%a %H:%M}Z: {lead.lead.total_seconds() / 60:.0f} min early ({lead.why})"
                 )
-            if not dry_run and g.policy.approve_release:
-                _contained(
-                    engine,
-                    g,
-                    now,
-                    "approval",
-                    lambda: ask_if_due(engine, g.ref, g.schedule, g.policy, now, dashboard_url),
-                )
-            result = engine.reconcile(g.ref, state, enforced=g.enforced, dry_run=dry_run)
-        except Exception as exc:  # e.g. a damaged record met while working out a ready-by lead
-            message = _one_line(exc)
-            engine.events(Event(now, g.ref.name, "error", message))
-            return Result(g.ref.name, "error", message)
+            outcome.append(engine.reconcile(g.ref, state, enforced=g.enforced, dry_run=dry_run))
+
+        if not dry_run and g.policy.approve_release:
+            caught(
+                engine, g, now, "approval", lambda: ask_if_due(engine, g.ref, g.schedule, g.policy, now, dashboard_url)
+            )
+        failed = caught(engine, g, now, None, turn)
+        if failed is not None:
+            return failed
         if not dry_run:
             if g.policy.approve_release:
-                _contained(engine, g, now, "approval", lambda: lapse_due(engine, g.ref, now))
-            _contained(engine, g, now, "training plan watch", lambda: watch_plans(engine, g.ref, now))
-        return result
+                caught(engine, g, now, "approval", lambda: lapse_due(engine, g.ref, now))
+            caught(engine, g, now, "training plan watch", lambda: watch_plans(engine, g.ref, now))
+        return outcome[0]
 
-    if concurrency <= 1:
-        return [one(g) for g in governed]
-    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="tick") as pool:
-        return list(pool.map(one, governed))
+    return (pool or threads(concurrency))(one, list(governed))
 
 
-def _contained(engine: Engine, g: Governed, now: datetime, what: str, step: Callable[[], object]) -> None:
-    # Approvals and plan watches come beside the cluster's turn: their failure never costs it that turn.
+Pool = Callable[[Callable[[Governed], Result], Sequence[Governed]], list[Result]]
+
+
+def threads(concurrency: int) -> Pool:
+    """Turns run ``concurrency`` at a time (the AWS calls overlap; every cluster still has its own lease
+    and compare-and-set, so the outcome is the same as in series)."""
+
+    def run(one: Callable[[Governed], Result], governed: Sequence[Governed]) -> list[Result]:
+        if concurrency <= 1 or len(governed) <= 1:
+            return [one(g) for g in governed]
+        with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="tick") as pool:
+            return list(pool.map(one, governed))
+
+    return run
+
+
+def caught(engine: Engine, g: Governed, now: datetime, what: str | None, step: Callable[[], object]) -> Result | None:
+    """The one place a cluster's failure is caught and reported (one error line, then the next
+    cluster). ``what`` None: the cluster's turn itself, whose failure is its result; otherwise a step
+    beside the turn (approvals, the plan watch), whose failure never costs the cluster its turn."""
     try:
         step()
-    except Exception as exc:
-        engine.events(Event(now, g.ref.name, "error", f"{what}: {_one_line(exc)}"))
+    except Exception as exc:  # whatever it is (a damaged record, the store, a bug met on its data)
+        message = error_text(exc) if what is None else f"{what}: {error_text(exc)}"
+        engine.events(Event(now, g.ref.name, "error", message))
+        return Result(g.ref.name, "error", message)
+    return None
 
 
 def lead_for(engine: Engine, g: Governed, settings: ReadyBy | None) -> Lead:

@@ -26,7 +26,7 @@ from hyperpod_scheduler.config.model import Retry
 from hyperpod_scheduler.engine import acting, holds, intents, planner, settling
 from hyperpod_scheduler.engine.events import Event, Sink, discard
 from hyperpod_scheduler.engine.identity import Accounts, LegacyRead
-from hyperpod_scheduler.engine.messages import error_text, reach_text
+from hyperpod_scheduler.engine.messages import reach_text
 from hyperpod_scheduler.engine.ref import ClusterRef, ClusterSettings, Result
 from hyperpod_scheduler.errors import HyperpodSchedulerError, SpecError
 from hyperpod_scheduler.guards.base import StopGuard
@@ -200,34 +200,28 @@ class Engine:
     def reconcile(
         self, ref: ClusterRef, sched: planner.ScheduleState, *, enforced: bool = False, dry_run: bool = False
     ) -> Result:
-        """One cluster, one tick. Never raises for that cluster's own trouble (a damaged record, an
-        answer no parser can read, a bug met on its data): it becomes this cluster's ``error`` result."""
-        try:
-            known = self.accounts.known(ref)
-            legacy = None
-            if known is None:
-                # Never looked at through this profile: decide from the record it had before account
-                # keys (if any) whether anything is due at all, so a quiet tick stays without API calls.
-                legacy = LegacyRead(ref.key, self.store.get(ref.key))
-                old = legacy.record
-                if (
-                    planner.due(old if old and not old.moved_to else None, sched, enforced=enforced, now=self.now())
-                    is None
-                ):
-                    return Result(ref.name, "quiet", "nothing due")
-            # A first look's answer serves this pass too; in a dry run the record may be the one it would adopt.
-            ref, view, record = self._identified(ref, known, dry_run, legacy)
-            due = planner.due(record, sched, enforced=enforced, now=self.now())
-            if due is None:
+        """One cluster, one tick. Its own trouble (a damaged record, an answer no parser can read, a bug
+        met on its data) raises: ``fleet.caught`` makes it this cluster's ``error`` result, in one place."""
+        known = self.accounts.known(ref)
+        legacy = None
+        if known is None:
+            # Never looked at through this profile: decide from the record it had before account
+            # keys (if any) whether anything is due at all, so a quiet tick stays without API calls.
+            legacy = LegacyRead(ref.key, self.store.get(ref.key))
+            old = legacy.record
+            if planner.due(old if old and not old.moved_to else None, sched, enforced=enforced, now=self.now()) is None:
                 return Result(ref.name, "quiet", "nothing due")
-            if dry_run:
-                pending = record.pending if record is not None else None
-                if due.kind == "follow" and pending is not None and pending.phase != "intent":
-                    return intents.dry(self, ref, f"would follow the {pending.action} in flight")
-                return self._reconcile(ref, sched, due, dry_run, enforced, view)
-            return self.with_lease(ref, lambda: self._reconcile(ref, sched, due, dry_run, enforced, view))
-        except Exception as exc:  # contained: one cluster never stops the tick for the others
-            return self._failed(ref, exc)
+        # A first look's answer serves this pass too; in a dry run the record may be the one it would adopt.
+        ref, view, record = self._identified(ref, known, dry_run, legacy)
+        due = planner.due(record, sched, enforced=enforced, now=self.now())
+        if due is None:
+            return Result(ref.name, "quiet", "nothing due")
+        if dry_run:
+            pending = record.pending if record is not None else None
+            if due.kind == "follow" and pending is not None and pending.phase != "intent":
+                return intents.dry(self, ref, f"would follow the {pending.action} in flight")
+            return self._reconcile(ref, sched, due, dry_run, enforced, view)
+        return self.with_lease(ref, lambda: self._reconcile(ref, sched, due, dry_run, enforced, view))
 
     def _reconcile(
         self,
@@ -260,12 +254,6 @@ class Engine:
             return followed if after is None else acting.act_on(self, ref, sched, after, dry_run)
         return acting.act_on(self, ref, sched, due, dry_run, view=view)
 
-    def _failed(self, ref: ClusterRef, exc: Exception) -> Result:
-        message = error_text(exc)
-        self.emit(ref, "error", message)
-        return Result(ref.name, "error", message)
-
-    # ---- stop / start ----------------------------------------------------------------------------
     def act(
         self,
         ref: ClusterRef,
