@@ -33,6 +33,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
+from hyperpod_scheduler.config.model import Policy
 from hyperpod_scheduler.emulator import running_emulator
 from hyperpod_scheduler.emulator.capacity import CapacityModel
 from hyperpod_scheduler.emulator.errors import EmulatorError
@@ -40,6 +41,7 @@ from hyperpod_scheduler.engine import crashpoints
 from hyperpod_scheduler.engine.events import Collector
 from hyperpod_scheduler.engine.fleet import Governed, ref_for, schedule_state, tick
 from hyperpod_scheduler.engine.planner import effective_hold
+from hyperpod_scheduler.engine.ref import ClusterSettings
 from hyperpod_scheduler.engine.runner import Engine
 from hyperpod_scheduler.errors import HyperpodSchedulerError
 from hyperpod_scheduler.schedule import resolve
@@ -55,6 +57,9 @@ pytestmark = pytest.mark.long_run  # one Hypothesis state machine, the longest t
 NAMES = ("sm-0", "sm-1")
 SIZES = {"controller": 1, "cpu": 2}
 ZERO = {"controller": 0, "cpu": 0}
+# sm-1's own target keeps one cpu node up overnight (and its controller with it); sm-0's zeroes all.
+FLOORED = ClusterSettings(policy=Policy(groups={"cpu": {"floor": 1}}), governed_by="targets[1]")
+KEPT = {"controller": 1, "cpu": 1}
 SCHEDULE = "Mon-Fri 08:00-18:00 UTC"
 LEASE_S = 900.0
 POINTS = (None, *crashpoints.ALL)
@@ -101,7 +106,7 @@ class Fleet(RuleBasedStateMachine):
         # neither account is known yet: the engine learns it from the ARN.
         self.governed = [
             Governed(ref_for(NAMES[0], "us-east-1"), "office", schedule, False),
-            Governed(ref_for(NAMES[1], "us-east-1"), "office", schedule, True),
+            Governed(ref_for(NAMES[1], "us-east-1").governed(FLOORED), "office", schedule, True),
         ]
         self.engine = self._engine()
 
@@ -275,6 +280,13 @@ class Fleet(RuleBasedStateMachine):
             assert not (u.doing == "tick" and u.held == "running" and down), f"{u.cluster}: stopped while held running"
             assert not (u.doing == "tick" and u.held == "stopped" and up), f"{u.cluster}: started while held stopped"
 
+    @invariant()
+    def each_cluster_is_judged_by_its_own_target(self) -> None:
+        # Whoever stops sm-1 (a tick, a manual stop, a hold), its floor keeps one cpu node; sm-0 has none.
+        for u in self.landed:
+            if u.cluster == NAMES[1] and u.doing != "someone-else":
+                assert u.after.get("cpu", 1) >= 1 or u.before.get("cpu", 0) == 0, f"sm-1 zeroed past its floor: {u}"
+
     def teardown(self) -> None:
         try:
             self._converges()
@@ -305,8 +317,8 @@ class Fleet(RuleBasedStateMachine):
         raise AssertionError(f"did not converge to {wanted} after the faults stopped: {states}")
 
     def _settled(self, wanted: str) -> bool:
-        goal = SIZES if wanted == "running" else ZERO
         for name in NAMES:
+            goal = SIZES if wanted == "running" else (KEPT if name == NAMES[1] else ZERO)
             status, targets = self._targets(name)
             record = self._record(name)
             if status != "InService" or targets != goal or record is None or record.pending is not None:
