@@ -13,6 +13,7 @@ import pytest
 from hyperpod_scheduler.config.model import Policy
 from hyperpod_scheduler.emulator import Emulator
 from hyperpod_scheduler.engine.events import Collector
+from hyperpod_scheduler.engine.fleet import turn
 from hyperpod_scheduler.engine.runner import ClusterRef, ClusterSettings, Engine
 from hyperpod_scheduler.notify.channels import message_for
 from hyperpod_scheduler.store.memory import MemoryStore
@@ -151,7 +152,7 @@ def test_a_malformed_patch_or_image_field_is_one_line_naming_it(
     assert rig.act("stop").kind == "settled"
     before = rig.store.get(REF.key)
     rewrites.append(add_to_group("dev", member, value))
-    result = rig.engine.reconcile(rig.ref, _wants_running(rig))
+    result = turn(rig.engine, rig.ref, _wants_running(rig))
     assert result.kind == "error"
     assert said in result.message and "\n" not in result.message
     after = rig.store.get(REF.key)

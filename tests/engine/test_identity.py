@@ -14,7 +14,7 @@ import pytest
 from hyperpod_scheduler.emulator import Emulator
 from hyperpod_scheduler.engine import crashpoints
 from hyperpod_scheduler.engine.events import Collector
-from hyperpod_scheduler.engine.fleet import Governed, ref_for, tick
+from hyperpod_scheduler.engine.fleet import Governed, ref_for, tick, turn
 from hyperpod_scheduler.engine.planner import ScheduleState
 from hyperpod_scheduler.engine.runner import ClusterRef, Engine
 from hyperpod_scheduler.schedule import resolve
@@ -124,7 +124,7 @@ def test_the_account_is_learned_once_and_a_quiet_tick_then_costs_no_call(world: 
 def test_a_cluster_never_seen_costs_no_call_while_nothing_is_due(world: World) -> None:
     engine = world.engine()
     stop_only = ScheduleState("stopped", None, allowed=frozenset({"start"}))  # nothing it may do now
-    assert engine.reconcile(ref("prod"), stop_only).kind == "quiet"
+    assert turn(engine, ref("prod"), stop_only).kind == "quiet"
     assert sum(world.calls.values()) == 0
 
 
@@ -132,7 +132,7 @@ def test_a_profile_that_now_reaches_another_account_is_refused_then_claimed(worl
     engine = world.engine()
     assert engine.act(ref("prod"), "stop", transition_id="manual-stop@1", wait=True).kind == "settled"
     world.route["prod"] = B  # the profile was pointed at another account
-    result = engine.reconcile(ref("prod"), ScheduleState("running", world.emus[A].clock.now()))
+    result = turn(engine, ref("prod"), ScheduleState("running", world.emus[A].clock.now()))
     assert result.kind == "error" and B in result.message and A in result.message and "claim" in result.message
     assert world.workers(B) == 2, "acted on another account's cluster"
     assert "\n" not in result.message
@@ -220,12 +220,12 @@ def test_a_record_found_not_to_fit_costs_no_look_on_later_ticks(world: World) ->
     world.old_record(8)
     engine = world.engine()
     held = ScheduleState("running", world.emus[B].clock.now() - timedelta(hours=1), allowed=frozenset({"stop"}))
-    engine.reconcile(ref("dev"), ScheduleState("stopped", world.emus[B].clock.now()))  # looks, misfit, stops
+    turn(engine, ref("dev"), ScheduleState("stopped", world.emus[B].clock.now()))  # looks, misfit, stops
     world.settle()
-    engine.reconcile(ref("dev"), ScheduleState("stopped", world.emus[B].clock.now()))  # settles
+    turn(engine, ref("dev"), ScheduleState("stopped", world.emus[B].clock.now()))  # settles
     world.calls.clear()
     for _ in range(3):
-        assert world.engine().reconcile(ref("dev"), held).kind == "quiet"
+        assert turn(world.engine(), ref("dev"), held).kind == "quiet"
     assert sum(world.calls.values()) == 0
     assert world.store.get(OLD_KEY).misfits == [B]  # type: ignore[union-attr]
 
@@ -247,7 +247,7 @@ def test_a_record_moved_by_another_runner_after_this_turn_read_it_is_moved_once(
     world.old_record(8)
     engine = world.engine()
     now = world.emus[A].clock.now()
-    result = engine.reconcile(ref("prod"), ScheduleState("running", now - timedelta(minutes=1)))
+    result = turn(engine, ref("prod"), ScheduleState("running", now - timedelta(minutes=1)))
     assert result.kind == "sent", result
     world.settle()
     assert world.workers(A) == 8  # the sizes the old record held

@@ -7,7 +7,7 @@ from datetime import timedelta
 from hyperpod_scheduler.emulator import Emulator
 from hyperpod_scheduler.emulator.protocol import DEFAULT_ACCOUNT
 from hyperpod_scheduler.engine.events import Collector
-from hyperpod_scheduler.engine.fleet import Governed, ref_for, schedule_state, tick
+from hyperpod_scheduler.engine.fleet import Governed, ref_for, schedule_state, tick, turn
 from hyperpod_scheduler.engine.runner import Engine
 from hyperpod_scheduler.schedule import resolve
 from hyperpod_scheduler.store.memory import MemoryStore
@@ -157,7 +157,7 @@ def test_interrupted_intent_is_resumed_once(
     assert eng.follow(REF, wait=False).kind == "skip"  # it never went out: only a tick decides
     assert counting.calls["UpdateCluster"] == 0
     wanted = planner.ScheduleState(desired="stopped", last_transition_at=now - timedelta(minutes=1))
-    assert eng.reconcile(REF, wanted).kind == "sent"
+    assert turn(eng, REF, wanted).kind == "sent"
     assert counting.calls["UpdateCluster"] == 1
     settle(emu, counting.client, "c1")
     eng.follow(REF, wait=False)

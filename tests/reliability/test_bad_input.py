@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from hyperpod_scheduler.cluster.check import check_request, check_spec
 from hyperpod_scheduler.cluster.spec import parse_yaml, spec_from_dict
 from hyperpod_scheduler.config.load import parse_config
-from hyperpod_scheduler.engine.fleet import Fleet, Governed, ref_for, tick
+from hyperpod_scheduler.engine.fleet import Fleet, Governed, ref_for, tick, turn
 from hyperpod_scheduler.engine.planner import ScheduleState
 from hyperpod_scheduler.engine.runner import Engine
 from hyperpod_scheduler.errors import HyperpodSchedulerError
@@ -272,7 +272,7 @@ def test_malformed_answers_give_an_error_or_skip_and_keep_sizes(action: str, whe
     engine = Engine(store, lambda _r: client, lambda: T0)  # type: ignore[arg-type,return-value]
     desired = "stopped" if action == "stop" else "running"
     sched = ScheduleState(desired=desired, last_transition_at=T0 - timedelta(minutes=5))  # type: ignore[arg-type]
-    result = engine.reconcile(REF, sched)  # never raises: a bad answer is an error result
+    result = turn(engine, REF, sched)  # never raises: a bad answer is an error result
     assert result.kind in RESULT_KINDS
     assert "\n" not in result.message and "Traceback" not in result.message
     after = store.get(REF.key)

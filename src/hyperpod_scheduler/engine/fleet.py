@@ -258,7 +258,7 @@ def tick(
     def one(g: Governed) -> Result:
         outcome: list[Result] = []
 
-        def turn() -> None:
+        def one_turn() -> None:
             lead = lead_for(engine, g, ready_by) if g.schedule.ready_by else None
             state = schedule_state(g.schedule, now, lead.lead if lead else None)
             if lead is not None and state.last_transition_at is not None and state.last_transition_at > now:
@@ -270,15 +270,19 @@ def tick(
 
         if not dry_run and g.policy.approve_release:
             caught(
-                engine, g, now, "approval", lambda: ask_if_due(engine, g.ref, g.schedule, g.policy, now, dashboard_url)
+                engine,
+                g.ref,
+                now,
+                "approval",
+                lambda: ask_if_due(engine, g.ref, g.schedule, g.policy, now, dashboard_url),
             )
-        failed = caught(engine, g, now, None, turn)
+        failed = caught(engine, g.ref, now, None, one_turn)
         if failed is not None:
             return failed
         if not dry_run:
             if g.policy.approve_release:
-                caught(engine, g, now, "approval", lambda: lapse_due(engine, g.ref, now))
-            caught(engine, g, now, "training plan watch", lambda: watch_plans(engine, g.ref, now))
+                caught(engine, g.ref, now, "approval", lambda: lapse_due(engine, g.ref, now))
+            caught(engine, g.ref, now, "training plan watch", lambda: watch_plans(engine, g.ref, now))
         return outcome[0]
 
     return (pool or threads(concurrency))(one, list(governed))
@@ -300,7 +304,9 @@ def threads(concurrency: int) -> Pool:
     return run
 
 
-def caught(engine: Engine, g: Governed, now: datetime, what: str | None, step: Callable[[], object]) -> Result | None:
+def caught(
+    engine: Engine, ref: ClusterRef, now: datetime, what: str | None, step: Callable[[], object]
+) -> Result | None:
     """The one place a cluster's failure is caught and reported (one error line, then the next
     cluster). ``what`` None: the cluster's turn itself, whose failure is its result; otherwise a step
     beside the turn (approvals, the plan watch), whose failure never costs the cluster its turn."""
@@ -308,9 +314,25 @@ def caught(engine: Engine, g: Governed, now: datetime, what: str | None, step: C
         step()
     except Exception as exc:  # whatever it is (a damaged record, the store, a bug met on its data)
         message = error_text(exc) if what is None else f"{what}: {error_text(exc)}"
-        engine.events(Event(now, g.ref.name, "error", message))
-        return Result(g.ref.name, "error", message)
+        engine.events(Event(now, ref.name, "error", message))
+        return Result(ref.name, "error", message)
     return None
+
+
+def turn(
+    engine: Engine, ref: ClusterRef, state: ScheduleState, *, enforced: bool = False, dry_run: bool = False
+) -> Result:
+    """One cluster's turn alone, its failure caught as a tick catches it (for a face or a test that
+    runs one turn with a schedule state of its own)."""
+    out: list[Result] = []
+    failed = caught(
+        engine,
+        ref,
+        engine.now(),
+        None,
+        lambda: out.append(engine.reconcile(ref, state, enforced=enforced, dry_run=dry_run)),
+    )
+    return failed or out[0]
 
 
 def lead_for(engine: Engine, g: Governed, settings: ReadyBy | None) -> Lead:

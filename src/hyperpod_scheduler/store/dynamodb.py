@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -144,6 +145,9 @@ class DynamoDBStore:
             "rkey": {"S": record.key},
             "ver": {"N": str(expected + 1)},
             "body": {"S": encode_record(stored)},
+            # This write's own mark: a retried write that meets itself is told apart from another
+            # runner's write, even one with the same body (the same change made at the same instant).
+            "wid": {"S": uuid.uuid4().hex},
         }
         if expected == 0:
             condition: dict[str, Any] = {"ConditionExpression": "attribute_not_exists(pk)"}
@@ -177,12 +181,14 @@ class DynamoDBStore:
         except _ConditionFailed as failed:
             old = failed.item
             if old is None:  # some DynamoDB look-alikes do not return the item: read it
-                current = self.get(record.key)
-                actual = None if current is None else current.version
-                ours = current is not None and encode_record(current) == item["body"]["S"]
+                now_stored = self._call(
+                    "get_item", TableName=self.table, Key=_key(f"rec#{record.key}", RECORD_SK), ConsistentRead=True
+                ).get("Item")
+                actual = None if now_stored is None else int(now_stored["ver"]["N"])
+                ours = now_stored is not None and now_stored.get("wid") == item["wid"]
             else:
                 actual = int(old["ver"]["N"])
-                ours = old.get("body", {}).get("S") == item["body"]["S"]
+                ours = old.get("wid") == item["wid"]
             if ours and actual == expected + 1:
                 # Our own write: applied, its answer lost (a 500, a timeout) and retried by botocore, which
                 # then met it as a failed condition. The write happened, with its history (one transaction).
