@@ -171,3 +171,21 @@ def test_assess_partial_in_continuous_until_timeout() -> None:
     assert isinstance(late, planner.Settled) and not late.ok
     gpu = next(o for o in late.outcomes if o.group == "gpu")
     assert (gpu.outcome, gpu.current, gpu.target) == ("partial", 2, 4)
+
+
+def test_a_stop_never_raises_a_target_whatever_the_answer_claims() -> None:
+    """Issue 28, item 9: an answer with a scarce group InService at target 0 and current 4 (on its way
+    down) made the capacity guard keep it at max(current, target): the stop raised it 0 -> 4."""
+    from hyperpod_scheduler.config.model import Policy
+    from hyperpod_scheduler.guards.base import StopContext
+    from hyperpod_scheduler.guards.capacity import CapacityGuard
+
+    view = cluster(group("head", 1, node_type="Controller"), group("gpu", 4, 0, itype="ml.p5.48xlarge"))
+    plan = planner.plan_stop(view, None, T0, "stop@t")
+    assert isinstance(plan, Send)
+    ctx = StopContext(cluster="c1", key="k", region="us-east-1", view=view, groups_to_zero=("head",), now=T0)
+    verdict = CapacityGuard(Policy()).before_stop(ctx)
+    guarded = planner.apply_floors(plan, view, verdict.floors)
+    counts = guarded.counts if isinstance(guarded, Send) else {}
+    targets = view.targets()
+    assert all(count <= targets[name] for name, (count, _) in counts.items()), counts
