@@ -194,9 +194,11 @@ def snapshot_for_stop(
             sizes[g.name] = previous.sizes[g.name]
             notes.append(f"group '{g.name}' is at 0: keeping its recorded size {previous.sizes[g.name].count}")
             continue
-        ours = previous is not None and applied == "stopped" and g.name in previous.sizes
-        if ours and previous is not None and previous.kept.get(g.name) == size:
-            # Our own stop left it at this floor: the morning restores its size before the floor.
+        ours = previous is not None and g.name in previous.sizes and previous.kept.get(g.name) == size
+        if ours and previous is not None:
+            # Our own stop left it at this floor and no start has restored it since (a start that
+            # restores a group drops it from ``kept``; one that rolled back leaves it there): the
+            # morning restores its size before the floor.
             sizes[g.name] = previous.sizes[g.name]
             continue
         if previous is not None and g.name in previous.sizes and previous.sizes[g.name].count != size:

@@ -139,6 +139,11 @@ def settle(eng: Engine, ref: ClusterRef, record: ClusterRecord, verdict: planner
     changes = fidelity.ami_changes(record.snapshot.sizes, view) if record.snapshot and pending.action == "start" else []
     if pending.action == "start":
         updated = updated.evolve(ami_changes=changes)
+        restored = {o.group for o in verdict.outcomes if o.outcome == "restored"}
+        if record.snapshot is not None and restored & set(record.snapshot.kept):
+            # A group restored is no longer at our floor: a size it has later is a person's.
+            kept = {g: n for g, n in record.snapshot.kept.items() if g not in restored}
+            updated = updated.evolve(snapshot=record.snapshot.evolve(kept=kept))
     retry_note = ""
     if pending.action == "start" and not verdict.ok and _rolled_back(verdict):
         retry = next_retry(eng, record, pending, verdict.detail, now)
