@@ -169,7 +169,7 @@ class Context:
             settle_timeout=timedelta(minutes=defaults.settle_timeout_minutes),
             sleep=self.sleep,
             lease_ttl_s=defaults.lease_ttl_seconds,
-            guards_for=lambda ref: self.guards_for(ref, include_protected),
+            guards_for=lambda ref: self.guards_built(ref, include_protected),
             retry=defaults.retry,
             read_file=self.read_file,
         )
@@ -210,7 +210,7 @@ class Context:
 
         return lead_for(self.engine(), g, self.config.defaults.ready_by)
 
-    def guards_for(self, ref: ClusterRef, include_protected: bool = False) -> list[StopGuard]:
+    def guards_built(self, ref: ClusterRef, include_protected: bool = False) -> list[StopGuard]:
         """The guards a stop of ``ref`` asks, from the settings its own target gave it (``ref.settings``,
         resolved by the fleet): never looked up again here by region and name."""
         from hyperpod_scheduler.guards.approval import ApprovalGuard
