@@ -14,7 +14,7 @@ from hyperpod_scheduler.app.wording import duration, iso_minute
 from hyperpod_scheduler.cli.context import make_context, parse_instant
 from hyperpod_scheduler.cli.ops import ClusterArg, ConfigOpt, DryRunOpt, JsonOpt, ProfileOpt, RegionOpt, StateOpt
 from hyperpod_scheduler.cli.output import Column, Listing, console, emit, output_format, output_option
-from hyperpod_scheduler.cli.refs import cluster_ref, known_ref
+from hyperpod_scheduler.cli.refs import cluster_ref, governed_ref, known_ref
 from hyperpod_scheduler.errors import UsageError
 
 
@@ -33,9 +33,8 @@ def register(app: typer.Typer) -> None:
         """The actions taken on a cluster, newest first: what happened, per group, and how long it took."""
         fmt = output_format(output, as_json)
         ctx = make_context(config, state, fmt in ("json", "yaml"))
-        ref = cluster_ref(ctx, cluster, region, profile)
+        ref, governed = governed_ref(ctx, cluster, region, profile)
         entries = ctx.store.history(ref.key, limit=limit)
-        governed = ctx.config.targets and ctx.fleet().find(cluster, region, profile)
         if not entries and ctx.store.get(ref.key) is None and not governed:
             raise UsageError(f"history: no record of cluster {cluster!r} in {ref.region} (key {ref.key})")
         rows = []

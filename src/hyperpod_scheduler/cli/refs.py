@@ -16,19 +16,25 @@ from hyperpod_scheduler.inputs import args
 
 def cluster_ref(ctx: Context, name: str, region: str | None, profile: str | None) -> ClusterRef:
     """The cluster ``name`` as the config governs it, else as the store keeps it (defaults' settings)."""
+    return governed_ref(ctx, name, region, profile)[0]
+
+
+def governed_ref(ctx: Context, name: str, region: str | None, profile: str | None) -> tuple[ClusterRef, bool]:
+    """``cluster_ref`` and whether the config governs it, from one look at the fleet (a tag-selected
+    target's discovery lists clusters and tags: it is not made twice for one command)."""
     args.cluster_name(name)  # before it is looked up, stored or used as a key
     governed = ctx.fleet().find(name, region, profile) if ctx.config.targets else None
     if governed is not None:
-        return governed.ref
+        return governed.ref, True
     ref = ref_for(name, region, profile).governed(ctx.fleet().settings(OUTSIDE))
     account = ctx.store.account_for(reach_of(ref))  # so a face reads the record where the engine keeps it
-    return ref.with_account(account) if account is not None else ref
+    return (ref.with_account(account) if account is not None else ref), False
 
 
 def known_ref(ctx: Context, name: str, region: str | None, profile: str | None, what: str) -> ClusterRef:
     """A cluster a record command may name: governed, remembered, or one AWS knows."""
-    ref = cluster_ref(ctx, name, region, profile)
-    if ctx.store.get(ref.key) is not None or (ctx.config.targets and ctx.fleet().find(name, region, profile)):
+    ref, governed = governed_ref(ctx, name, region, profile)
+    if governed or ctx.store.get(ref.key) is not None:
         return ref
     try:
         ctx.engine().describe(ref)
