@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -223,16 +225,58 @@ def test_cluster_page_shows_the_blocked_stop_its_audit_and_readable_history(lapt
     laptop.clean()
 
 
-def test_kept_groups_are_kept_not_stopped_in_the_past_and_the_plan(laptop: Watched, week: DemoWeek) -> None:
+def test_a_cluster_that_was_never_stopped_is_not_painted_stopped_or_kept(laptop: Watched, week: DemoWeek) -> None:
+    # p5-training: every group with nodes is protected, so every scheduled stop sent nothing. Its
+    # working hours are not "kept running while stopped", and its nights ahead are not a plan to stop.
     page = laptop.goto(week.url + "/clusters/p5-training")
-    row = page.locator("svg.timeline g.group-row[data-group=p5-workers]")
-    assert row.locator("rect.seg.kept").count() >= 1
-    assert row.locator("rect.seg.planned-kept").count() >= 1
-    assert row.locator("rect.seg.planned-stopped").count() == 0
-    assert "kept" in page.locator(".facts .state").inner_text()
+    timeline = page.locator("svg.timeline")
+    for kind in ("kept", "stopped", "planned-kept", "planned-stopped"):
+        assert timeline.locator(f"rect.seg.{kind}").count() == 0, kind
+    row = timeline.locator("g.group-row[data-group=p5-workers]")
+    assert row.locator("rect.seg.running").count() >= 1
+    assert row.locator("rect.seg.planned-running").count() >= 1
+    assert "kept running while stopped" not in page.locator("ul.legend").inner_text()
     actions = page.locator("p.actions").inner_text()
     assert "Stop now" in actions and "Release" not in actions  # no hold: nothing to release
     laptop.clean()
+
+
+def _smallest_text_px(page: Any, selector: str) -> float:
+    """The smallest rendered font size (CSS px) of any text in the SVGs matching ``selector``."""
+    return float(
+        page.evaluate(
+            """sel => Math.min(...[...document.querySelectorAll(sel)].flatMap(svg => {
+                const scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+                return [...svg.querySelectorAll('text')].map(t => parseFloat(t.getAttribute('font-size')) * scale);
+            }))""",
+            selector,
+        )
+    )
+
+
+@pytest.mark.parametrize("viewport", ["laptop", "phone"])
+def test_the_timeline_draws_nothing_before_the_cluster_existed_and_dates_every_tooltip(
+    browser: Any, week: DemoWeek, viewport: str
+) -> None:
+    watched = Watched(browser, LAPTOP if viewport == "laptop" else PHONE)
+    try:
+        created = week.dashboard.cluster("trn1-research")["timeline"]["created"]
+        assert created is not None
+        page = watched.goto(week.url + "/clusters/trn1-research")
+        page.get_by_role("link", name="◀ a week earlier").click()  # a window that opens before creation
+        rects = page.locator("svg.timeline rect.seg")
+        assert rects.count() > 0
+        starts = rects.evaluate_all("rs => rs.map(r => r.getAttribute('data-from'))")
+        assert min(datetime.fromisoformat(x) for x in starts) >= datetime.fromisoformat(created), (starts, created)
+        assert page.locator("svg.timeline line.created").count() == 1
+        # Every tooltip names the day of the month at both ends ("Sun 29 Nov 05:30 - Sun 6 Dec 05:30").
+        titles = page.locator("svg.timeline rect.seg title").all_text_contents()
+        dated = re.compile(r": \w{3} \d{1,2} \w{3} \d\d:\d\d - \w{3} \d{1,2} \w{3} \d\d:\d\d ")
+        assert titles and all(dated.search(t) for t in titles), titles[:3]
+        assert _smallest_text_px(page, "svg.timeline") >= 11
+        watched.clean()
+    finally:
+        watched.context.close()
 
 
 def test_timeline_stays_readable_on_a_phone(phone: Watched, week: DemoWeek) -> None:

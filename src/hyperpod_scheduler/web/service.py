@@ -39,6 +39,7 @@ from hyperpod_scheduler.store import open_store
 from hyperpod_scheduler.store.outcomes import read_phases
 from hyperpod_scheduler.store.records import HistoryEntry
 from hyperpod_scheduler.web import grid as grids
+from hyperpod_scheduler.web import truth
 from hyperpod_scheduler.web.config_edit import read_document, write_schedule
 from hyperpod_scheduler.web.svg import bars_svg, timeline_svg
 from hyperpod_scheduler.web.timeline import KINDS, LABELS, group_rows, markers
@@ -318,6 +319,7 @@ class Dashboard:
         describe_error = None
         policy = ref.settings.policy
         view = self.describe_cached(ctx, ref)
+        created = None if isinstance(view, Exception) else truth.created_at(view.raw)
         if not isinstance(view, Exception):
             groups = [
                 {
@@ -355,6 +357,8 @@ class Dashboard:
             kept=kept,
             held=hold is not None,
             held_until=hold.until if hold is not None else None,
+            since=created,
+            stops_nothing=truth.stops_nothing(groups, protected),
         )
         marks = markers(history, start, end)
         lead = ctx.lead_for(g) if g is not None else None
@@ -391,7 +395,8 @@ class Dashboard:
                     for r in rows
                 ],
                 "markers": [{"at": m.at.isoformat(), "kind": m.kind, "label": m.label} for m in marks],
-                "svg": timeline_svg(rows, start, end, now, marks, zone),
+                "created": created.isoformat() if created else None,
+                "svg": timeline_svg(rows, start, end, now, marks, zone, since=created),
             },
             "history": [history_row(e, zone) for e in history[:50]],
             "checkpoint_audits": audits(history),

@@ -34,6 +34,11 @@ def _x(at: datetime, start: datetime, end: datetime) -> float:
     return LABEL_W + (CHART_W - LABEL_W) * (at - start).total_seconds() / span
 
 
+def _stamp(at: datetime, zone: tzinfo) -> str:
+    local = at.astimezone(zone)
+    return f"{local:%a} {local.day} {local:%b %H:%M}"
+
+
 def timeline_svg(
     rows: Sequence[GroupRow],
     start: datetime,
@@ -41,10 +46,12 @@ def timeline_svg(
     now: datetime,
     marks: Sequence[Marker] = (),
     zone: tzinfo | None = None,
+    since: datetime | None = None,
 ) -> str:
     """One row per instance group, a line at each midnight (in ``zone``, default UTC), history markers
     above the rows and a line at ``now``. Every segment and marker carries a ``<title>`` (hover, screen
-    readers) and a class naming its kind."""
+    readers) with full dates and a class naming its kind; ``since`` (the cluster's creation, when in
+    the window) gets a line of its own, with nothing drawn before it."""
     zone = zone or UTC
     top = 20 + MARK_H
     height = top + ROW_H * len(rows) + 8
@@ -76,13 +83,26 @@ def timeline_svg(
         for s in row.segments:
             x1, x2 = _x(max(s.start, start), start, end), _x(min(s.end, end), start, end)
             what = LABELS.get(s.kind, s.kind)
-            title = f"{what}: {s.start.astimezone(zone):%a %H:%M} - {s.end.astimezone(zone):%a %H:%M %Z}"
+            # Dates in every tooltip: a week-long segment must not read "Sun 05:30 - Sun 05:30".
+            title = f"{what}: {_stamp(s.start, zone)} - {_stamp(s.end, zone)} {s.end.astimezone(zone):%Z}"
             title += f": {s.note}" if s.note else ""
             out.append(
-                f'<rect class="seg {s.kind}" x="{x1:.1f}" y="{y + 3}" width="{max(x2 - x1, 0.5):.1f}" '
+                f'<rect class="seg {s.kind}" data-from="{s.start.isoformat()}" data-to="{s.end.isoformat()}" '
+                f'x="{x1:.1f}" y="{y + 3}" width="{max(x2 - x1, 0.5):.1f}" '
                 f'height="{ROW_H - 8}" fill="{COLORS.get(s.kind, "#718096")}"><title>{escape(title)}</title></rect>'
             )
         out.append("</g>")
+    if since is not None and start < since <= end:
+        x = _x(since, start, end)
+        out.append(
+            f'<line class="created" x1="{x:.1f}" y1="14" x2="{x:.1f}" y2="{height}" stroke="#4a5568" '
+            f'stroke-dasharray="4 3"><title>{escape(f"cluster created {_stamp(since, zone)} {since.astimezone(zone):%Z}")}'
+            "</title></line>"
+        )
+        if x - 60 > LABEL_W:
+            out.append(
+                f'<text x="{x - 4:.1f}" y="{height - 1}" font-size="11" text-anchor="end" fill="#4a5568">created</text>'
+            )
     if start <= now <= end:
         x = _x(now, start, end)
         out.append(f'<line x1="{x:.1f}" y1="14" x2="{x:.1f}" y2="{height}" stroke="#1a365d" stroke-width="2"/>')
