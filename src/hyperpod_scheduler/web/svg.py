@@ -94,10 +94,10 @@ def timeline_svg(
         out.append("</g>")
     if since is not None and start < since <= end:
         x = _x(since, start, end)
+        said = escape(f"cluster created {_stamp(since, zone)} {since.astimezone(zone):%Z}")
         out.append(
             f'<line class="created" x1="{x:.1f}" y1="14" x2="{x:.1f}" y2="{height}" stroke="#4a5568" '
-            f'stroke-dasharray="4 3"><title>{escape(f"cluster created {_stamp(since, zone)} {since.astimezone(zone):%Z}")}'
-            "</title></line>"
+            f'stroke-dasharray="4 3"><title>{said}</title></line>'
         )
         if x - 60 > LABEL_W:
             out.append(
