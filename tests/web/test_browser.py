@@ -305,6 +305,38 @@ def test_start_confirm_page_previews_each_group_and_the_cost(laptop: Watched, we
     laptop.clean()
 
 
+# ---- the Savings page -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("viewport", ["laptop", "phone"])
+def test_savings_charts_side_by_side_share_one_scale_and_their_text_is_readable(
+    browser: Any, week: DemoWeek, viewport: str
+) -> None:
+    watched = Watched(browser, LAPTOP if viewport == "laptop" else PHONE)
+    try:
+        page = watched.goto(week.url + "/savings")
+        charts = page.locator("svg.bars")
+        assert charts.count() == 4
+        # The three per-night charts: one bar height per dollar, whichever chart a bar is in.
+        per_dollar = []
+        for i in range(3):
+            for rect in charts.nth(i).locator("rect:has(title)").all():
+                value = float(
+                    re.findall(r"\$(-?[\d,.]+)$", rect.locator("title").text_content() or "")[0].replace(",", "")
+                )
+                if abs(value) >= 100:  # smaller bars are drawn at the 0.5-unit minimum
+                    per_dollar.append((i, abs(value), float(rect.get_attribute("height") or 0)))
+        assert {i for i, _, _ in per_dollar} == {0, 1, 2}, per_dollar  # every chart has bars worth comparing
+        value, height = max((v, h) for _, v, h in per_dollar)
+        scale = height / value  # the tallest bar anywhere sets the units; every other bar is drawn in them
+        assert all(abs(h - v * scale) <= 0.2 for _, v, h in per_dollar), per_dollar
+        assert _smallest_text_px(page, "svg.bars") >= 11
+        assert page.evaluate("document.documentElement.scrollWidth") <= watched.page.viewport_size["width"] + 1
+        watched.clean()
+    finally:
+        watched.context.close()
+
+
 # ---- the schedule editor ---------------------------------------------------------------------------
 
 

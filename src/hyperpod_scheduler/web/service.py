@@ -40,8 +40,9 @@ from hyperpod_scheduler.store.outcomes import read_phases
 from hyperpod_scheduler.store.records import HistoryEntry
 from hyperpod_scheduler.web import grid as grids
 from hyperpod_scheduler.web import truth
+from hyperpod_scheduler.web.charts import savings_charts
 from hyperpod_scheduler.web.config_edit import read_document, write_schedule
-from hyperpod_scheduler.web.svg import bars_svg, timeline_svg
+from hyperpod_scheduler.web.svg import timeline_svg
 from hyperpod_scheduler.web.timeline import KINDS, LABELS, group_rows, markers
 
 if TYPE_CHECKING:
@@ -468,33 +469,12 @@ class Dashboard:
         since = parse_instant(since_text, "since") if since_text else until - timedelta(days=30)
         doc = summary.as_document(self.report(ctx, since, until))
         nights = doc["nightly"]
-        labels = [n["night"] for n in nights]
         cumulative, total = [], 0.0
         for n in nights:
             total += n["saving"]
             cumulative.append(round(total, 2))
         doc["cumulative_saving"] = cumulative
-        # One chart per figure, each on its own scale: a kept P5 group's night must not flatten the
-        # FSx bars and the saving beside it.
-        doc["charts"] = {
-            "saving": bars_svg(
-                labels,
-                [("saving (instance cost avoided)", "#2f855a", [n["saving"] for n in nights])],
-                "saving per night",
-            ),
-            "fsx": bars_svg(
-                labels,
-                [("FSx still billing while stopped", "#c05621", [n["fsx_while_stopped"] for n in nights])],
-                "FSx still billing while stopped, per night",
-            ),
-            "kept": bars_svg(
-                labels,
-                [("kept (not saved)", "#718096", [n["kept_cost"] for n in nights])],
-                "kept running (not saved), per night",
-            ),
-            "cumulative": bars_svg(labels, [("cumulative saving", "#2b6cb0", cumulative)], "cumulative saving"),
-        }
-        doc["charts"]["per_night"] = doc["charts"]["saving"]
+        doc["charts"] = savings_charts(nights, cumulative)
         return doc
 
     def schedules(self, tz: str | None) -> dict[str, Any]:
