@@ -493,3 +493,60 @@ def test_painting_the_schedule_grid_saves_it(laptop: Watched, week: DemoWeek) ->
     assert page.locator("#s-research-cron input[value='6-48']").is_checked()
     assert "Sun 12:00-12:15" in Path(str(week.dashboard.config_file)).read_text()
     laptop.clean()
+
+
+def _ask_for_approval(week: DemoWeek, token: str, ask_id: str) -> str:
+    """A pending release request for p5-training's next scheduled stop, as ``approvals.ask_if_due``
+    stores it (the token only as its SHA-256); returns the page's address with the single-use link."""
+    from hyperpod_scheduler.engine.approvals import token_hash
+    from hyperpod_scheduler.store.records import Approval
+
+    dash = week.dashboard
+    ctx = dash.context()
+    now = ctx.now()
+    g = dash.governed(ctx, "p5-training")
+    stop = next(t.at for t in g.schedule.next_transitions(now, 4) if t.state == "stopped")
+    key = (ctx.engine().accounts.known(g.ref) or g.ref).key
+    record = ctx.store.get(key)
+    assert record is not None
+    ask = Approval(
+        id=ask_id,
+        token_sha256=token_hash(token),
+        groups=["p5-workers"],
+        transition_at=stop,
+        asked_at=now,
+        expires_at=stop,
+    )
+    ctx.store.put(record.evolve(approvals=[*record.approvals, ask], updated_at=now), expected_version=record.version)
+    return f"{week.url}/clusters/p5-training/approvals/{ask_id}?t={token}"
+
+
+@pytest.mark.parametrize("viewport", ["laptop", "phone"])
+def test_the_approval_page_says_what_is_released_what_it_costs_and_when_in_your_zone(
+    browser: Any, week: DemoWeek, viewport: str
+) -> None:
+    url = _ask_for_approval(week, f"approve-{viewport}-token", f"browser-{viewport}")
+    # Tokyo, so the viewer's own time differs from UTC and from the schedule's Los Angeles.
+    watched = Watched(browser, LAPTOP if viewport == "laptop" else PHONE, timezone_id="Asia/Tokyo")
+    try:
+        page = watched.goto(url)
+        text = page.locator("main").inner_text()
+        assert "4 × p5.48xlarge" in page.locator("strong.nodes").inner_text()
+        money = page.locator("ul.money").inner_text()
+        assert "saves $3,932.80 tonight (10.0 h at $393.28/h)" in money, money
+        assert "billing $3,932.80 a night" in money
+        assert "05:00 UTC" in text and "14:00 GMT+9, your time" in text, text
+        header = page.locator("header").inner_text()
+        assert "access token" not in header and "single-use link" in header
+        approve = page.get_by_role("button", name="Approve: release 4 × p5.48xlarge")
+        refuse = page.get_by_role("button", name="Refuse: keep them running")
+        look = "b => [getComputedStyle(b).backgroundColor, getComputedStyle(b).color]"
+        assert approve.evaluate(look) != refuse.evaluate(look)
+        assert _axe(page) == []
+        _shot(page, f"approval-{viewport}")
+        page.fill("input[name=by]", "browser-test")
+        refuse.click()  # leave the week without a pending release
+        assert "refused by browser-test" in page.locator(".message").inner_text()
+        watched.clean()
+    finally:
+        watched.context.close()

@@ -38,8 +38,8 @@ from hyperpod_scheduler.schedule.clock import zone as iana_zone
 from hyperpod_scheduler.store import open_store
 from hyperpod_scheduler.store.outcomes import read_phases
 from hyperpod_scheduler.store.records import HistoryEntry
+from hyperpod_scheduler.web import approval_view, truth
 from hyperpod_scheduler.web import grid as grids
-from hyperpod_scheduler.web import truth
 from hyperpod_scheduler.web.charts import savings_charts
 from hyperpod_scheduler.web.config_edit import read_document, write_schedule
 from hyperpod_scheduler.web.svg import timeline_svg
@@ -590,6 +590,10 @@ class Dashboard:
                 "state": a.state_at(ctx.now()),
                 "by": a.by,
                 "problem": problem,
+                "timezone": getattr(g.schedule.timezone, "key", str(g.schedule.timezone)),
+                "figures": approval_view.figures(
+                    a.groups, self.describe_cached(ctx, g.ref), ctx.prices(), g.schedule, a.transition_at, a.expires_at
+                ),
             }
         finally:
             if ctx is not self.fixed_context:

@@ -16,6 +16,17 @@
     if (mine && mine !== tz.value) { location.search = "?tz=" + encodeURIComponent(mine); }
   }
   document.querySelectorAll("form.grid-form").forEach(setUpGrid);
+  // Instants shown in UTC also get the viewer's own zone ("(Tue 8 Dec 14:00 GMT+9, your time)").
+  document.querySelectorAll(".local-time[data-at]").forEach(function (el) {
+    if (!window.Intl) { return; }
+    var at = new Date(el.getAttribute("data-at"));
+    if (isNaN(at.getTime())) { return; }
+    var text = new Intl.DateTimeFormat("en-GB", {
+      weekday: "short", day: "numeric", month: "short", hour: "2-digit", minute: "2-digit", hour12: false,
+      timeZoneName: "short"
+    }).format(at).replace(",", "");
+    el.textContent = "(" + text + ", your time)";
+  });
 
   function setUpGrid(form) {
     var table = form.querySelector("table.grid");
