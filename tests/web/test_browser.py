@@ -444,16 +444,59 @@ def test_pages_read_fine_without_javascript(browser: Any, week: DemoWeek) -> Non
 # ---- actions (these change the demo's state: they run last) -------------------------------------
 
 
-def test_action_without_the_token_is_refused(laptop: Watched, week: DemoWeek) -> None:
+def test_a_wrong_token_is_refused_and_keeps_what_was_typed(laptop: Watched, week: DemoWeek) -> None:
     page = laptop.goto(week.url + "/clusters/g5-dev")
     page.get_by_role("link", name="Start now").click()
     page.fill("input[name=by]", "mallory")
+    page.fill("input[name=reason]", "demo at nine")
+    page.fill("input[name=token]", "not-the-token")
     page.get_by_role("button", name="Confirm start").click()
-    assert page.locator("h1").inner_text() == "Refused"
-    assert "token" in page.locator(".message").inner_text()
+    refused = page.locator("p.refused").inner_text()
+    assert "Refused" in refused and "token" in refused
+    # The same form again, with the name and the reason as typed; the token field empty and focused.
+    assert page.input_value("input[name=by]") == "mallory"
+    assert page.input_value("input[name=reason]") == "demo at nine"
+    assert page.input_value("input[name=token]") == ""
+    assert page.evaluate("document.activeElement.name") == "token"
+    assert "g5-workers" in page.locator("table.preview").inner_text()
+    assert _axe(page) == []
     _shot(page, "action-refused")
     page = laptop.goto(week.url + "/clusters/g5-dev")
     assert "mallory" not in page.locator("table.history").inner_text()
+
+
+@pytest.mark.parametrize("viewport", ["laptop", "phone"])
+def test_the_fleet_page_has_a_skip_link_and_row_actions_a_few_tabs_away(
+    browser: Any, week: DemoWeek, viewport: str
+) -> None:
+    watched = Watched(browser, LAPTOP if viewport == "laptop" else PHONE)
+    try:
+        page = watched.goto(week.url + "/")
+        page.keyboard.press("Tab")
+        skip = page.evaluate("[document.activeElement.textContent, document.activeElement.getBoundingClientRect().top]")
+        assert skip[0] == "Skip to the clusters" and skip[1] >= 0  # shown when focused
+        page.keyboard.press("Enter")
+        page.keyboard.press("Tab")
+        first = page.locator("tr.cluster-row").first.get_attribute("data-cluster")
+        assert page.evaluate("document.activeElement.textContent") == first  # three keys to the first cluster
+        # Each row acts for its cluster: a stopped g5-dev offers Start now, a couple of Tabs from its name.
+        row = page.locator("tr[data-cluster=g5-dev]")
+        row.get_by_role("link", name="g5-dev", exact=True).focus()
+        presses = 0
+        while page.evaluate("document.activeElement.textContent") != "Start now g5-dev" and presses < 6:
+            page.keyboard.press("Tab")
+            presses += 1
+        assert presses <= 3, presses
+        page.keyboard.press("Enter")
+        page.wait_for_url("**/clusters/g5-dev/actions/start")
+        assert page.locator("h1").inner_text() == "Confirm: start g5-dev"
+        assert (
+            "Stop now"
+            in watched.goto(week.url + "/").locator("tr[data-cluster=p5-training] td.row-actions").inner_text()
+        )
+        watched.clean()
+    finally:
+        watched.context.close()
 
 
 def test_hold_set_through_the_page_shows_in_status_the_flags_and_the_timeline(laptop: Watched, week: DemoWeek) -> None:
@@ -550,3 +593,26 @@ def test_the_approval_page_says_what_is_released_what_it_costs_and_when_in_your_
         watched.clean()
     finally:
         watched.context.close()
+
+
+def test_after_a_start_the_page_names_the_groups_links_to_progress_and_stop_stays(
+    laptop: Watched, phone: Watched, week: DemoWeek
+) -> None:
+    page = laptop.goto(week.url + "/clusters/g5-dev/actions/start")
+    page.fill("input[name=by]", "browser-test")
+    page.fill("input[name=token]", TOKEN)
+    page.get_by_role("button", name="Confirm start").click()
+    assert page.locator("h1").inner_text() == "start g5-dev: sent"
+    changes = page.locator("ul.changes").inner_text()
+    assert "g5-workers: 0 → 6" in changes and "controller: 0 → 1" in changes, changes
+    _shot(page, "action-done")
+    page.get_by_role("link", name="Follow the start on g5-dev's page (timeline and history)").click()
+    page.wait_for_url("**/clusters/g5-dev")
+    actions = page.locator("p.actions").inner_text()
+    assert "starting" in page.locator(".facts .state").inner_text()
+    assert "Stop now" in actions and "Start now" not in actions, actions  # a start sent by mistake is stoppable
+    page = phone.goto(week.url + "/")
+    assert "Stop now" in page.locator("tr[data-cluster=g5-dev] td.row-actions").inner_text()
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"] + 1
+    laptop.clean()
+    phone.clean()

@@ -27,6 +27,7 @@ from hyperpod_scheduler import __version__
 from hyperpod_scheduler.errors import HyperpodSchedulerError
 from hyperpod_scheduler.inputs.redact import scrub
 from hyperpod_scheduler.inputs.text import clean
+from hyperpod_scheduler.web import acting
 from hyperpod_scheduler.web import grid as grids
 from hyperpod_scheduler.web.edge import Edge, HostAllowList
 from hyperpod_scheduler.web.service import ACTIONS, Dashboard, NotFound, Refused
@@ -234,7 +235,10 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
     # ---- pages --------------------------------------------------------------------------------------
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def fleet_page(request: Request) -> Response:
-        return page(request, "fleet.html", f=dash.fleet_page())
+        shown = dash.fleet_page()
+        for row in shown["rows"]:
+            row.setdefault("actions", acting.for_row(row))
+        return page(request, "fleet.html", f=shown)
 
     @app.get("/clusters/{name}", response_class=HTMLResponse, include_in_schema=False)
     def cluster_page(request: Request, name: str, from_: Annotated[str | None, Query(alias="from")] = None) -> Response:
@@ -276,14 +280,26 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
         state: Annotated[str, Form()] = "running",
         reason: Annotated[str, Form()] = "",
     ) -> Response:
-        result = dash.act(name, action, token, by, until or None, state, reason)
-        return page(
-            request,
-            "message.html",
-            title=f"{action} {name}: {result['kind']}",
-            message=result["message"],
-            back=f"/clusters/{name}",
-        )
+        if action not in ACTIONS:
+            raise NotFound(f"action: {action!r} is not one of {', '.join(ACTIONS)}")
+        # Taken before the action is sent: the result page names the groups it changes.
+        preview = dash.preview(name, action) if action in ("stop", "start") else None
+        try:
+            result = dash.act(name, action, token, by, until or None, state, reason)
+        except Refused as exc:
+            # A wrong or missing token: the same form again, with what was typed (never the token).
+            typed = {"by": by, "reason": reason, "until": until, "state": state}
+            return page(
+                request,
+                "confirm.html",
+                exc.status,
+                c=dash.cluster(name),
+                action=action,
+                p=preview,
+                typed=typed,
+                refused=_shown(exc),
+            )
+        return page(request, "done.html", r=acting.result_view(name, action, result, preview))
 
     @app.get("/clusters/{name}/approvals/{approval_id}", response_class=HTMLResponse, include_in_schema=False)
     def approval_page(request: Request, name: str, approval_id: str, t: str = "") -> Response:

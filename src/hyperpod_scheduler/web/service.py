@@ -38,7 +38,7 @@ from hyperpod_scheduler.schedule.clock import zone as iana_zone
 from hyperpod_scheduler.store import open_store
 from hyperpod_scheduler.store.outcomes import read_phases
 from hyperpod_scheduler.store.records import HistoryEntry
-from hyperpod_scheduler.web import approval_view, truth
+from hyperpod_scheduler.web import acting, approval_view, truth
 from hyperpod_scheduler.web import grid as grids
 from hyperpod_scheduler.web.charts import savings_charts
 from hyperpod_scheduler.web.config_edit import read_document, write_schedule
@@ -750,18 +750,8 @@ def fleet_row(ctx: Context, g: Governed, month_saving: float | None) -> dict[str
 
 
 def available_actions(r: StatusRow) -> list[str]:
-    """The buttons that make sense now: no "Start now" on a running cluster, no "Release" without a hold."""
-    out: list[str] = []
-    if r.state in ("stopping", "starting"):
-        return ["hold", "release"] if r.hold is not None else ["hold"]
-    if r.state != "stopped" or r.billing:
-        out.append("stop")
-    if r.state != "running":
-        out.append("start")
-    out.append("hold")
-    if r.hold is not None:
-        out.append("release")
-    return out
+    """The buttons that make sense now (``acting.buttons``)."""
+    return acting.buttons(r.state, bool(r.billing), r.hold is not None)
 
 
 def _stopped_stretch(g: Governed, now: datetime) -> tuple[datetime, datetime] | None:
