@@ -408,6 +408,37 @@ def test_the_grid_paints_by_touch(phone: Watched, week: DemoWeek) -> None:
     phone.clean()
 
 
+@pytest.mark.parametrize("viewport", ["laptop", "phone"])
+def test_the_grid_opens_on_the_working_hours_and_a_schedule_that_stops_nothing_is_not_called_stopped(
+    browser: Any, week: DemoWeek, viewport: str
+) -> None:
+    watched = Watched(browser, LAPTOP if viewport == "laptop" else PHONE)
+    try:
+        page = watched.goto(week.url + "/schedules?tz=UTC")
+        article = page.locator("#s-training-hours")  # Mon-Fri 07:00-21:00 Los Angeles, used by p5-training
+        wrap = article.locator("form.grid-form .scroll")
+        box = wrap.bounding_box()
+        head = article.locator("form.grid-form tbody th").first.bounding_box()
+
+        def shown(value: str) -> bool:
+            cell = article.locator(f"input[value='{value}']").bounding_box()
+            return (
+                head["x"] + head["width"] - 1 <= cell["x"] and cell["x"] + cell["width"] <= box["x"] + box["width"] + 1
+            )
+
+        first_on = article.locator("form.grid-form input:checked").first.get_attribute("value")
+        assert shown(first_on), first_on  # the working day's first quarter is on the first screen
+        if viewport == "phone":
+            assert not shown("0-0")  # not opened on midnight
+        # p5-training (its only cluster) stops nothing: every group with nodes is protected.
+        hours = article.locator(".hours").inner_text()
+        assert "stopped 98 h" not in hours and "p5-training stops nothing" in hours, hours
+        assert "p5-training: never stopped" in article.locator("p.never-stopped").inner_text()
+        watched.clean()
+    finally:
+        watched.context.close()
+
+
 # ---- accessibility, on every page at both widths --------------------------------------------------
 
 

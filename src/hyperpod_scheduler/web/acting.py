@@ -38,9 +38,7 @@ def for_row(row: Mapping[str, Any]) -> list[str]:
     return buttons(str(row.get("state") or ""), bool(row.get("billing")), row.get("hold") is not None)
 
 
-def result_view(
-    name: str, action: str, result: Mapping[str, Any], preview: Mapping[str, Any] | None
-) -> dict[str, Any]:
+def result_view(name: str, action: str, result: Mapping[str, Any], preview: Mapping[str, Any] | None) -> dict[str, Any]:
     """The page after an action: its outcome, each group it changes (from the preview taken just before
     it was sent), and a link to the cluster's page, where the timeline and history show its progress."""
     changes = []

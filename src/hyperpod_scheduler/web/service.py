@@ -527,6 +527,9 @@ class Dashboard:
                     "hours_stopped": 168 - running,
                     "stopped_pct": round(100 * (168 - running) / 168),
                     "releasable_usd_per_hour": round(_releasable(ctx, users.get(name, [])), 2),
+                    "never_stopped": truth.never_stopped(
+                        lambda g: self.describe_cached(ctx, g.ref), users.get(name, [])
+                    ),
                 }
             )
         return {"viewer_timezone": zone.key, "days": list(grids.day_names()), "schedules": out}

@@ -8,9 +8,12 @@ is protected is never stopped, and no page calls it stopped).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
+
+from hyperpod_scheduler.engine.fleet import Governed
+from hyperpod_scheduler.guards.capacity import protections
 
 
 def created_at(raw: Mapping[str, Any] | None) -> datetime | None:
@@ -38,4 +41,20 @@ def stops_nothing(groups: Iterable[Mapping[str, Any]], protected: Iterable[Mappi
     return bool(with_nodes) and all(keep.get(name, 0) >= n for name, n in with_nodes)
 
 
-__all__ = ["created_at", "stops_nothing"]
+def never_stopped(describe: Callable[[Governed], Any], clusters: Iterable[Governed]) -> list[str]:
+    """The clusters among ``clusters`` whose stop would send nothing (``stops_nothing`` on what
+    DescribeCluster shows and their policy's protections); a cluster that cannot be described is left
+    out (not claimed either way)."""
+    out = []
+    for g in clusters:
+        view = describe(g)
+        if isinstance(view, Exception) or view is None:
+            continue
+        groups = [{"group": v.name, "current": v.current, "target": v.target} for v in view.groups]
+        kept = [{"group": p.group, "keep_at": p.keep_at} for p in protections(view.groups, g.policy)]
+        if stops_nothing(groups, kept):
+            out.append(g.ref.name)
+    return out
+
+
+__all__ = ["created_at", "never_stopped", "stops_nothing"]

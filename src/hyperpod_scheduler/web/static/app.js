@@ -16,6 +16,23 @@
     if (mine && mine !== tz.value) { location.search = "?tz=" + encodeURIComponent(mine); }
   }
   document.querySelectorAll("form.grid-form").forEach(setUpGrid);
+  // A grid wider than its box (a phone) opens an hour before its first running quarter, not on 00-06;
+  // a grid with nothing running opens on the hour now.
+  document.querySelectorAll(".scroll > table.grid").forEach(function (table) {
+    var wrap = table.parentNode, rows = table.tBodies[0] ? table.tBodies[0].rows : [];
+    if (!rows.length || wrap.scrollWidth <= wrap.clientWidth + 1) { return; }
+    var first = 96;
+    Array.prototype.forEach.call(rows, function (row) {
+      for (var s = 0; s < Math.min(first, row.cells.length - 1); s++) {
+        var cell = row.cells[s + 1], box = cell.querySelector("input");
+        if (cell.classList.contains("on") || (box && box.checked)) { first = s; break; }
+      }
+    });
+    if (first === 96) { first = new Date().getHours() * 4; }
+    var target = rows[0].cells[Math.max(0, first - 4) + 1], head = rows[0].cells[0];
+    if (!target) { return; }
+    wrap.scrollLeft += target.getBoundingClientRect().left - wrap.getBoundingClientRect().left - head.getBoundingClientRect().width;
+  });
   // Instants shown in UTC also get the viewer's own zone ("(Tue 8 Dec 14:00 GMT+9, your time)").
   document.querySelectorAll(".local-time[data-at]").forEach(function (el) {
     if (!window.Intl) { return; }
@@ -47,8 +64,13 @@
     function update() {
       var on = boxes.filter(function (b) { return b.checked; }).length;
       var running = on / 4, stopped = 168 - running;
-      var text = "running " + running + " h a week, stopped " + stopped + " h (" + Math.round(100 * stopped / 168) + "%)";
-      if (hourly > 0) { text += " · about $" + Math.round(hourly * stopped).toLocaleString("en-US") + " a week not billed"; }
+      var pct = Math.round(100 * stopped / 168), idle = form.getAttribute("data-stops-nothing");
+      var text = "running " + running + " h a week, stopped " + stopped + " h (" + pct + "%)";
+      if (idle) {
+        // Its clusters stop nothing (every group protected): the schedule's hours are not stopped hours.
+        text = "running " + running + " h a week; the schedule would stop it " + stopped + " h (" + pct + "%), but " +
+          idle + " stops nothing: every group with nodes is protected";
+      } else if (hourly > 0) { text += " · about $" + Math.round(hourly * stopped).toLocaleString("en-US") + " a week not billed"; }
       if (out) { out.textContent = text; }
     }
     function set(b, value) { if (b.checked !== value) { b.checked = value; } }
