@@ -305,6 +305,31 @@ def test_start_confirm_page_previews_each_group_and_the_cost(laptop: Watched, we
     laptop.clean()
 
 
+@pytest.mark.parametrize("viewport", ["laptop", "phone"])
+def test_one_time_zone_setting_is_kept_for_every_page(browser: Any, week: DemoWeek, viewport: str) -> None:
+    watched = Watched(browser, LAPTOP if viewport == "laptop" else PHONE)
+    try:
+        page = watched.goto(week.url + "/")
+        page.locator("header input[name=tz]").fill("Asia/Tokyo")
+        page.locator("header form.tz-pick").get_by_role("button", name="Set").click()
+        page.wait_for_url("**/?tz=Asia%2FTokyo")
+        assert "JST" in page.locator("tr[data-cluster=g5-dev] td[data-label=next]").inner_text()
+        assert "JST" in page.locator("ul.transitions").inner_text()
+        # Other pages, reached without ?tz=: the same zone, from the one setting.
+        page = watched.goto(week.url + "/clusters/g5-dev")
+        assert page.locator("header input[name=tz]").input_value() == "Asia/Tokyo"
+        assert "JST" in page.locator("h2 small").first.inner_text()
+        titles = page.locator("svg.timeline rect.seg title").all_text_contents()
+        assert titles and all(t.rstrip().split(": ")[1].endswith("JST") for t in titles), titles[:3]
+        assert "JST" in page.locator("p.facts").inner_text()
+        page = watched.goto(week.url + "/schedules")
+        assert page.locator("#s-training-hours h3").nth(1).inner_text() == "In Asia/Tokyo (yours)"
+        assert _axe(page) == []
+        watched.clean()
+    finally:
+        watched.context.close()
+
+
 # ---- the Savings page -------------------------------------------------------------------------------
 
 

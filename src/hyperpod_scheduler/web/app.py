@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlencode
+from zoneinfo import ZoneInfo
 
 from botocore.exceptions import BotoCoreError, ClientError
 from fastapi import Body, FastAPI, Form, Header, Query, Request
@@ -27,7 +28,7 @@ from hyperpod_scheduler import __version__
 from hyperpod_scheduler.errors import HyperpodSchedulerError
 from hyperpod_scheduler.inputs.redact import scrub
 from hyperpod_scheduler.inputs.text import clean
-from hyperpod_scheduler.web import acting
+from hyperpod_scheduler.web import acting, zones
 from hyperpod_scheduler.web import grid as grids
 from hyperpod_scheduler.web.edge import Edge, HostAllowList
 from hyperpod_scheduler.web.service import ACTIONS, Dashboard, NotFound, Refused
@@ -110,9 +111,22 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
 
+    def zone_of(request: Request) -> ZoneInfo | None:
+        return zones.chosen(request.query_params.get("tz"), request.cookies.get(zones.COOKIE))
+
     def page(request: Request, name: str, status: int = 200, **values: Any) -> Response:
-        values.update(read_only=dash.read_only, version=__version__, standalone=False, Markup=Markup)
-        return templates.TemplateResponse(request, name, values, status_code=status)
+        try:
+            zone = zone_of(request)
+        except HyperpodSchedulerError:
+            zone = None  # the page itself reports the bad ?tz= (the schedules page names the field)
+        values.update(
+            read_only=dash.read_only, version=__version__, standalone=False, Markup=Markup, tz=zone.key if zone else ""
+        )
+        response = templates.TemplateResponse(request, name, values, status_code=status)
+        if zone is not None and request.query_params.get("tz"):
+            # One setting for every page: a zone picked on one page is the zone of all of them.
+            response.set_cookie(zones.COOKIE, zone.key, max_age=zones.MAX_AGE, samesite="lax", httponly=True)
+        return response
 
     @app.exception_handler(HyperpodSchedulerError)
     async def _problem(request: Request, exc: HyperpodSchedulerError) -> Response:
@@ -235,14 +249,17 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
     # ---- pages --------------------------------------------------------------------------------------
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def fleet_page(request: Request) -> Response:
-        shown = dash.fleet_page()
+        shown = zones.fleet_in(dash.fleet_page(), zone_of(request))
         for row in shown["rows"]:
             row.setdefault("actions", acting.for_row(row))
         return page(request, "fleet.html", f=shown)
 
     @app.get("/clusters/{name}", response_class=HTMLResponse, include_in_schema=False)
     def cluster_page(request: Request, name: str, from_: Annotated[str | None, Query(alias="from")] = None) -> Response:
-        return page(request, "cluster.html", c=dash.cluster(name, from_ or None))
+        zone = zone_of(request)
+        shown = dash.cluster(name, from_ or None, zone)
+        zones.next_in(shown, zone, datetime.fromisoformat(shown["timeline"]["now"]))
+        return page(request, "cluster.html", c=shown)
 
     @app.get("/savings", response_class=HTMLResponse, include_in_schema=False)
     def savings_page(request: Request, since: str | None = None, until: str | None = None) -> Response:
@@ -250,7 +267,9 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
 
     @app.get("/schedules", response_class=HTMLResponse, include_in_schema=False)
     def schedules_page(request: Request, tz: str | None = None, saved: str | None = None) -> Response:
-        return page(request, "schedules.html", g=dash.schedules(tz), saved=saved, slots=grids.SLOTS)
+        zone = zone_of(request)
+        shown = dash.schedules(zone.key if zone else None)
+        return page(request, "schedules.html", g=shown, saved=saved, slots=grids.SLOTS, tz_chosen=zone is not None)
 
     @app.post("/schedules/{name}", response_class=HTMLResponse, include_in_schema=False)
     async def save_schedule_page(request: Request, name: str) -> Response:

@@ -10,7 +10,7 @@ import hmac
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -308,7 +308,7 @@ class Dashboard:
                 reasons.append(_reason_short(p.reason))
         return kept, "; ".join(dict.fromkeys(reasons))
 
-    def cluster(self, name: str, start_text: str | None = None) -> dict[str, Any]:
+    def cluster(self, name: str, start_text: str | None = None, viewer: tzinfo | None = None) -> dict[str, Any]:
         ctx = self.context()
         g, ref = self.target(ctx, name)
         now = ctx.now()
@@ -344,7 +344,8 @@ class Dashboard:
                 ]
         start = parse_instant(start_text, "from") if start_text else now - WINDOW_BACK
         end = start + WINDOW_BACK + WINDOW_AHEAD
-        zone = g.schedule.timezone if g is not None else None
+        # The viewer's chosen zone (web/zones.py) when there is one, else the schedule's own.
+        zone = viewer or (g.schedule.timezone if g is not None else None)
         history = ctx.store.history(ref.key, limit=500)
         kept = {p["group"] for p in protected if p["keep_at"] > 0}
         hold = r.hold

@@ -11,7 +11,7 @@
   }
   // Fill in the viewer's timezone when the URL does not name one.
   var tz = document.getElementById("tz");
-  if (tz && !/[?&]tz=/.test(location.search) && window.Intl) {
+  if (tz && !tz.getAttribute("data-chosen") && !/[?&]tz=/.test(location.search) && window.Intl) {
     var mine = Intl.DateTimeFormat().resolvedOptions().timeZone;
     if (mine && mine !== tz.value) { location.search = "?tz=" + encodeURIComponent(mine); }
   }
