@@ -315,6 +315,8 @@ def test_one_time_zone_setting_is_kept_for_every_page(browser: Any, week: DemoWe
         page.wait_for_url("**/?tz=Asia%2FTokyo")
         assert "JST" in page.locator("tr[data-cluster=g5-dev] td[data-label=next]").inner_text()
         assert "JST" in page.locator("ul.transitions").inner_text()
+        week_events = page.locator("ul.week").inner_text()
+        assert "Tue 1 Dec 22:00 UTC (Wed 2 Dec 07:00 JST)" in week_events, week_events  # UTC, and yours beside it
         # Other pages, reached without ?tz=: the same zone, from the one setting.
         page = watched.goto(week.url + "/clusters/g5-dev")
         assert page.locator("header input[name=tz]").input_value() == "Asia/Tokyo"
@@ -322,6 +324,7 @@ def test_one_time_zone_setting_is_kept_for_every_page(browser: Any, week: DemoWe
         titles = page.locator("svg.timeline rect.seg title").all_text_contents()
         assert titles and all(t.rstrip().split(": ")[1].endswith("JST") for t in titles), titles[:3]
         assert "JST" in page.locator("p.facts").inner_text()
+        assert "JST" in page.locator("details.markers li").first.text_content()
         page = watched.goto(week.url + "/schedules")
         assert page.locator("#s-training-hours h3").nth(1).inner_text() == "In Asia/Tokyo (yours)"
         assert _axe(page) == []

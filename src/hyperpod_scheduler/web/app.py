@@ -122,6 +122,7 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
         values.update(
             read_only=dash.read_only, version=__version__, standalone=False, Markup=Markup, tz=zone.key if zone else ""
         )
+        values.setdefault("local", zones.local_text(zone))
         response = templates.TemplateResponse(request, name, values, status_code=status)
         if zone is not None and request.query_params.get("tz"):
             # One setting for every page: a zone picked on one page is the zone of all of them.
@@ -286,7 +287,10 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
         if action not in ACTIONS:
             raise NotFound(f"action: {action!r} is not one of {', '.join(ACTIONS)}")
         preview = dash.preview(name, action) if action in ("stop", "start") else None
-        return page(request, "confirm.html", c=dash.cluster(name), action=action, p=preview)
+        zone = zone_of(request)
+        shown = dash.cluster(name, None, zone)
+        zones.next_in(shown, zone, datetime.fromisoformat(shown["timeline"]["now"]))
+        return page(request, "confirm.html", c=shown, action=action, p=preview)
 
     @app.post("/clusters/{name}/actions/{action}", response_class=HTMLResponse, include_in_schema=False)
     def do_action(

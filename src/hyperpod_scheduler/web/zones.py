@@ -8,12 +8,12 @@ cluster's times in its schedule's zone, the schedules' second grid in UTC or the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from hyperpod_scheduler.app.wording import clock, countdown
+from hyperpod_scheduler.app.wording import clock, countdown, when
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.web.grid import viewer_zone
 
@@ -55,4 +55,12 @@ def next_in(row: dict[str, Any], zone: ZoneInfo | None, now: datetime) -> dict[s
     return row
 
 
-__all__ = ["COOKIE", "MAX_AGE", "chosen", "fleet_in", "next_in"]
+def local_text(zone: ZoneInfo | None) -> Callable[[str], str] | None:
+    """For the templates: an ISO instant as ``Tue 1 Dec 23:00 CET`` in the chosen zone, shown beside
+    the UTC time; None without a choice (the templates then show UTC only, as before)."""
+    if zone is None:
+        return None
+    return lambda iso: when(datetime.fromisoformat(iso), zone)
+
+
+__all__ = ["COOKIE", "MAX_AGE", "chosen", "fleet_in", "local_text", "next_in"]
