@@ -238,6 +238,10 @@ def test_a_cluster_that_was_never_stopped_is_not_painted_stopped_or_kept(laptop:
     assert "kept running while stopped" not in page.locator("ul.legend").inner_text()
     actions = page.locator("p.actions").inner_text()
     assert "Stop now" in actions and "Release" not in actions  # no hold: nothing to release
+    assert "Start now" not in actions  # it never stopped: a start has nothing to restore
+    page = laptop.goto(week.url + "/")
+    row_actions = page.locator("tr[data-cluster=p5-training] td.row-actions").inner_text()
+    assert "Start now" not in row_actions and "Stop now" in row_actions, row_actions
     laptop.clean()
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from hyperpod_scheduler.web import truth
+
 LABELS = {"hold": "Hold until…", "release": "Release the hold", "stop": "Stop now", "start": "Start now"}
 
 
@@ -34,8 +36,22 @@ def buttons(state: str, billing: bool, held: bool) -> list[str]:
 
 
 def for_row(row: Mapping[str, Any]) -> list[str]:
-    """``buttons`` for a Fleet row as the page's context holds it (``state``, ``billing``, ``hold``)."""
-    return buttons(str(row.get("state") or ""), bool(row.get("billing")), row.get("hold") is not None)
+    """``buttons`` for a Fleet row as the page's context holds it (``state``, ``billing``, ``hold``,
+    ``protected``). A cluster whose every billing group is protected was never stopped (a stop sends
+    nothing): it is offered what a running cluster is, never "Start now"."""
+    billing = list(row.get("billing") or [])
+    groups = [{"group": b.get("group"), "current": b.get("count")} for b in billing]
+    kept = [{"group": p.get("group"), "keep_at": p.get("kept")} for p in row.get("protected") or []]
+    state = "running" if truth.stops_nothing(groups, kept) else str(row.get("state") or "")
+    return buttons(state, bool(billing), row.get("hold") is not None)
+
+
+def for_cluster(c: Mapping[str, Any]) -> list[str]:
+    """The cluster page's buttons: its own (``actions``), except that a cluster whose stop sends nothing
+    (``groups``, ``protected_groups``) is offered what a running cluster is."""
+    if truth.stops_nothing(c.get("groups") or [], c.get("protected_groups") or []):
+        return buttons("running", True, c.get("hold") is not None)
+    return list(c.get("actions") or [])
 
 
 def result_view(name: str, action: str, result: Mapping[str, Any], preview: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -59,4 +75,4 @@ def result_view(name: str, action: str, result: Mapping[str, Any], preview: Mapp
     }
 
 
-__all__ = ["LABELS", "buttons", "for_row", "result_view"]
+__all__ = ["LABELS", "buttons", "for_cluster", "for_row", "result_view"]
