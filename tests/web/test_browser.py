@@ -289,6 +289,10 @@ def test_timeline_stays_readable_on_a_phone(phone: Watched, week: DemoWeek) -> N
     assert svg.bounding_box()["width"] >= 700  # it scrolls inside its box rather than shrinking its text
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"] + 1
     assert svg.locator("rect.seg.shortfall").count() >= 1
+    # It opens with "now" in view (not on the oldest day of the week), and its labels are 11 px or more.
+    wrap, now = page.locator(".timeline-wrap").bounding_box(), svg.locator("line.now").bounding_box()
+    assert wrap["x"] <= now["x"] <= wrap["x"] + wrap["width"], (wrap, now)
+    assert _smallest_text_px(page, "svg.timeline") >= 11
     _shot(page, "cluster-g5-dev-phone")
     phone.clean()
 
@@ -639,7 +643,7 @@ def test_the_approval_page_says_what_is_released_what_it_costs_and_when_in_your_
         text = page.locator("main").inner_text()
         assert "4 × p5.48xlarge" in page.locator("strong.nodes").inner_text()
         money = page.locator("ul.money").inner_text()
-        assert "saves $3,932.80 tonight (10.0 h at $393.28/h)" in money, money
+        assert "saves $3,932.80 that night (10.0 h at $393.28/h)" in money, money
         assert "billing $3,932.80 a night" in money
         assert "05:00 UTC" in text and "14:00 GMT+9, your time" in text, text
         header = page.locator("header").inner_text()

@@ -105,7 +105,9 @@ def timeline_svg(
             )
     if start <= now <= end:
         x = _x(now, start, end)
-        out.append(f'<line x1="{x:.1f}" y1="14" x2="{x:.1f}" y2="{height}" stroke="#1a365d" stroke-width="2"/>')
+        out.append(
+            f'<line class="now" x1="{x:.1f}" y1="14" x2="{x:.1f}" y2="{height}" stroke="#1a365d" stroke-width="2"/>'
+        )
         out.append(f'<text x="{x + 3:.1f}" y="{height - 1}" font-size="11" fill="#1a365d">now</text>')
     out.append("</svg>")
     return "".join(out)

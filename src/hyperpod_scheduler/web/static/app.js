@@ -16,6 +16,13 @@
     if (mine && mine !== tz.value) { location.search = "?tz=" + encodeURIComponent(mine); }
   }
   document.querySelectorAll("form.grid-form").forEach(setUpGrid);
+  // A timeline wider than its box (a phone) opens with "now" in view, the recent past to its left.
+  document.querySelectorAll(".timeline-wrap").forEach(function (wrap) {
+    var now = wrap.querySelector("line.now");
+    if (!now || wrap.scrollWidth <= wrap.clientWidth + 1) { return; }
+    var box = now.getBoundingClientRect(), frame = wrap.getBoundingClientRect();
+    wrap.scrollLeft += box.left - frame.left - wrap.clientWidth * 0.6;
+  });
   // A grid wider than its box (a phone) opens an hour before its first running quarter, not on 00-06;
   // a grid with nothing running opens on the hour now.
   document.querySelectorAll(".scroll > table.grid").forEach(function (table) {
