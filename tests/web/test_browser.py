@@ -648,6 +648,7 @@ def test_the_approval_page_says_what_is_released_what_it_costs_and_when_in_your_
         assert "05:00 UTC" in text and "14:00 GMT+9, your time" in text, text
         header = page.locator("header").inner_text()
         assert "access token" not in header and "single-use link" in header
+        assert page.locator("header form").count() == 0  # a GET form would drop the link's token
         approve = page.get_by_role("button", name="Approve: release 4 × p5.48xlarge")
         refuse = page.get_by_role("button", name="Refuse: keep them running")
         look = "b => [getComputedStyle(b).backgroundColor, getComputedStyle(b).color]"
