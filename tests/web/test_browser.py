@@ -466,6 +466,10 @@ def test_the_grid_opens_on_the_working_hours_and_a_schedule_that_stops_nothing_i
         assert shown(first_on), first_on  # the working day's first quarter is on the first screen
         if viewport == "phone":
             assert not shown("0-0")  # not opened on midnight
+        sizes = article.locator("table.grid th").evaluate_all(
+            "ths => ths.map(t => parseFloat(getComputedStyle(t).fontSize))"
+        )
+        assert min(sizes) >= 11, min(sizes)  # the hours and days read at 11 px or more
         # p5-training (its only cluster) stops nothing: every group with nodes is protected.
         hours = article.locator(".hours").inner_text()
         assert "stopped 98 h" not in hours and "p5-training stops nothing" in hours, hours
