@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -223,16 +225,62 @@ def test_cluster_page_shows_the_blocked_stop_its_audit_and_readable_history(lapt
     laptop.clean()
 
 
-def test_kept_groups_are_kept_not_stopped_in_the_past_and_the_plan(laptop: Watched, week: DemoWeek) -> None:
+def test_a_cluster_that_was_never_stopped_is_not_painted_stopped_or_kept(laptop: Watched, week: DemoWeek) -> None:
+    # p5-training: every group with nodes is protected, so every scheduled stop sent nothing. Its
+    # working hours are not "kept running while stopped", and its nights ahead are not a plan to stop.
     page = laptop.goto(week.url + "/clusters/p5-training")
-    row = page.locator("svg.timeline g.group-row[data-group=p5-workers]")
-    assert row.locator("rect.seg.kept").count() >= 1
-    assert row.locator("rect.seg.planned-kept").count() >= 1
-    assert row.locator("rect.seg.planned-stopped").count() == 0
-    assert "kept" in page.locator(".facts .state").inner_text()
+    timeline = page.locator("svg.timeline")
+    for kind in ("kept", "stopped", "planned-kept", "planned-stopped"):
+        assert timeline.locator(f"rect.seg.{kind}").count() == 0, kind
+    row = timeline.locator("g.group-row[data-group=p5-workers]")
+    assert row.locator("rect.seg.running").count() >= 1
+    assert row.locator("rect.seg.planned-running").count() >= 1
+    assert "kept running while stopped" not in page.locator("ul.legend").inner_text()
     actions = page.locator("p.actions").inner_text()
     assert "Stop now" in actions and "Release" not in actions  # no hold: nothing to release
+    assert "Start now" not in actions  # it never stopped: a start has nothing to restore
+    page = laptop.goto(week.url + "/")
+    row_actions = page.locator("tr[data-cluster=p5-training] td.row-actions").inner_text()
+    assert "Start now" not in row_actions and "Stop now" in row_actions, row_actions
     laptop.clean()
+
+
+def _smallest_text_px(page: Any, selector: str) -> float:
+    """The smallest rendered font size (CSS px) of any text in the SVGs matching ``selector``."""
+    return float(
+        page.evaluate(
+            """sel => Math.min(...[...document.querySelectorAll(sel)].flatMap(svg => {
+                const scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+                return [...svg.querySelectorAll('text')].map(t => parseFloat(t.getAttribute('font-size')) * scale);
+            }))""",
+            selector,
+        )
+    )
+
+
+@pytest.mark.parametrize("viewport", ["laptop", "phone"])
+def test_the_timeline_draws_nothing_before_the_cluster_existed_and_dates_every_tooltip(
+    browser: Any, week: DemoWeek, viewport: str
+) -> None:
+    watched = Watched(browser, LAPTOP if viewport == "laptop" else PHONE)
+    try:
+        created = week.dashboard.cluster("trn1-research")["timeline"]["created"]
+        assert created is not None
+        page = watched.goto(week.url + "/clusters/trn1-research")
+        page.get_by_role("link", name="◀ a week earlier").click()  # a window that opens before creation
+        rects = page.locator("svg.timeline rect.seg")
+        assert rects.count() > 0
+        starts = rects.evaluate_all("rs => rs.map(r => r.getAttribute('data-from'))")
+        assert min(datetime.fromisoformat(x) for x in starts) >= datetime.fromisoformat(created), (starts, created)
+        assert page.locator("svg.timeline line.created").count() == 1
+        # Every tooltip names the day of the month at both ends ("Sun 29 Nov 05:30 - Sun 6 Dec 05:30").
+        titles = page.locator("svg.timeline rect.seg title").all_text_contents()
+        dated = re.compile(r": \w{3} \d{1,2} \w{3} \d\d:\d\d - \w{3} \d{1,2} \w{3} \d\d:\d\d ")
+        assert titles and all(dated.search(t) for t in titles), titles[:3]
+        assert _smallest_text_px(page, "svg.timeline") >= 11
+        watched.clean()
+    finally:
+        watched.context.close()
 
 
 def test_timeline_stays_readable_on_a_phone(phone: Watched, week: DemoWeek) -> None:
@@ -241,6 +289,10 @@ def test_timeline_stays_readable_on_a_phone(phone: Watched, week: DemoWeek) -> N
     assert svg.bounding_box()["width"] >= 700  # it scrolls inside its box rather than shrinking its text
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"] + 1
     assert svg.locator("rect.seg.shortfall").count() >= 1
+    # It opens with "now" in view (not on the oldest day of the week), and its labels are 11 px or more.
+    wrap, now = page.locator(".timeline-wrap").bounding_box(), svg.locator("line.now").bounding_box()
+    assert wrap["x"] <= now["x"] <= wrap["x"] + wrap["width"], (wrap, now)
+    assert _smallest_text_px(page, "svg.timeline") >= 11
     _shot(page, "cluster-g5-dev-phone")
     phone.clean()
 
@@ -259,6 +311,66 @@ def test_start_confirm_page_previews_each_group_and_the_cost(laptop: Watched, we
     assert "stays at 4: scarce capacity" in table
     assert "every group with nodes is protected" in page.locator(".nothing").inner_text()
     laptop.clean()
+
+
+@pytest.mark.parametrize("viewport", ["laptop", "phone"])
+def test_one_time_zone_setting_is_kept_for_every_page(browser: Any, week: DemoWeek, viewport: str) -> None:
+    watched = Watched(browser, LAPTOP if viewport == "laptop" else PHONE)
+    try:
+        page = watched.goto(week.url + "/")
+        page.locator("header input[name=tz]").fill("Asia/Tokyo")
+        page.locator("header form.tz-pick").get_by_role("button", name="Set").click()
+        page.wait_for_url("**/?tz=Asia%2FTokyo")
+        assert "JST" in page.locator("tr[data-cluster=g5-dev] td[data-label=next]").inner_text()
+        assert "JST" in page.locator("ul.transitions").inner_text()
+        week_events = page.locator("ul.week").inner_text()
+        assert "Tue 1 Dec 22:00 UTC (Wed 2 Dec 07:00 JST)" in week_events, week_events  # UTC, and yours beside it
+        # Other pages, reached without ?tz=: the same zone, from the one setting.
+        page = watched.goto(week.url + "/clusters/g5-dev")
+        assert page.locator("header input[name=tz]").input_value() == "Asia/Tokyo"
+        assert "JST" in page.locator("h2 small").first.inner_text()
+        titles = page.locator("svg.timeline rect.seg title").all_text_contents()
+        assert titles and all(t.rstrip().split(": ")[1].endswith("JST") for t in titles), titles[:3]
+        assert "JST" in page.locator("p.facts").inner_text()
+        assert "JST" in page.locator("details.markers li").first.text_content()
+        page = watched.goto(week.url + "/schedules")
+        assert page.locator("#s-training-hours h3").nth(1).inner_text() == "In Asia/Tokyo (yours)"
+        assert _axe(page) == []
+        watched.clean()
+    finally:
+        watched.context.close()
+
+
+# ---- the Savings page -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("viewport", ["laptop", "phone"])
+def test_savings_charts_side_by_side_share_one_scale_and_their_text_is_readable(
+    browser: Any, week: DemoWeek, viewport: str
+) -> None:
+    watched = Watched(browser, LAPTOP if viewport == "laptop" else PHONE)
+    try:
+        page = watched.goto(week.url + "/savings")
+        charts = page.locator("svg.bars")
+        assert charts.count() == 4
+        # The three per-night charts: one bar height per dollar, whichever chart a bar is in.
+        per_dollar = []
+        for i in range(3):
+            for rect in charts.nth(i).locator("rect:has(title)").all():
+                value = float(
+                    re.findall(r"\$(-?[\d,.]+)$", rect.locator("title").text_content() or "")[0].replace(",", "")
+                )
+                if abs(value) >= 100:  # smaller bars are drawn at the 0.5-unit minimum
+                    per_dollar.append((i, abs(value), float(rect.get_attribute("height") or 0)))
+        assert {i for i, _, _ in per_dollar} == {0, 1, 2}, per_dollar  # every chart has bars worth comparing
+        value, height = max((v, h) for _, v, h in per_dollar)
+        scale = height / value  # the tallest bar anywhere sets the units; every other bar is drawn in them
+        assert all(abs(h - v * scale) <= 0.2 for _, v, h in per_dollar), per_dollar
+        assert _smallest_text_px(page, "svg.bars") >= 11
+        assert page.evaluate("document.documentElement.scrollWidth") <= watched.page.viewport_size["width"] + 1
+        watched.clean()
+    finally:
+        watched.context.close()
 
 
 # ---- the schedule editor ---------------------------------------------------------------------------
@@ -332,6 +444,41 @@ def test_the_grid_paints_by_touch(phone: Watched, week: DemoWeek) -> None:
     phone.clean()
 
 
+@pytest.mark.parametrize("viewport", ["laptop", "phone"])
+def test_the_grid_opens_on_the_working_hours_and_a_schedule_that_stops_nothing_is_not_called_stopped(
+    browser: Any, week: DemoWeek, viewport: str
+) -> None:
+    watched = Watched(browser, LAPTOP if viewport == "laptop" else PHONE)
+    try:
+        page = watched.goto(week.url + "/schedules?tz=UTC")
+        article = page.locator("#s-training-hours")  # Mon-Fri 07:00-21:00 Los Angeles, used by p5-training
+        wrap = article.locator("form.grid-form .scroll")
+        box = wrap.bounding_box()
+        head = article.locator("form.grid-form tbody th").first.bounding_box()
+
+        def shown(value: str) -> bool:
+            cell = article.locator(f"input[value='{value}']").bounding_box()
+            return (
+                head["x"] + head["width"] - 1 <= cell["x"] and cell["x"] + cell["width"] <= box["x"] + box["width"] + 1
+            )
+
+        first_on = article.locator("form.grid-form input:checked").first.get_attribute("value")
+        assert shown(first_on), first_on  # the working day's first quarter is on the first screen
+        if viewport == "phone":
+            assert not shown("0-0")  # not opened on midnight
+        sizes = article.locator("table.grid th").evaluate_all(
+            "ths => ths.map(t => parseFloat(getComputedStyle(t).fontSize))"
+        )
+        assert min(sizes) >= 11, min(sizes)  # the hours and days read at 11 px or more
+        # p5-training (its only cluster) stops nothing: every group with nodes is protected.
+        hours = article.locator(".hours").inner_text()
+        assert "stopped 98 h" not in hours and "p5-training stops nothing" in hours, hours
+        assert "p5-training: never stopped" in article.locator("p.never-stopped").inner_text()
+        watched.clean()
+    finally:
+        watched.context.close()
+
+
 # ---- accessibility, on every page at both widths --------------------------------------------------
 
 
@@ -368,16 +515,59 @@ def test_pages_read_fine_without_javascript(browser: Any, week: DemoWeek) -> Non
 # ---- actions (these change the demo's state: they run last) -------------------------------------
 
 
-def test_action_without_the_token_is_refused(laptop: Watched, week: DemoWeek) -> None:
+def test_a_wrong_token_is_refused_and_keeps_what_was_typed(laptop: Watched, week: DemoWeek) -> None:
     page = laptop.goto(week.url + "/clusters/g5-dev")
     page.get_by_role("link", name="Start now").click()
     page.fill("input[name=by]", "mallory")
+    page.fill("input[name=reason]", "demo at nine")
+    page.fill("input[name=token]", "not-the-token")
     page.get_by_role("button", name="Confirm start").click()
-    assert page.locator("h1").inner_text() == "Refused"
-    assert "token" in page.locator(".message").inner_text()
+    refused = page.locator("p.refused").inner_text()
+    assert "Refused" in refused and "token" in refused
+    # The same form again, with the name and the reason as typed; the token field empty and focused.
+    assert page.input_value("input[name=by]") == "mallory"
+    assert page.input_value("input[name=reason]") == "demo at nine"
+    assert page.input_value("input[name=token]") == ""
+    assert page.evaluate("document.activeElement.name") == "token"
+    assert "g5-workers" in page.locator("table.preview").inner_text()
+    assert _axe(page) == []
     _shot(page, "action-refused")
     page = laptop.goto(week.url + "/clusters/g5-dev")
     assert "mallory" not in page.locator("table.history").inner_text()
+
+
+@pytest.mark.parametrize("viewport", ["laptop", "phone"])
+def test_the_fleet_page_has_a_skip_link_and_row_actions_a_few_tabs_away(
+    browser: Any, week: DemoWeek, viewport: str
+) -> None:
+    watched = Watched(browser, LAPTOP if viewport == "laptop" else PHONE)
+    try:
+        page = watched.goto(week.url + "/")
+        page.keyboard.press("Tab")
+        skip = page.evaluate("[document.activeElement.textContent, document.activeElement.getBoundingClientRect().top]")
+        assert skip[0] == "Skip to the clusters" and skip[1] >= 0  # shown when focused
+        page.keyboard.press("Enter")
+        page.keyboard.press("Tab")
+        first = page.locator("tr.cluster-row").first.get_attribute("data-cluster")
+        assert page.evaluate("document.activeElement.textContent") == first  # three keys to the first cluster
+        # Each row acts for its cluster: a stopped g5-dev offers Start now, a couple of Tabs from its name.
+        row = page.locator("tr[data-cluster=g5-dev]")
+        row.get_by_role("link", name="g5-dev", exact=True).focus()
+        presses = 0
+        while page.evaluate("document.activeElement.textContent") != "Start now g5-dev" and presses < 6:
+            page.keyboard.press("Tab")
+            presses += 1
+        assert presses <= 3, presses
+        page.keyboard.press("Enter")
+        page.wait_for_url("**/clusters/g5-dev/actions/start")
+        assert page.locator("h1").inner_text() == "Confirm: start g5-dev"
+        assert (
+            "Stop now"
+            in watched.goto(week.url + "/").locator("tr[data-cluster=p5-training] td.row-actions").inner_text()
+        )
+        watched.clean()
+    finally:
+        watched.context.close()
 
 
 def test_hold_set_through_the_page_shows_in_status_the_flags_and_the_timeline(laptop: Watched, week: DemoWeek) -> None:
@@ -417,3 +607,84 @@ def test_painting_the_schedule_grid_saves_it(laptop: Watched, week: DemoWeek) ->
     assert page.locator("#s-research-cron input[value='6-48']").is_checked()
     assert "Sun 12:00-12:15" in Path(str(week.dashboard.config_file)).read_text()
     laptop.clean()
+
+
+def _ask_for_approval(week: DemoWeek, token: str, ask_id: str) -> str:
+    """A pending release request for p5-training's next scheduled stop, as ``approvals.ask_if_due``
+    stores it (the token only as its SHA-256); returns the page's address with the single-use link."""
+    from hyperpod_scheduler.engine.approvals import token_hash
+    from hyperpod_scheduler.store.records import Approval
+
+    dash = week.dashboard
+    ctx = dash.context()
+    now = ctx.now()
+    g = dash.governed(ctx, "p5-training")
+    stop = next(t.at for t in g.schedule.next_transitions(now, 4) if t.state == "stopped")
+    key = (ctx.engine().accounts.known(g.ref) or g.ref).key
+    record = ctx.store.get(key)
+    assert record is not None
+    ask = Approval(
+        id=ask_id,
+        token_sha256=token_hash(token),
+        groups=["p5-workers"],
+        transition_at=stop,
+        asked_at=now,
+        expires_at=stop,
+    )
+    ctx.store.put(record.evolve(approvals=[*record.approvals, ask], updated_at=now), expected_version=record.version)
+    return f"{week.url}/clusters/p5-training/approvals/{ask_id}?t={token}"
+
+
+@pytest.mark.parametrize("viewport", ["laptop", "phone"])
+def test_the_approval_page_says_what_is_released_what_it_costs_and_when_in_your_zone(
+    browser: Any, week: DemoWeek, viewport: str
+) -> None:
+    url = _ask_for_approval(week, f"approve-{viewport}-token", f"browser-{viewport}")
+    # Tokyo, so the viewer's own time differs from UTC and from the schedule's Los Angeles.
+    watched = Watched(browser, LAPTOP if viewport == "laptop" else PHONE, timezone_id="Asia/Tokyo")
+    try:
+        page = watched.goto(url)
+        text = page.locator("main").inner_text()
+        assert "4 × p5.48xlarge" in page.locator("strong.nodes").inner_text()
+        money = page.locator("ul.money").inner_text()
+        assert "saves $3,932.80 that night (10.0 h at $393.28/h)" in money, money
+        assert "billing $3,932.80 a night" in money
+        assert "05:00 UTC" in text and "14:00 GMT+9, your time" in text, text
+        header = page.locator("header").inner_text()
+        assert "access token" not in header and "single-use link" in header
+        assert page.locator("header form").count() == 0  # a GET form would drop the link's token
+        approve = page.get_by_role("button", name="Approve: release 4 × p5.48xlarge")
+        refuse = page.get_by_role("button", name="Refuse: keep them running")
+        look = "b => [getComputedStyle(b).backgroundColor, getComputedStyle(b).color]"
+        assert approve.evaluate(look) != refuse.evaluate(look)
+        assert _axe(page) == []
+        _shot(page, f"approval-{viewport}")
+        page.fill("input[name=by]", "browser-test")
+        refuse.click()  # leave the week without a pending release
+        assert "refused by browser-test" in page.locator(".message").inner_text()
+        watched.clean()
+    finally:
+        watched.context.close()
+
+
+def test_after_a_start_the_page_names_the_groups_links_to_progress_and_stop_stays(
+    laptop: Watched, phone: Watched, week: DemoWeek
+) -> None:
+    page = laptop.goto(week.url + "/clusters/g5-dev/actions/start")
+    page.fill("input[name=by]", "browser-test")
+    page.fill("input[name=token]", TOKEN)
+    page.get_by_role("button", name="Confirm start").click()
+    assert page.locator("h1").inner_text() == "start g5-dev: sent"
+    changes = page.locator("ul.changes").inner_text()
+    assert "g5-workers: 0 → 6" in changes and "controller: 0 → 1" in changes, changes
+    _shot(page, "action-done")
+    page.get_by_role("link", name="Follow the start on g5-dev's page (timeline and history)").click()
+    page.wait_for_url("**/clusters/g5-dev")
+    actions = page.locator("p.actions").inner_text()
+    assert "starting" in page.locator(".facts .state").inner_text()
+    assert "Stop now" in actions and "Start now" not in actions, actions  # a start sent by mistake is stoppable
+    page = phone.goto(week.url + "/")
+    assert "Stop now" in page.locator("tr[data-cluster=g5-dev] td.row-actions").inner_text()
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"] + 1
+    laptop.clean()
+    phone.clean()

@@ -40,8 +40,9 @@ def test_kept_groups_bill_through_the_night_and_a_partial_start_is_a_shortfall()
     assert _kinds(rows[1]) == [(0, 20, "running"), (20, 32, "kept"), (32, 40, "running")]
 
 
-def test_a_stop_that_kept_everything_is_kept_not_running() -> None:
-    # The engine sends nothing when every group with nodes is protected; its line still says what stayed up.
+def test_a_stop_that_sent_nothing_leaves_the_cluster_running_not_kept_or_stopped() -> None:
+    # The engine sends nothing when every group with nodes is protected: the cluster was never stopped,
+    # so no segment may call it "kept running while stopped" (issue 27 item 2).
     noop = _entry(20, "stop", {"p5": {"outcome": "kept", "current": 4, "target": 4}}, outcome="noop")
     rows = group_rows(
         ["p5"],
@@ -51,7 +52,34 @@ def test_a_stop_that_kept_everything_is_kept_not_running() -> None:
         T0 + timedelta(hours=36),
         T0 + timedelta(hours=36),
     )
-    assert _kinds(rows[0]) == [(0, 20, "running"), (20, 36, "kept")]
+    assert _kinds(rows[0]) == [(0, 36, "running")]
+
+
+def test_a_cluster_that_stops_nothing_is_planned_running_through_its_nights() -> None:
+    now = T0 + timedelta(hours=6)
+    rows = group_rows(["p5"], [], OFFICE, T0, now, T0 + timedelta(days=1), kept={"p5"}, stops_nothing=True)
+    assert {k for _, _, k in _kinds(rows[0])} == {"running", "planned-running"}
+
+
+def test_nothing_is_drawn_before_the_cluster_was_created() -> None:
+    created = T0 + timedelta(days=6, hours=23, minutes=58)  # two minutes before now
+    now, end = T0 + timedelta(days=7), T0 + timedelta(days=9)
+    rows = group_rows(["g"], [], OFFICE, T0, now, end, since=created)
+    assert rows[0].segments[0].start == created
+    assert all(s.start >= created for s in rows[0].segments)
+    running = [s for s in rows[0].segments if s.kind == "running"]
+    assert sum((s.end - s.start).total_seconds() for s in running) == 120  # two minutes, not a week
+    svg = timeline_svg(rows, T0, end, now, since=created)
+    assert 'class="created"' in svg and "cluster created Sun 6 Dec 23:58" in svg
+    # Created after the window: an empty row, nothing invented.
+    assert group_rows(["g"], [], OFFICE, T0, now, end, since=end + timedelta(hours=1))[0].segments == ()
+
+
+def test_every_segment_tooltip_carries_dates() -> None:
+    rows = group_rows(["g"], [], None, T0, T0 + timedelta(days=7), T0 + timedelta(days=7))
+    svg = timeline_svg(rows, T0, T0 + timedelta(days=7), T0 + timedelta(days=7))
+    titles = re.findall(r'<rect class="seg [^"]*"[^>]*><title>([^<]*)</title>', svg)
+    assert titles == ["running: Mon 30 Nov 00:00 - Mon 7 Dec 00:00 UTC"]
 
 
 def test_a_blocked_stop_leaves_the_cluster_running_in_its_own_colour_until_the_next_stop() -> None:

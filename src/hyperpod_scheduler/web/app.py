@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlencode
+from zoneinfo import ZoneInfo
 
 from botocore.exceptions import BotoCoreError, ClientError
 from fastapi import Body, FastAPI, Form, Header, Query, Request
@@ -27,6 +28,7 @@ from hyperpod_scheduler import __version__
 from hyperpod_scheduler.errors import HyperpodSchedulerError
 from hyperpod_scheduler.inputs.redact import scrub
 from hyperpod_scheduler.inputs.text import clean
+from hyperpod_scheduler.web import acting, zones
 from hyperpod_scheduler.web import grid as grids
 from hyperpod_scheduler.web.edge import Edge, HostAllowList
 from hyperpod_scheduler.web.service import ACTIONS, Dashboard, NotFound, Refused
@@ -109,9 +111,23 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
 
+    def zone_of(request: Request) -> ZoneInfo | None:
+        return zones.chosen(request.query_params.get("tz"), request.cookies.get(zones.COOKIE))
+
     def page(request: Request, name: str, status: int = 200, **values: Any) -> Response:
-        values.update(read_only=dash.read_only, version=__version__, standalone=False, Markup=Markup)
-        return templates.TemplateResponse(request, name, values, status_code=status)
+        try:
+            zone = zone_of(request)
+        except HyperpodSchedulerError:
+            zone = None  # the page itself reports the bad ?tz= (the schedules page names the field)
+        values.update(
+            read_only=dash.read_only, version=__version__, standalone=False, Markup=Markup, tz=zone.key if zone else ""
+        )
+        values.setdefault("local", zones.local_text(zone))
+        response = templates.TemplateResponse(request, name, values, status_code=status)
+        if zone is not None and request.query_params.get("tz"):
+            # One setting for every page: a zone picked on one page is the zone of all of them.
+            response.set_cookie(zones.COOKIE, zone.key, max_age=zones.MAX_AGE, samesite="lax", httponly=True)
+        return response
 
     @app.exception_handler(HyperpodSchedulerError)
     async def _problem(request: Request, exc: HyperpodSchedulerError) -> Response:
@@ -234,11 +250,18 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
     # ---- pages --------------------------------------------------------------------------------------
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def fleet_page(request: Request) -> Response:
-        return page(request, "fleet.html", f=dash.fleet_page())
+        shown = zones.fleet_in(dash.fleet_page(), zone_of(request))
+        for row in shown["rows"]:
+            row["actions"] = acting.for_row(row)
+        return page(request, "fleet.html", f=shown)
 
     @app.get("/clusters/{name}", response_class=HTMLResponse, include_in_schema=False)
     def cluster_page(request: Request, name: str, from_: Annotated[str | None, Query(alias="from")] = None) -> Response:
-        return page(request, "cluster.html", c=dash.cluster(name, from_ or None))
+        zone = zone_of(request)
+        shown = dash.cluster(name, from_ or None, zone)
+        zones.next_in(shown, zone, datetime.fromisoformat(shown["timeline"]["now"]))
+        shown["actions"] = acting.for_cluster(shown)
+        return page(request, "cluster.html", c=shown)
 
     @app.get("/savings", response_class=HTMLResponse, include_in_schema=False)
     def savings_page(request: Request, since: str | None = None, until: str | None = None) -> Response:
@@ -246,7 +269,9 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
 
     @app.get("/schedules", response_class=HTMLResponse, include_in_schema=False)
     def schedules_page(request: Request, tz: str | None = None, saved: str | None = None) -> Response:
-        return page(request, "schedules.html", g=dash.schedules(tz), saved=saved, slots=grids.SLOTS)
+        zone = zone_of(request)
+        shown = dash.schedules(zone.key if zone else None)
+        return page(request, "schedules.html", g=shown, saved=saved, slots=grids.SLOTS, tz_chosen=zone is not None)
 
     @app.post("/schedules/{name}", response_class=HTMLResponse, include_in_schema=False)
     async def save_schedule_page(request: Request, name: str) -> Response:
@@ -263,7 +288,10 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
         if action not in ACTIONS:
             raise NotFound(f"action: {action!r} is not one of {', '.join(ACTIONS)}")
         preview = dash.preview(name, action) if action in ("stop", "start") else None
-        return page(request, "confirm.html", c=dash.cluster(name), action=action, p=preview)
+        zone = zone_of(request)
+        shown = dash.cluster(name, None, zone)
+        zones.next_in(shown, zone, datetime.fromisoformat(shown["timeline"]["now"]))
+        return page(request, "confirm.html", c=shown, action=action, p=preview)
 
     @app.post("/clusters/{name}/actions/{action}", response_class=HTMLResponse, include_in_schema=False)
     def do_action(
@@ -276,14 +304,26 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
         state: Annotated[str, Form()] = "running",
         reason: Annotated[str, Form()] = "",
     ) -> Response:
-        result = dash.act(name, action, token, by, until or None, state, reason)
-        return page(
-            request,
-            "message.html",
-            title=f"{action} {name}: {result['kind']}",
-            message=result["message"],
-            back=f"/clusters/{name}",
-        )
+        if action not in ACTIONS:
+            raise NotFound(f"action: {action!r} is not one of {', '.join(ACTIONS)}")
+        # Taken before the action is sent: the result page names the groups it changes.
+        preview = dash.preview(name, action) if action in ("stop", "start") else None
+        try:
+            result = dash.act(name, action, token, by, until or None, state, reason)
+        except Refused as exc:
+            # A wrong or missing token: the same form again, with what was typed (never the token).
+            typed = {"by": by, "reason": reason, "until": until, "state": state}
+            return page(
+                request,
+                "confirm.html",
+                exc.status,
+                c=dash.cluster(name),
+                action=action,
+                p=preview,
+                typed=typed,
+                refused=_shown(exc),
+            )
+        return page(request, "done.html", r=acting.result_view(name, action, result, preview))
 
     @app.get("/clusters/{name}/approvals/{approval_id}", response_class=HTMLResponse, include_in_schema=False)
     def approval_page(request: Request, name: str, approval_id: str, t: str = "") -> Response:

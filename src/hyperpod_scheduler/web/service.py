@@ -10,7 +10,7 @@ import hmac
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -38,9 +38,11 @@ from hyperpod_scheduler.schedule.clock import zone as iana_zone
 from hyperpod_scheduler.store import open_store
 from hyperpod_scheduler.store.outcomes import read_phases
 from hyperpod_scheduler.store.records import HistoryEntry
+from hyperpod_scheduler.web import acting, approval_view, truth
 from hyperpod_scheduler.web import grid as grids
+from hyperpod_scheduler.web.charts import savings_charts
 from hyperpod_scheduler.web.config_edit import read_document, write_schedule
-from hyperpod_scheduler.web.svg import bars_svg, timeline_svg
+from hyperpod_scheduler.web.svg import timeline_svg
 from hyperpod_scheduler.web.timeline import KINDS, LABELS, group_rows, markers
 
 if TYPE_CHECKING:
@@ -306,7 +308,7 @@ class Dashboard:
                 reasons.append(_reason_short(p.reason))
         return kept, "; ".join(dict.fromkeys(reasons))
 
-    def cluster(self, name: str, start_text: str | None = None) -> dict[str, Any]:
+    def cluster(self, name: str, start_text: str | None = None, viewer: tzinfo | None = None) -> dict[str, Any]:
         ctx = self.context()
         g, ref = self.target(ctx, name)
         now = ctx.now()
@@ -318,6 +320,7 @@ class Dashboard:
         describe_error = None
         policy = ref.settings.policy
         view = self.describe_cached(ctx, ref)
+        created = None if isinstance(view, Exception) else truth.created_at(view.raw)
         if not isinstance(view, Exception):
             groups = [
                 {
@@ -341,7 +344,8 @@ class Dashboard:
                 ]
         start = parse_instant(start_text, "from") if start_text else now - WINDOW_BACK
         end = start + WINDOW_BACK + WINDOW_AHEAD
-        zone = g.schedule.timezone if g is not None else None
+        # The viewer's chosen zone (web/zones.py) when there is one, else the schedule's own.
+        zone = viewer or (g.schedule.timezone if g is not None else None)
         history = ctx.store.history(ref.key, limit=500)
         kept = {p["group"] for p in protected if p["keep_at"] > 0}
         hold = r.hold
@@ -355,6 +359,8 @@ class Dashboard:
             kept=kept,
             held=hold is not None,
             held_until=hold.until if hold is not None else None,
+            since=created,
+            stops_nothing=truth.stops_nothing(groups, protected),
         )
         marks = markers(history, start, end)
         lead = ctx.lead_for(g) if g is not None else None
@@ -391,7 +397,8 @@ class Dashboard:
                     for r in rows
                 ],
                 "markers": [{"at": m.at.isoformat(), "kind": m.kind, "label": m.label} for m in marks],
-                "svg": timeline_svg(rows, start, end, now, marks, zone),
+                "created": created.isoformat() if created else None,
+                "svg": timeline_svg(rows, start, end, now, marks, zone, since=created),
             },
             "history": [history_row(e, zone) for e in history[:50]],
             "checkpoint_audits": audits(history),
@@ -463,33 +470,12 @@ class Dashboard:
         since = parse_instant(since_text, "since") if since_text else until - timedelta(days=30)
         doc = summary.as_document(self.report(ctx, since, until))
         nights = doc["nightly"]
-        labels = [n["night"] for n in nights]
         cumulative, total = [], 0.0
         for n in nights:
             total += n["saving"]
             cumulative.append(round(total, 2))
         doc["cumulative_saving"] = cumulative
-        # One chart per figure, each on its own scale: a kept P5 group's night must not flatten the
-        # FSx bars and the saving beside it.
-        doc["charts"] = {
-            "saving": bars_svg(
-                labels,
-                [("saving (instance cost avoided)", "#2f855a", [n["saving"] for n in nights])],
-                "saving per night",
-            ),
-            "fsx": bars_svg(
-                labels,
-                [("FSx still billing while stopped", "#c05621", [n["fsx_while_stopped"] for n in nights])],
-                "FSx still billing while stopped, per night",
-            ),
-            "kept": bars_svg(
-                labels,
-                [("kept (not saved)", "#718096", [n["kept_cost"] for n in nights])],
-                "kept running (not saved), per night",
-            ),
-            "cumulative": bars_svg(labels, [("cumulative saving", "#2b6cb0", cumulative)], "cumulative saving"),
-        }
-        doc["charts"]["per_night"] = doc["charts"]["saving"]
+        doc["charts"] = savings_charts(nights, cumulative)
         return doc
 
     def schedules(self, tz: str | None) -> dict[str, Any]:
@@ -542,6 +528,9 @@ class Dashboard:
                     "hours_stopped": 168 - running,
                     "stopped_pct": round(100 * (168 - running) / 168),
                     "releasable_usd_per_hour": round(_releasable(ctx, users.get(name, [])), 2),
+                    "never_stopped": truth.never_stopped(
+                        lambda g: self.describe_cached(ctx, g.ref), users.get(name, [])
+                    ),
                 }
             )
         return {"viewer_timezone": zone.key, "days": list(grids.day_names()), "schedules": out}
@@ -605,6 +594,10 @@ class Dashboard:
                 "state": a.state_at(ctx.now()),
                 "by": a.by,
                 "problem": problem,
+                "timezone": getattr(g.schedule.timezone, "key", str(g.schedule.timezone)),
+                "figures": approval_view.figures(
+                    a.groups, self.describe_cached(ctx, g.ref), ctx.prices(), g.schedule, a.transition_at, a.expires_at
+                ),
             }
         finally:
             if ctx is not self.fixed_context:
@@ -761,18 +754,8 @@ def fleet_row(ctx: Context, g: Governed, month_saving: float | None) -> dict[str
 
 
 def available_actions(r: StatusRow) -> list[str]:
-    """The buttons that make sense now: no "Start now" on a running cluster, no "Release" without a hold."""
-    out: list[str] = []
-    if r.state in ("stopping", "starting"):
-        return ["hold", "release"] if r.hold is not None else ["hold"]
-    if r.state != "stopped" or r.billing:
-        out.append("stop")
-    if r.state != "running":
-        out.append("start")
-    out.append("hold")
-    if r.hold is not None:
-        out.append("release")
-    return out
+    """The buttons that make sense now (``acting.buttons``)."""
+    return acting.buttons(r.state, bool(r.billing), r.hold is not None)
 
 
 def _stopped_stretch(g: Governed, now: datetime) -> tuple[datetime, datetime] | None:

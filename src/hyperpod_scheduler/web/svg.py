@@ -34,6 +34,11 @@ def _x(at: datetime, start: datetime, end: datetime) -> float:
     return LABEL_W + (CHART_W - LABEL_W) * (at - start).total_seconds() / span
 
 
+def _stamp(at: datetime, zone: tzinfo) -> str:
+    local = at.astimezone(zone)
+    return f"{local:%a} {local.day} {local:%b %H:%M}"
+
+
 def timeline_svg(
     rows: Sequence[GroupRow],
     start: datetime,
@@ -41,10 +46,12 @@ def timeline_svg(
     now: datetime,
     marks: Sequence[Marker] = (),
     zone: tzinfo | None = None,
+    since: datetime | None = None,
 ) -> str:
     """One row per instance group, a line at each midnight (in ``zone``, default UTC), history markers
     above the rows and a line at ``now``. Every segment and marker carries a ``<title>`` (hover, screen
-    readers) and a class naming its kind."""
+    readers) with full dates and a class naming its kind; ``since`` (the cluster's creation, when in
+    the window) gets a line of its own, with nothing drawn before it."""
     zone = zone or UTC
     top = 20 + MARK_H
     height = top + ROW_H * len(rows) + 8
@@ -76,28 +83,54 @@ def timeline_svg(
         for s in row.segments:
             x1, x2 = _x(max(s.start, start), start, end), _x(min(s.end, end), start, end)
             what = LABELS.get(s.kind, s.kind)
-            title = f"{what}: {s.start.astimezone(zone):%a %H:%M} - {s.end.astimezone(zone):%a %H:%M %Z}"
+            # Dates in every tooltip: a week-long segment must not read "Sun 05:30 - Sun 05:30".
+            title = f"{what}: {_stamp(s.start, zone)} - {_stamp(s.end, zone)} {s.end.astimezone(zone):%Z}"
             title += f": {s.note}" if s.note else ""
             out.append(
-                f'<rect class="seg {s.kind}" x="{x1:.1f}" y="{y + 3}" width="{max(x2 - x1, 0.5):.1f}" '
+                f'<rect class="seg {s.kind}" data-from="{s.start.isoformat()}" data-to="{s.end.isoformat()}" '
+                f'x="{x1:.1f}" y="{y + 3}" width="{max(x2 - x1, 0.5):.1f}" '
                 f'height="{ROW_H - 8}" fill="{COLORS.get(s.kind, "#718096")}"><title>{escape(title)}</title></rect>'
             )
         out.append("</g>")
+    if since is not None and start < since <= end:
+        x = _x(since, start, end)
+        said = escape(f"cluster created {_stamp(since, zone)} {since.astimezone(zone):%Z}")
+        out.append(
+            f'<line class="created" x1="{x:.1f}" y1="14" x2="{x:.1f}" y2="{height}" stroke="#4a5568" '
+            f'stroke-dasharray="4 3"><title>{said}</title></line>'
+        )
+        if x - 60 > LABEL_W:
+            out.append(
+                f'<text x="{x - 4:.1f}" y="{height - 1}" font-size="11" text-anchor="end" fill="#4a5568">created</text>'
+            )
     if start <= now <= end:
         x = _x(now, start, end)
-        out.append(f'<line x1="{x:.1f}" y1="14" x2="{x:.1f}" y2="{height}" stroke="#1a365d" stroke-width="2"/>')
+        out.append(
+            f'<line class="now" x1="{x:.1f}" y1="14" x2="{x:.1f}" y2="{height}" stroke="#1a365d" stroke-width="2"/>'
+        )
         out.append(f'<text x="{x + 3:.1f}" y="{height - 1}" font-size="11" fill="#1a365d">now</text>')
     out.append("</svg>")
     return "".join(out)
 
 
-def bars_svg(labels: Sequence[str], series: Sequence[tuple[str, str, Sequence[float]]], title: str) -> str:
+def bars_svg(
+    labels: Sequence[str],
+    series: Sequence[tuple[str, str, Sequence[float]]],
+    title: str,
+    scale: tuple[float, float] | None = None,
+) -> str:
     """Grouped bars: one group per label, one bar per series (name, colour, values), in USD.
-    Negative values (a night whose protected groups cost more than was saved) hang below the zero line."""
+    Negative values (a night whose protected groups cost more than was saved) hang below the zero line.
+    ``scale`` (high, low): the value range of the axis, shared by charts shown side by side so equal
+    heights mean equal money; by default the chart's own values."""
     n, k = len(labels), max(len(series), 1)
-    height, top, bottom, left = 260, 28, 48, 90
+    # Text sizes in viewBox units: two charts side by side on a laptop draw at ~0.7 px a unit, so 18
+    # units read as ~12.5 px (issue 27 item 9); on a phone the chart scrolls at 620 px (style.css).
+    height, top, bottom, left = 290, 34, 62, 120
     values_all = [v for _, _, values in series for v in values]
     high, low = max([*values_all, 0.0]), min([*values_all, 0.0])
+    if scale is not None:
+        high, low = max(high, scale[0]), min(low, scale[1])
     span = (high - low) or 1.0
     width = CHART_W
     slot = (width - left - 10) / max(n, 1)
@@ -108,14 +141,15 @@ def bars_svg(labels: Sequence[str], series: Sequence[tuple[str, str, Sequence[fl
         return top + plot_h * (high - value) / span
 
     out = [
-        f'<svg class="bars" viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title)}" '
+        f'<svg class="bars" viewBox="0 0 {width} {height}" data-high="{high:.2f}" data-low="{low:.2f}" role="img" '
+        f'aria-label="{escape(title)}" '
         'xmlns="http://www.w3.org/2000/svg">',
-        f'<text x="{left}" y="18" font-size="16" font-weight="bold">{escape(title)}</text>',
+        f'<text x="{left}" y="22" font-size="20" font-weight="bold">{escape(title)}</text>',
     ]
     for value in sorted({high, low, 0.0}):
         y = y_of(value)
         out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{width - 10}" y2="{y:.1f}" stroke="#cbd5e0"/>')
-        out.append(f'<text x="{left - 4}" y="{y + 5:.1f}" font-size="14" text-anchor="end">${value:,.0f}</text>')
+        out.append(f'<text x="{left - 6}" y="{y + 6:.1f}" font-size="18" text-anchor="end">${value:,.0f}</text>')
     zero = y_of(0.0)
     for i, label in enumerate(labels):
         x0 = left + i * slot + (slot - bar * k) / 2
@@ -126,14 +160,14 @@ def bars_svg(labels: Sequence[str], series: Sequence[tuple[str, str, Sequence[fl
                 f'<rect x="{x0 + j * bar:.1f}" y="{y1:.1f}" width="{bar * 0.9:.1f}" height="{max(y2 - y1, 0.5):.1f}" '
                 f'fill="{colour}"><title>{escape(f"{label} {name}: ${value:,.2f}")}</title></rect>'
             )
-        if n <= 12 or i % max(n // 12, 1) == 0:
+        if n <= 8 or i % -(-n // 8) == 0:  # at most about eight labels: they must not overlap at 18 units
             out.append(
-                f'<text x="{left + i * slot + slot / 2:.1f}" y="{height - bottom + 18}" font-size="14" '
+                f'<text x="{left + i * slot + slot / 2:.1f}" y="{height - bottom + 24}" font-size="18" '
                 f'text-anchor="middle">{escape(label)}</text>'
             )
     for j, (name, colour, _) in enumerate(series):
-        x = left + j * 300
-        out.append(f'<rect x="{x}" y="{height - 18}" width="14" height="14" fill="{colour}"/>')
-        out.append(f'<text x="{x + 18}" y="{height - 6}" font-size="14">{escape(name)}</text>')
+        x = left + j * 420
+        out.append(f'<rect x="{x}" y="{height - 22}" width="18" height="18" fill="{colour}"/>')
+        out.append(f'<text x="{x + 24}" y="{height - 7}" font-size="18">{escape(name)}</text>')
     out.append("</svg>")
     return "".join(out)

@@ -83,8 +83,11 @@ def _state_after(entry: HistoryEntry, group: str) -> Kind | None:
         return "blocked"
     o = read_outcomes(entry.detail).get(group)
     if entry.action == "stop":
-        if entry.outcome == "noop" and o is None:
-            return None  # "already stopped": nothing new
+        if entry.outcome == "noop":
+            # Nothing was sent ("already stopped", or every group with nodes protected): the line
+            # changes nothing. A cluster whose every stop sent nothing was never stopped, and is not
+            # painted "kept running while stopped" (issue 27 item 2).
+            return None
         if o is not None and o.current > 0:
             return "kept"  # kept, floored, or a scale-in that failed: these nodes kept billing
         return "stopped"
@@ -141,10 +144,18 @@ def group_rows(
     kept: Collection[str] = (),
     held_until: datetime | None = None,
     held: bool = False,
+    since: datetime | None = None,
+    stops_nothing: bool = False,
 ) -> list[GroupRow]:
     """One row per group from ``start`` to ``end``: recorded states up to ``now``, the plan after it.
     ``kept``: the groups a stop would keep now (their planned nights are "planned-kept"); ``held``
-    (until ``held_until``, or the end): a hold in force, painted "planned-held"."""
+    (until ``held_until``, or the end): a hold in force, painted "planned-held". ``since``: when the
+    cluster was created; nothing is drawn before it (no invented history). ``stops_nothing``: a stop
+    would send nothing (every group with nodes protected), so its planned nights are planned running."""
+    if since is not None and since > start:
+        if since >= end:
+            return [GroupRow(group, ()) for group in groups]
+        start = since
     changes = _changes(entries, now)
     rows = []
     for group in groups:
@@ -182,18 +193,29 @@ def group_rows(
                 base, base_note = state, note
             holding = holding if hold is None else hold
         segments.append(Segment(cursor, now, "held" if holding else base, "" if holding else base_note))
-        segments.extend(_plan(schedule, now, end, group in kept, held, held_until))
+        if start < now:
+            segments.extend(_plan(schedule, now, end, group in kept, held, held_until, stops_nothing))
+        else:
+            segments = _plan(schedule, start, end, group in kept, held, held_until, stops_nothing)
         rows.append(GroupRow(group, _merge(segments)))
     return rows
 
 
 def _plan(
-    schedule: Schedule | None, now: datetime, end: datetime, kept: bool, held: bool, held_until: datetime | None
+    schedule: Schedule | None,
+    now: datetime,
+    end: datetime,
+    kept: bool,
+    held: bool,
+    held_until: datetime | None,
+    stops_nothing: bool = False,
 ) -> list[Segment]:
     if schedule is None:
         return []
 
     def planned(state: str) -> Kind:
+        if state == "stopped" and stops_nothing:
+            return "planned-running"  # the stop will send nothing: the cluster runs on
         return "planned-kept" if state == "stopped" and kept else f"planned-{state}"
 
     out: list[Segment] = []

@@ -11,11 +11,46 @@
   }
   // Fill in the viewer's timezone when the URL does not name one.
   var tz = document.getElementById("tz");
-  if (tz && !/[?&]tz=/.test(location.search) && window.Intl) {
+  if (tz && !tz.getAttribute("data-chosen") && !/[?&]tz=/.test(location.search) && window.Intl) {
     var mine = Intl.DateTimeFormat().resolvedOptions().timeZone;
     if (mine && mine !== tz.value) { location.search = "?tz=" + encodeURIComponent(mine); }
   }
   document.querySelectorAll("form.grid-form").forEach(setUpGrid);
+  // A timeline wider than its box (a phone) opens with "now" in view, the recent past to its left.
+  document.querySelectorAll(".timeline-wrap").forEach(function (wrap) {
+    var now = wrap.querySelector("line.now");
+    if (!now || wrap.scrollWidth <= wrap.clientWidth + 1) { return; }
+    var box = now.getBoundingClientRect(), frame = wrap.getBoundingClientRect();
+    wrap.scrollLeft += box.left - frame.left - wrap.clientWidth * 0.6;
+  });
+  // A grid wider than its box (a phone) opens an hour before its first running quarter, not on 00-06;
+  // a grid with nothing running opens on the hour now.
+  document.querySelectorAll(".scroll > table.grid").forEach(function (table) {
+    var wrap = table.parentNode, rows = table.tBodies[0] ? table.tBodies[0].rows : [];
+    if (!rows.length || wrap.scrollWidth <= wrap.clientWidth + 1) { return; }
+    var first = 96;
+    Array.prototype.forEach.call(rows, function (row) {
+      for (var s = 0; s < Math.min(first, row.cells.length - 1); s++) {
+        var cell = row.cells[s + 1], box = cell.querySelector("input");
+        if (cell.classList.contains("on") || (box && box.checked)) { first = s; break; }
+      }
+    });
+    if (first === 96) { first = new Date().getHours() * 4; }
+    var target = rows[0].cells[Math.max(0, first - 4) + 1], head = rows[0].cells[0];
+    if (!target) { return; }
+    wrap.scrollLeft += target.getBoundingClientRect().left - wrap.getBoundingClientRect().left - head.getBoundingClientRect().width;
+  });
+  // Instants shown in UTC also get the viewer's own zone ("(Tue 8 Dec 14:00 GMT+9, your time)").
+  document.querySelectorAll(".local-time[data-at]").forEach(function (el) {
+    if (!window.Intl) { return; }
+    var at = new Date(el.getAttribute("data-at"));
+    if (isNaN(at.getTime())) { return; }
+    var text = new Intl.DateTimeFormat("en-GB", {
+      weekday: "short", day: "numeric", month: "short", hour: "2-digit", minute: "2-digit", hour12: false,
+      timeZoneName: "short"
+    }).format(at).replace(",", "");
+    el.textContent = "(" + text + ", your time)";
+  });
 
   function setUpGrid(form) {
     var table = form.querySelector("table.grid");
@@ -36,8 +71,13 @@
     function update() {
       var on = boxes.filter(function (b) { return b.checked; }).length;
       var running = on / 4, stopped = 168 - running;
-      var text = "running " + running + " h a week, stopped " + stopped + " h (" + Math.round(100 * stopped / 168) + "%)";
-      if (hourly > 0) { text += " · about $" + Math.round(hourly * stopped).toLocaleString("en-US") + " a week not billed"; }
+      var pct = Math.round(100 * stopped / 168), idle = form.getAttribute("data-stops-nothing");
+      var text = "running " + running + " h a week, stopped " + stopped + " h (" + pct + "%)";
+      if (idle) {
+        // Its clusters stop nothing (every group protected): the schedule's hours are not stopped hours.
+        text = "running " + running + " h a week; the schedule would stop it " + stopped + " h (" + pct + "%), but " +
+          idle + " stops nothing: every group with nodes is protected";
+      } else if (hourly > 0) { text += " · about $" + Math.round(hourly * stopped).toLocaleString("en-US") + " a week not billed"; }
       if (out) { out.textContent = text; }
     }
     function set(b, value) { if (b.checked !== value) { b.checked = value; } }
