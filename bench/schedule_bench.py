@@ -166,8 +166,8 @@ def beside_peer(source: Path, count: int, seed: int, rounds: int) -> None:
     peer_pairs = [(peers[i], at) for i, at in picks]
     differ = sum(ours[i].is_running(at) != (peers[i].get_desired_state(at)[0].value == "running") for i, at in picks)
     print(
-        f"beside AWS Instance Scheduler v3.2.8 (get_desired_state, from {source}): {len(SHARED)} schedules both can "
-        f"say, {count:,} instants; answers differ at {differ:,} of them"
+        f"beside AWS Instance Scheduler v3.2.8 (its get_desired_state, read from --peer): {len(SHARED)} schedules "
+        f"both can say, {count:,} instants; answers differ at {differ:,} of them"
     )
 
     def ours_round() -> float:
