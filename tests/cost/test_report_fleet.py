@@ -3,9 +3,11 @@ time, the same answer and the same notes as one after another, and a cached answ
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -102,3 +104,39 @@ def test_a_cached_refresh_says_how_old_it_is_and_is_found_again_when_stale(emu: 
     later: list[str] = []
     finder(KEYS, later)
     assert counted.calls == 2 * len(KEYS) and later == first
+
+
+def test_a_refresh_kept_on_disk_serves_the_next_report_for_the_same_clusters_settings_and_endpoint(
+    emu: Emulator, tmp_path: Path
+) -> None:
+    """`report --fsx-max-age`: the next process reuses the refresh (saying how old it is) only for the same
+    keys and identity and only while young enough; a damaged file is found again, never an error."""
+    wall = [5000.0]
+    path = tmp_path / "cache" / "fsx-discovery.json"
+
+    def finder(identity: str = "same") -> tuple[reports.FileSystemFinder, Counting]:
+        saved = reports.SavedRefresh(path, identity, wall=lambda: wall[0])
+        return _finder(emu, 4, cache_s=300.0, saved=saved)
+
+    first, counted = finder()
+    notes: list[str] = []
+    found = first(KEYS, notes)
+    assert counted.calls == len(KEYS) and oct(path.stat().st_mode & 0o777) == "0o600"
+    wall[0] += 120
+    again, recounted = finder()
+    later: list[str] = []
+    assert again(KEYS, later) == found and recounted.calls == 0  # a new process: no AWS call
+    assert later == [*notes, later[-1]] and later[-1].startswith("FSx file systems as found 2 min ago")
+    for other, keys in ((finder("another endpoint")[0], KEYS), (finder()[0], KEYS[:-1])):
+        assert "as found" not in " ".join(_notes(other, keys))  # another identity or other clusters: found now
+    wall[0] += 300
+    assert "as found" not in " ".join(_notes(finder()[0], KEYS))  # too old
+    path.write_text('{"identity": "same", "keys": [], "at": "x"', encoding="utf-8")
+    assert "as found" not in " ".join(_notes(finder()[0], KEYS))  # damaged: found again, and kept anew
+    assert json.loads(path.read_text(encoding="utf-8"))["keys"] == KEYS
+
+
+def _notes(finder: reports.FileSystemFinder, keys: list[str]) -> list[str]:
+    notes: list[str] = []
+    finder(keys, notes)
+    return notes

@@ -8,12 +8,16 @@ config's ``cost:`` section, then hand everything to ``cost.savings.build_report`
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import json
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -28,6 +32,7 @@ from hyperpod_scheduler.cost.savings import Report, ReservedIdle, build_report
 from hyperpod_scheduler.cost.settings import CostSettings, PriceSettings
 from hyperpod_scheduler.engine import plans
 from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.inputs import bounded, files
 from hyperpod_scheduler.store.records import ClusterRecord
 
 if TYPE_CHECKING:
@@ -101,20 +106,24 @@ class FileSystemFinder:
     clock: Callable[[], float] = time.monotonic
     cache: dict[tuple[str, ...], tuple[float, dict[str, list[FileSystem]], list[str]]] = field(default_factory=dict)
     concurrency: int = DISCOVERY_CONCURRENCY
+    # The last refresh kept on disk too, for the next process (a `report` run again within cache_s).
+    saved: SavedRefresh | None = None
 
     def __call__(self, keys: Sequence[str], notes: list[str]) -> dict[str, list[FileSystem]]:
         cached = self.cache.get(tuple(keys))
         if cached is not None and (age := self.clock() - cached[0]) < self.cache_s:
-            notes.extend(cached[2])
-            notes.append(
-                f"FSx file systems as found {_age(age)} ago (found again every {_age(self.cache_s)}): "
-                "one added or removed since then is not shown yet"
-            )
-            return cached[1]
-        said: list[str] = []
+            return _as_found(cached[1], cached[2], age, self.cache_s, notes)
+        kept = self.saved.load(keys, self.cache_s) if self.saved is not None and self.cache_s > 0 else None
+        if kept is not None:
+            age, found, said = kept
+            self.cache[tuple(keys)] = (self.clock() - age, found, said)
+            return _as_found(found, said, age, self.cache_s, notes)
+        said = []
         found = self._find(keys, said)
         if self.cache_s > 0:
             self.cache[tuple(keys)] = (self.clock(), found, said)
+            if self.saved is not None:
+                self.saved.save(keys, found, said)
         notes.extend(said)
         return found
 
@@ -198,6 +207,64 @@ class _Place:
     failed: str | None
 
 
+def _as_found(
+    found: dict[str, list[FileSystem]], said: list[str], age: float, every: float, notes: list[str]
+) -> dict[str, list[FileSystem]]:
+    notes.extend(said)
+    notes.append(
+        f"FSx file systems as found {_age(age)} ago (found again every {_age(every)}): one added or removed "
+        "since then is not shown yet"
+    )
+    return found
+
+
+@dataclass(frozen=True)
+class SavedRefresh:
+    """A discovery refresh in a file of the user's own (0600), for the next process within the cache's
+    age. ``identity`` is what the answer depends on besides the keys (the FSx settings, the profiles,
+    the endpoint): a refresh made for another is never read back. Damaged, foreign or unreadable: not
+    used, and found again; one that cannot be written is simply not kept."""
+
+    path: Path
+    identity: str
+    wall: Callable[[], float] = time.time
+
+    def load(self, keys: Sequence[str], max_age: float) -> tuple[float, dict[str, list[FileSystem]], list[str]] | None:
+        try:
+            doc = bounded.load_json(bounded.read_bytes(self.path), str(self.path))
+            if not isinstance(doc, dict) or doc.get("identity") != self.identity or doc.get("keys") != list(keys):
+                return None
+            age = self.wall() - float(doc["at"])
+            if not 0 <= age < max_age:
+                return None
+            found = {str(k): [_file_system(f) for f in systems] for k, systems in dict(doc["found"]).items()}
+            return age, found, [str(n) for n in doc["notes"]]
+        except (UsageError, OSError, KeyError, TypeError, ValueError, AttributeError):
+            return None
+
+    def save(self, keys: Sequence[str], found: Mapping[str, Sequence[FileSystem]], notes: Sequence[str]) -> None:
+        doc = {
+            "identity": self.identity,
+            "keys": list(keys),
+            "at": self.wall(),
+            "found": {k: [dataclasses.asdict(f) for f in v] for k, v in found.items()},
+            "notes": list(notes),
+        }
+        with contextlib.suppress(UsageError, OSError):
+            files.write_text(self.path, json.dumps(doc), "FSx cache", mode=0o600, make_folders=True)
+
+
+def _file_system(raw: Any) -> FileSystem:
+    return FileSystem(
+        id=str(raw["id"]),
+        storage_gib=int(raw["storage_gib"]),
+        deployment_type=None if raw["deployment_type"] is None else str(raw["deployment_type"]),
+        throughput=None if raw["throughput"] is None else int(raw["throughput"]),
+        found_by=tuple(str(h) for h in raw["found_by"]),
+        file_system_type=str(raw["file_system_type"]),
+    )
+
+
 def _age(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
@@ -263,6 +330,7 @@ __all__ = [
     "FSX_CACHE_S",
     "FileSystemFinder",
     "FileSystemSource",
+    "SavedRefresh",
     "build",
     "cost_settings",
     "none_found",

@@ -38,6 +38,13 @@ def default_state_path() -> Path:
     return Path(base).expanduser() / "hyperpod-scheduler" / "state.sqlite"
 
 
+def cache_folder() -> Path:
+    """``$XDG_CACHE_HOME/hyperpod-scheduler``, i.e. ``~/.cache/hyperpod-scheduler`` by default: what can be
+    found again (a kept FSx discovery), never what must not be lost (that is the state store's)."""
+    base = os.environ.get("XDG_CACHE_HOME") or "~/.cache"
+    return Path(base).expanduser() / "hyperpod-scheduler"
+
+
 def state_location(url_or_path: str | os.PathLike[str] | None) -> str:
     """The store's location as given, else ``$HYPERPOD_SCHEDULER_STATE``; "" means the default file."""
     return str(url_or_path) if url_or_path not in (None, "") else os.environ.get(STATE_ENV, "")
