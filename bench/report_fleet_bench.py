@@ -5,10 +5,11 @@ history, FSx discovery through the emulator (its own process) with 0 and 20 ms a
 
 Each row is the console script run as a user runs it (median wall of ``--runs``, the sizes interleaved,
 after one untimed run each), beside ``hyperpod-scheduler --version`` in the same run (start-up and
-imports, which every command pays). With ``--serial`` (the default in full mode) the FSx discovery is
-also timed in-process one cluster after another (concurrency 1: how it was before issue 30) beside the
-shared refresh, at the same latency. Targets (issue 30): at 1,000 clusters ``report`` <= 3 s with 20 ms
-added per call, <= 1.5 s with none.
+imports, which every command pays), and ``report --fsx-max-age 300`` (the refresh an earlier report
+kept: the untimed run makes it; one cache folder per fleet size). In full mode (not ``--quick`` or
+``--no-serial``) the FSx discovery is also timed in-process one cluster after another (concurrency 1:
+how it was before issue 30) beside the shared refresh, at the same latency. Targets (issue 30): at
+1,000 clusters ``report`` <= 3 s with 20 ms added per call, <= 1.5 s with none.
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ def main() -> None:
         f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at start (other work on the "
         f"machine too); emulator in its own process; {runs} run(s) each, interleaved, median wall"
     )
-    rows: list[tuple[int, int, float, float, float | None, float | None]] = []
+    rows: list[tuple[int, int, float, float, float, float | None, float | None]] = []
     with emulator_process() as endpoint:
         create_fleet(endpoint, max(sizes))
         stores = {}
@@ -103,31 +104,37 @@ def main() -> None:
         admin = Http(_port(endpoint))
         for latency in (0, 20):
             admin.admin("POST", "faults", {"latency_ms": latency})
-            commands = {"version": [*CLI, "--version"]}
+            commands: dict[str, tuple[list[str], dict[str, str]]] = {"version": ([*CLI, "--version"], env)}
             for n in sizes:
-                commands[str(n)] = [*CLI, "report", "-c", str(config), "--state", str(stores[n]), "--until", until]
-            for command in commands.values():
-                _wall(command, env)  # untimed: byte-code written, files in the page cache
+                report = [*CLI, "report", "-c", str(config), "--state", str(stores[n]), "--until", until]
+                commands[str(n)] = (report, env)
+                # The untimed run keeps its refresh; the timed ones reuse it (a report run again within 5 min).
+                own = {**env, "XDG_CACHE_HOME": str(folder / f"cache-{n}")}
+                commands[f"{n} kept"] = ([*report, "--fsx-max-age", "300"], own)
+            for command, where in commands.values():
+                _wall(command, where)  # untimed: byte-code written, files in the page cache
             walls: dict[str, list[float]] = {k: [] for k in commands}
             for _ in range(runs):
-                for key, command in commands.items():
-                    walls[key].append(_wall(command, env))
+                for key, (command, where) in commands.items():
+                    walls[key].append(_wall(command, where))
             version = statistics.median(walls["version"])
             for n in sizes:
                 before = _discovery(endpoint, names(n), 1) if serial else None
                 after = _discovery(endpoint, names(n), reports.DISCOVERY_CONCURRENCY) if serial else None
-                rows.append((latency, n, statistics.median(walls[str(n)]), version, before, after))
+                kept = statistics.median(walls[f"{n} kept"])
+                rows.append((latency, n, statistics.median(walls[str(n)]), kept, version, before, after))
         admin.admin("POST", "faults", {"latency_ms": 0})
     print()
     print(
-        "| added latency per AWS call | clusters | `report` median wall | `--version` (reference) | FSx discovery "
-        f"one after another | FSx discovery, {reports.DISCOVERY_CONCURRENCY} at a time |"
+        "| added latency per AWS call | clusters | `report` (FSx found now) | `report --fsx-max-age 300` (kept "
+        "refresh) | `--version` (reference) | FSx discovery in-process, one after another (before) | the same, "
+        f"{reports.DISCOVERY_CONCURRENCY} at a time |"
     )
-    print("|---|---|---|---|---|---|")
-    for latency, n, wall, version, before, after in rows:
+    print("|---|---|---|---|---|---|---|")
+    for latency, n, wall, kept, version, before, after in rows:
         b = f"{before:.2f} s" if before is not None else "-"
         a = f"{after:.2f} s" if after is not None else "-"
-        print(f"| {latency} ms | {n:,} | {wall:.2f} s | {version:.2f} s | {b} | {a} |")
+        print(f"| {latency} ms | {n:,} | {wall:.2f} s | {kept:.2f} s | {version:.2f} s | {b} | {a} |")
     print()
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
     for latency, target in TARGETS.items():
@@ -135,10 +142,11 @@ def main() -> None:
         if not got:
             print(f"target (issue 30) report at 1,000 clusters, {latency} ms added <= {target:g} s: not measured")
             continue
-        verdict = "met" if got[0][2] <= target else "missed"
+        fresh, kept = got[0][2], got[0][3]
         print(
-            f"target (issue 30) report at 1,000 clusters, {latency} ms added <= {target:g} s: "
-            f"{got[0][2]:.2f} s, {verdict}"
+            f"target (issue 30) report at 1,000 clusters, {latency} ms added <= {target:g} s: FSx found now "
+            f"{fresh:.2f} s, {'met' if fresh <= target else 'missed'}; with a kept refresh {kept:.2f} s, "
+            f"{'met' if kept <= target else 'missed'}"
         )
 
 
