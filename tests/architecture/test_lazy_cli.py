@@ -4,6 +4,7 @@ web app or the store, and the table that lists commands without importing them s
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -47,7 +48,7 @@ HEAVY = (
 )
 
 
-def _modules_after(*argv: str) -> tuple[int, list[str]]:
+def _modules_after(*argv: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> tuple[int, list[str]]:
     """Run the CLI with ``argv`` in a new interpreter; its exit code and every module it imported."""
     probe = (
         "import json, sys\n"
@@ -60,7 +61,9 @@ def _modules_after(*argv: str) -> tuple[int, list[str]]:
         "    code = exc.code or 0\n"
         "print(json.dumps([code, sorted(sys.modules)]), file=sys.stderr)\n"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False, cwd=cwd, env=env
+    )
     code, modules = json.loads(done.stderr.strip().splitlines()[-1])
     return int(code), list(modules)
 
@@ -81,6 +84,54 @@ def test_these_commands_start_without_aws_web_or_store_code(argv: tuple[str, ...
     code, modules = _modules_after(*argv)
     assert code == 0
     assert _heavy(modules) == []
+
+
+# What `status` with nothing configured (issue 30: at most half of `aws --version`) has no use for: it
+# answers "no clusters" from where the config file and the store are, reading neither.
+STATUS_UNUSED = (
+    "boto3",
+    "botocore",
+    "sqlite3",
+    "rich",
+    "yaml",
+    "hyperpod_scheduler.aws",
+    "hyperpod_scheduler.store",
+    "hyperpod_scheduler.engine",
+    "hyperpod_scheduler.config.model",
+    "hyperpod_scheduler.config.load",
+    "hyperpod_scheduler.app.compose",
+    "hyperpod_scheduler.app.status",
+    "hyperpod_scheduler.cli.ops",
+)
+
+
+def _nothing_configured(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HYPERPOD_SCHEDULER_")}
+    env["XDG_STATE_HOME"] = str(tmp_path / "state")  # the default store's folder: empty
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    return env
+
+
+@pytest.mark.parametrize("extra", [(), ("--json",), ("-o", "wide"), ("--state", "memory:")])
+def test_status_with_nothing_configured_imports_no_aws_store_or_engine(tmp_path: Path, extra: tuple[str, ...]) -> None:
+    code, modules = _modules_after("status", *extra, cwd=tmp_path, env=_nothing_configured(tmp_path))
+    assert code == 0
+    assert [m for m in modules if any(m == u or m.startswith(u + ".") for u in STATUS_UNUSED)] == []
+    assert not (tmp_path / "state").exists()  # looking created no store file
+
+
+def test_status_with_a_config_or_a_store_still_reads_them(tmp_path: Path) -> None:
+    """The quick answer is only for nothing at all: a config file or a store file that exists is read."""
+    env = _nothing_configured(tmp_path)
+    (tmp_path / "hyperpod-scheduler.yaml").write_text("targets: []\n", encoding="utf-8")
+    code, modules = _modules_after("status", "--state", "memory:", cwd=tmp_path, env=env)
+    assert code == 0
+    assert "hyperpod_scheduler.cli.ops" in modules and "hyperpod_scheduler.config.model" in modules
+    (tmp_path / "hyperpod-scheduler.yaml").unlink()
+    store = tmp_path / "kept.sqlite"
+    store.write_bytes(b"")
+    code, modules = _modules_after("status", "--state", str(store), cwd=tmp_path, env=env)
+    assert "hyperpod_scheduler.store.sqlite" in modules
 
 
 def test_help_builds_no_parameter_so_imports_no_pydantic() -> None:

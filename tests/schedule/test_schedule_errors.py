@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -63,6 +63,20 @@ def test_naive_datetimes_are_refused() -> None:
         schedule.is_running(datetime(2026, 11, 30, 8, 0))
     with pytest.raises(UsageError, match="naive datetime"):
         schedule.next_transitions(datetime(2026, 11, 30, 8, 0), 2)
+
+
+def test_instants_outside_the_supported_years_and_non_datetimes_are_refused_on_the_fast_path() -> None:
+    # is_running's UTC shortcut skips epoch()'s checks on a cached week: the weeks holding the bounds
+    # are never cached for it, so the last supported second runs and the next is still refused.
+    schedule = resolve("always")
+    last = datetime(9000, 1, 1, tzinfo=UTC)
+    assert schedule.is_running(last) and schedule.is_running(last - timedelta(days=3))
+    with pytest.raises(UsageError, match="outside the supported years 1900 to 9000"):
+        schedule.is_running(last + timedelta(seconds=1))
+    with pytest.raises(UsageError, match="outside the supported years"):
+        schedule.is_running(datetime(1899, 12, 31, 23, 59, tzinfo=UTC))
+    with pytest.raises(UsageError, match="expected a datetime, got str"):
+        schedule.is_running("2026-11-30T08:00Z")  # type: ignore[arg-type]
 
 
 NAMED_ERRORS: list[tuple[Any, str]] = [

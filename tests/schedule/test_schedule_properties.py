@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
+from unittest.mock import patch
+from zoneinfo import ZoneInfo
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -222,3 +224,33 @@ def test_skip_dates_keep_transitions_consistent(
     for day in skips:
         noon = datetime.fromisoformat(f"{day}T12:00").replace(tzinfo=schedule.timezone)
         assert not schedule.is_running(noon)
+
+
+# The fast path (issue 30): is_running reads one flat list of edges per cached week, with a shortcut for
+# UTC instants; _running_by_definition compiles the week anew and tries each interval. They must agree
+# for every kind of schedule, every kind of aware instant (UTC, fixed offsets, a zone with fold), on the
+# edges themselves, and after the week cache has dropped and recompiled weeks.
+aware_instants = st.one_of(
+    instants,
+    instants.map(lambda d: d.astimezone(timezone(timedelta(hours=-5)))),
+    st.tuples(instants, st.sampled_from(ZONES), st.booleans()).map(
+        lambda p: p[0].astimezone(ZoneInfo(p[1])).replace(fold=int(p[2]))
+    ),
+    instants.map(lambda d: d + timedelta(microseconds=999_999)),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.one_of(expressions.map(resolve), cron_schedules()),
+    st.lists(aware_instants, min_size=1, max_size=12),
+    st.integers(1, 3),
+)
+def test_fast_is_running_equals_the_definition(schedule: Schedule, times: list[datetime], cache: int) -> None:
+    probes = list(times)
+    for t in schedule.next_transitions(times[0], 4):  # the edges, and either side of them
+        probes += [t.at, t.at - SECOND, t.at + SECOND, t.at - timedelta(microseconds=1)]
+    with patch("hyperpod_scheduler.schedule.timeline._CACHE_PERIODS", cache):
+        for t in probes * 2:  # twice: the second pass reads the cached (or dropped and rebuilt) weeks
+            assert schedule.is_running(t) == schedule._running_by_definition(t), t
+    assert set(schedule._edges) <= set(schedule._cache)  # the two caches drop the same weeks

@@ -8,10 +8,16 @@ config's ``cost:`` section, then hand everything to ``cost.savings.build_report`
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import json
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -26,6 +32,7 @@ from hyperpod_scheduler.cost.savings import Report, ReservedIdle, build_report
 from hyperpod_scheduler.cost.settings import CostSettings, PriceSettings
 from hyperpod_scheduler.engine import plans
 from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.inputs import bounded, files
 from hyperpod_scheduler.store.records import ClusterRecord
 
 if TYPE_CHECKING:
@@ -79,11 +86,18 @@ def prices(settings: PriceSettings, now: datetime, aws: AwsClients, notes: list[
     return sources.resolve(settings, now, lambda: aws.client("pricing", region=pricelist.PRICING_REGION), notes)
 
 
+# Clusters described at once for FSx discovery (issue 30: 1,000 clusters at 20 ms a call in about a
+# second, not 20 s one after another); below the clients' connection pool (10), so no call waits for one.
+DISCOVERY_CONCURRENCY = 8
+
+
 @dataclass
 class FileSystemFinder:
-    """FSx discovery through AWS for a set of cluster keys. One DescribeFileSystems listing per region
-    serves every cluster there; an AWS failure becomes a note and an uncounted figure, never an abort.
-    With ``cache_s`` a recent answer for the same keys is reused (the dashboard renders often)."""
+    """FSx discovery through AWS for a set of cluster keys: one shared refresh. One DescribeFileSystems
+    listing per region serves every cluster there; the clusters' DescribeCluster (and S3) reads run
+    ``concurrency`` at a time; an AWS failure becomes a note and an uncounted figure, never an abort.
+    With ``cache_s`` a recent answer for the same keys is reused (the dashboard renders often), and the
+    notes say how old it is."""
 
     config: Config | Any
     sagemaker_for: SageMakerFor
@@ -91,59 +105,168 @@ class FileSystemFinder:
     cache_s: float = 0.0
     clock: Callable[[], float] = time.monotonic
     cache: dict[tuple[str, ...], tuple[float, dict[str, list[FileSystem]], list[str]]] = field(default_factory=dict)
+    concurrency: int = DISCOVERY_CONCURRENCY
+    # The last refresh kept on disk too, for the next process (a `report` run again within cache_s).
+    saved: SavedRefresh | None = None
 
     def __call__(self, keys: Sequence[str], notes: list[str]) -> dict[str, list[FileSystem]]:
         cached = self.cache.get(tuple(keys))
-        if cached is not None and self.clock() - cached[0] < self.cache_s:
-            notes.extend(cached[2])
-            return cached[1]
-        said: list[str] = []
+        if cached is not None and (age := self.clock() - cached[0]) < self.cache_s:
+            return _as_found(cached[1], cached[2], age, self.cache_s, notes)
+        kept = self.saved.load(keys, self.cache_s) if self.saved is not None and self.cache_s > 0 else None
+        if kept is not None:
+            age, found, said = kept
+            self.cache[tuple(keys)] = (self.clock() - age, found, said)
+            return _as_found(found, said, age, self.cache_s, notes)
+        said = []
         found = self._find(keys, said)
         if self.cache_s > 0:
             self.cache[tuple(keys)] = (self.clock(), found, said)
+            if self.saved is not None:
+                self.saved.save(keys, found, said)
         notes.extend(said)
         return found
 
     def _find(self, keys: Sequence[str], notes: list[str]) -> dict[str, list[FileSystem]]:
         settings = cost_settings(self.config).fsx
-        listings: dict[tuple[str | None, str | None], list[dict[str, Any]] | None] = {}
-        out: dict[str, list[FileSystem]] = {}
+        work: list[tuple[str, str | None, str, list[str], str | None]] = []
         for key in keys:
             region, name = split_key(key)
-            configured = settings.file_systems.get(name, [])
-            if not configured and not settings.discover:
-                continue
-            profile = profile_for(self.config, region)
+            configured = list(settings.file_systems.get(name, []))
+            if configured or settings.discover:
+                work.append((key, region, name, configured, profile_for(self.config, region)))
+        # Per region, once and before the clusters: the clients (made here, one thread: making them is
+        # not thread-safe) and the DescribeFileSystems listing every cluster there shares.
+        places: dict[tuple[str | None, str | None], _Place] = {}
+        for _, region, _, _, profile in work:
+            if (region, profile) not in places:
+                places[(region, profile)] = self._place(region, profile, settings.discover, notes)
+        lock = threading.Lock()
+
+        def one(item: tuple[str, str | None, str, list[str], str | None]) -> tuple[list[FileSystem] | None, list[str]]:
+            _, region, name, configured, profile = item
+            place = places[(region, profile)]
+            said: list[str] = []
+            if place.failed is not None:
+                return None, [f"{name}: FSx discovery failed ({place.failed}); its FSx is not counted"]
             try:
-                fsx_client = self.aws.client("fsx", profile, region)
-                if (region, profile) not in listings:
-                    listings[(region, profile)] = (
-                        fsx.list_file_systems(fsx_client, notes=notes) if settings.discover else None
-                    )
                 cluster, s3 = None, None
                 if settings.discover:
                     try:
-                        cluster = dict(self.sagemaker_for(region, profile).describe_cluster(ClusterName=name))
+                        cluster = dict(place.sagemaker.describe_cluster(ClusterName=name))
                         # Only a cluster with lifecycle scripts has a provisioning_parameters.json to read.
-                        s3 = self.aws.client("s3", profile, region) if fsx.source_uris(cluster) else None
+                        if fsx.source_uris(cluster):
+                            with lock:
+                                s3 = self.aws.client("s3", profile, region)
                     except ClientError as exc:
                         code = exc.response.get("Error", {}).get("Code")
-                        notes.append(f"{name}: no DescribeCluster answer ({code}); FSx found by config and tag only")
+                        said.append(f"{name}: no DescribeCluster answer ({code}); FSx found by config and tag only")
                 found = fsx.discover(
                     name,
-                    fsx_client,
+                    place.fsx,
                     configured=configured,
                     s3=s3,
                     cluster=cluster,
                     by_tag=settings.discover,
-                    listing=listings[(region, profile)],
+                    listing=place.listing,
                 )
             except (BotoCoreError, ClientError) as exc:
-                notes.append(f"{name}: FSx discovery failed ({_one_line(exc)}); its FSx is not counted")
-                continue
-            notes.extend(found.notes)
-            out[key] = found.file_systems
+                said.append(f"{name}: FSx discovery failed ({_one_line(exc)}); its FSx is not counted")
+                return None, said
+            return found.file_systems, said + found.notes
+
+        if len(work) > 1 and self.concurrency > 1:
+            with ThreadPoolExecutor(min(self.concurrency, len(work)), thread_name_prefix="fsx-discovery") as pool:
+                answers = list(pool.map(one, work))
+        else:
+            answers = [one(item) for item in work]
+        out: dict[str, list[FileSystem]] = {}
+        for (key, *_), (systems, said) in zip(work, answers, strict=True):  # in the keys' order, as before
+            notes.extend(said)
+            if systems is not None:
+                out[key] = systems
         return out
+
+    def _place(self, region: str | None, profile: str | None, discover: bool, notes: list[str]) -> _Place:
+        try:
+            fsx_client = self.aws.client("fsx", profile, region)
+            sagemaker = self.sagemaker_for(region, profile) if discover else None
+            listing = fsx.list_file_systems(fsx_client, notes=notes) if discover else None
+        except (BotoCoreError, ClientError) as exc:
+            return _Place(None, None, None, _one_line(exc))
+        return _Place(fsx_client, sagemaker, listing, None)
+
+
+@dataclass(frozen=True)
+class _Place:
+    """One region and profile's clients and DescribeFileSystems listing, or why they could not be had."""
+
+    fsx: Any
+    sagemaker: Any
+    listing: list[dict[str, Any]] | None
+    failed: str | None
+
+
+def _as_found(
+    found: dict[str, list[FileSystem]], said: list[str], age: float, every: float, notes: list[str]
+) -> dict[str, list[FileSystem]]:
+    notes.extend(said)
+    notes.append(
+        f"FSx file systems as found {_age(age)} ago (found again every {_age(every)}): one added or removed "
+        "since then is not shown yet"
+    )
+    return found
+
+
+@dataclass(frozen=True)
+class SavedRefresh:
+    """A discovery refresh in a file of the user's own (0600), for the next process within the cache's
+    age. ``identity`` is what the answer depends on besides the keys (the FSx settings, the profiles,
+    the endpoint): a refresh made for another is never read back. Damaged, foreign or unreadable: not
+    used, and found again; one that cannot be written is simply not kept."""
+
+    path: Path
+    identity: str
+    wall: Callable[[], float] = time.time
+
+    def load(self, keys: Sequence[str], max_age: float) -> tuple[float, dict[str, list[FileSystem]], list[str]] | None:
+        try:
+            doc = bounded.load_json(bounded.read_bytes(self.path), str(self.path))
+            if not isinstance(doc, dict) or doc.get("identity") != self.identity or doc.get("keys") != list(keys):
+                return None
+            age = self.wall() - float(doc["at"])
+            if not 0 <= age < max_age:
+                return None
+            found = {str(k): [_file_system(f) for f in systems] for k, systems in dict(doc["found"]).items()}
+            return age, found, [str(n) for n in doc["notes"]]
+        except (UsageError, OSError, KeyError, TypeError, ValueError, AttributeError):
+            return None
+
+    def save(self, keys: Sequence[str], found: Mapping[str, Sequence[FileSystem]], notes: Sequence[str]) -> None:
+        doc = {
+            "identity": self.identity,
+            "keys": list(keys),
+            "at": self.wall(),
+            "found": {k: [dataclasses.asdict(f) for f in v] for k, v in found.items()},
+            "notes": list(notes),
+        }
+        with contextlib.suppress(UsageError, OSError):
+            files.write_text(self.path, json.dumps(doc), "FSx cache", mode=0o600, make_folders=True)
+
+
+def _file_system(raw: Any) -> FileSystem:
+    return FileSystem(
+        id=str(raw["id"]),
+        storage_gib=int(raw["storage_gib"]),
+        deployment_type=None if raw["deployment_type"] is None else str(raw["deployment_type"]),
+        throughput=None if raw["throughput"] is None else int(raw["throughput"]),
+        found_by=tuple(str(h) for h in raw["found_by"]),
+        file_system_type=str(raw["file_system_type"]),
+    )
+
+
+def _age(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
 def _one_line(exc: Exception) -> str:
@@ -203,9 +326,11 @@ def reserved_idle(records: Mapping[str, ClusterRecord | None], since: datetime, 
 
 __all__ = [
     "DEFAULT_WINDOW",
+    "DISCOVERY_CONCURRENCY",
     "FSX_CACHE_S",
     "FileSystemFinder",
     "FileSystemSource",
+    "SavedRefresh",
     "build",
     "cost_settings",
     "none_found",

@@ -48,7 +48,7 @@ COMMANDS: dict[str, Entry] = {
     "tick": Entry("ops", "One reconcile pass over every governed cluster (for cron)."),
     "run": Entry("ops", "The long-running loop: tick every --interval seconds, following edits of the config file."),
     "status": Entry(
-        "ops",
+        "status",
         "Every cluster the config governs or the store remembers: state (and what still bills), schedule, next "
         "transition in the schedule's timezone, flags; -o wide adds sizes and outcomes.",
     ),

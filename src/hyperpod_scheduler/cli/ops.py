@@ -25,8 +25,12 @@ from rich.live import Live
 from hyperpod_scheduler.app.status import KeptGroup, StatusRow, fleet_status, night_hours, state_text
 from hyperpod_scheduler.app.wording import clock, countdown, iso_minute, usd
 from hyperpod_scheduler.cli.context import Context, make_context, parse_instant, printer
+
+# re-exported: the other command modules take them from here
+from hyperpod_scheduler.cli.options import ConfigOpt as ConfigOpt
+from hyperpod_scheduler.cli.options import JsonOpt as JsonOpt
+from hyperpod_scheduler.cli.options import StateOpt as StateOpt
 from hyperpod_scheduler.cli.output import (
-    JSON_HELP,
     Column,
     Format,
     Listing,
@@ -42,9 +46,10 @@ from hyperpod_scheduler.cli.output import (
 )
 from hyperpod_scheduler.cli.refs import cluster_ref as _ref
 from hyperpod_scheduler.cli.refs import not_found as _not_found
+from hyperpod_scheduler.cli.status import status_listing
 from hyperpod_scheduler.cli.waiting import AdaptivePoll, GroupLine, LiveWait, WaitView
 from hyperpod_scheduler.config.load import config_path, load_config
-from hyperpod_scheduler.config.model import DEFAULT_CONFIG_FILE, SCHEDULE_TAG, Config
+from hyperpod_scheduler.config.model import DEFAULT_CONFIG_FILE, Config
 from hyperpod_scheduler.cost.savings import keep_cost_per_night
 from hyperpod_scheduler.engine import fidelity
 from hyperpod_scheduler.engine.approvals import DEFAULT_APPROVAL_MINUTES
@@ -56,11 +61,6 @@ from hyperpod_scheduler.guards.approval import needs_approval
 from hyperpod_scheduler.guards.capacity import head_warning, protections
 from hyperpod_scheduler.inputs import args, bounded
 
-ConfigOpt = typer.Option(None, "--config", "-c", help="Config file (default: ./hyperpod-scheduler.yaml if present).")
-StateOpt = typer.Option(
-    None, "--state", help="State store: a SQLite path, sqlite:///path, dynamodb://TABLE?region=R, or memory:."
-)
-JsonOpt = typer.Option(False, "--json", help=JSON_HELP)
 DryRunOpt = typer.Option(False, "--dry-run", help="Show what would be sent; change nothing.")
 RegionOpt = typer.Option(None, "--region", help="AWS region (default: from the config, else the AWS chain).")
 ProfileOpt = typer.Option(None, "--profile", help="AWS profile.")
@@ -298,24 +298,6 @@ def register(app: typer.Typer) -> None:
                 stopping.wait(interval)
         console.print("run: stopped by a signal after the pass in progress", highlight=False)
 
-    @app.command()
-    def status(
-        config: str | None = ConfigOpt,
-        state: str | None = StateOpt,
-        as_json: bool = JsonOpt,
-        output: str | None = output_option(),
-        watch: bool = typer.Option(False, "--watch", "-w", help="Redraw every --interval seconds until Ctrl-C."),
-        interval: float = typer.Option(5.0, "--interval", min=0.1, help="Seconds between redraws with --watch."),
-    ) -> None:
-        """Every cluster the config governs or the store remembers: state (and what still bills),
-        schedule, next transition in the schedule's timezone, flags; -o wide adds sizes and outcomes."""
-        fmt = output_format(output, as_json)
-        ctx = make_context(config, state, fmt in ("json", "yaml"))
-        if not watch:
-            _print_status(ctx, fmt)
-            return
-        _watch_status(ctx, fmt, interval)
-
     @app.command("plan")
     def plan_cmd(
         until: str | None = typer.Option(
@@ -487,25 +469,16 @@ def _status_listing(ctx: Context, rows: list[StatusRow]) -> Listing:
                 _outcome_text(r),
             ]
         )
-    return Listing(
-        [
-            Column("cluster", keep=True),
-            Column("state"),
-            Column("schedule"),
-            Column("next transition"),
-            Column("attention"),
-            Column("region", wide_only=True),
-            Column("bills now", wide_only=True, right=True),
-            Column("recorded sizes", wide_only=True),
-            Column("protected", wide_only=True),
-            Column("last outcome", wide_only=True),
-        ],
-        out,
-        title=f"hyperpod-scheduler status, as of {iso_minute(now)}",
-        # An empty table alone reads as "broken"; say what makes a cluster show up.
-        empty=f"no clusters: none is named in the config or tagged {SCHEDULE_TAG}=<schedule> in a target "
-        "with tag_selector: true, and the state store has none from a manual stop or start",
-    )
+    return status_listing(now, out)
+
+
+def show_status(config: str | None, state: str | None, fmt: Format, watch: bool, interval: float) -> None:
+    """``status`` beyond "nothing configured" (cli.status answers that without this module)."""
+    ctx = make_context(config, state, fmt in ("json", "yaml"))
+    if not watch:
+        _print_status(ctx, fmt)
+        return
+    _watch_status(ctx, fmt, interval)
 
 
 def _print_status(ctx: Context, fmt: Format) -> None:

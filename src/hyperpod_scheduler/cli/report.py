@@ -7,6 +7,8 @@ A thin face: the figures come from ``app.report.build`` (the same computation th
 
 from __future__ import annotations
 
+import json
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,7 @@ from hyperpod_scheduler.cli.output import (
     output_option,
     warning_line,
 )
+from hyperpod_scheduler.config.paths import cache_folder
 from hyperpod_scheduler.cost import pricelist, sources, summary
 from hyperpod_scheduler.cost.savings import PERIODS, Report
 from hyperpod_scheduler.cost.settings import CostSettings
@@ -56,13 +59,30 @@ def settings_from(ctx: Context) -> CostSettings:
     return reports.cost_settings(ctx.config)
 
 
-def file_system_finder(ctx: Context, aws: AwsClients | None = None) -> reports.FileSystemFinder:
-    """FSx discovery with this command's own SageMaker clients (so an injected emulator client is used)."""
+def file_system_finder(ctx: Context, aws: AwsClients | None = None, max_age: float = 0.0) -> reports.FileSystemFinder:
+    """FSx discovery with this command's own SageMaker clients (so an injected emulator client is used).
+    ``max_age`` > 0: a refresh an earlier ``report`` kept (for the same clusters, settings and endpoint)
+    is used while younger than that, and the report says how old it is."""
+    aws = aws or AwsClients()
+    saved = reports.SavedRefresh(cache_folder() / FSX_CACHE_FILE, _identity(ctx, aws)) if max_age > 0 else None
     return reports.FileSystemFinder(
         ctx.config,
         lambda region, profile: ctx.client_for(ClusterRef("", "", region, profile)),
-        aws or AwsClients(),
+        aws,
+        cache_s=max_age,
+        saved=saved,
     )
+
+
+FSX_CACHE_FILE = "fsx-discovery.json"
+
+
+def _identity(ctx: Context, aws: AwsClients) -> str:
+    """What a discovery's answer depends on besides the cluster keys (see ``reports.SavedRefresh``)."""
+    endpoints = sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_ENDPOINT_URL"))
+    targets = sorted({(str(t.region), str(t.profile)) for t in getattr(ctx.config, "targets", None) or []})
+    fsx = reports.cost_settings(ctx.config).fsx.model_dump(mode="json")
+    return json.dumps([fsx, targets, endpoints, aws.endpoint_url], sort_keys=True, default=str)
 
 
 def make_report(
@@ -72,13 +92,14 @@ def make_report(
     settings: CostSettings,
     with_fsx: bool,
     aws: AwsClients | None = None,
+    fsx_max_age: float = 0.0,
 ) -> Report:
     since = parse_instant(since_text, "--since") if since_text else None
     until = parse_instant(until_text, "--until") if until_text else None
     start, end = reports.window(ctx.now(), since, until)
     notes: list[str] = []
     table = reports.prices(settings.prices, ctx.now(), aws or AwsClients(), notes)
-    finder = file_system_finder(ctx, aws) if with_fsx else reports.none_found
+    finder = file_system_finder(ctx, aws, fsx_max_age) if with_fsx else reports.none_found
     return reports.build(ctx.store, table, finder, start, end, notes)
 
 
@@ -181,6 +202,13 @@ def register(app: typer.Typer) -> None:
             None, "--price-source", help="'bundled' (no network) or 'api' (AWS Price List API, cached)."
         ),
         no_fsx: bool = typer.Option(False, "--no-fsx", help="Do not look up FSx file systems (no AWS calls)."),
+        fsx_max_age: float = typer.Option(
+            0.0,
+            "--fsx-max-age",
+            min=0.0,
+            max=86400.0,
+            help="Seconds an earlier report's FSx discovery may be reused (its age is shown); 0: found now.",
+        ),
         config: str | None = typer.Option(None, "--config", "-c", help="Config file."),
         state: str | None = typer.Option(
             None, "--state", help="State store: a SQLite path, sqlite:///path, dynamodb://TABLE?region=R, or memory:."
@@ -211,7 +239,7 @@ def register(app: typer.Typer) -> None:
             written = write_html_report(ctx, html_file, since, until, with_fsx=not no_fsx, settings=settings)
             console.print(f"wrote {written}", highlight=False)
             return
-        result = make_report(ctx, since, until, settings, with_fsx=not no_fsx)
+        result = make_report(ctx, since, until, settings, with_fsx=not no_fsx, fsx_max_age=fsx_max_age)
         if csv_file is not None:
             files.write_text(csv_file, summary.csv_text(result), "--csv")
             console.print(f"wrote {len(summary.csv_rows(result))} rows to {csv_file}", highlight=False)

@@ -6,18 +6,16 @@ object is built, and an error quotes no value that could be a secret (``inputs.r
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from hyperpod_scheduler.config.check import check_config
-from hyperpod_scheduler.config.model import DEFAULT_CONFIG_FILE, Config
+from hyperpod_scheduler.config.model import Config
+from hyperpod_scheduler.config.paths import config_path as config_path  # re-exported: where it always was
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.inputs import bounded, redact
-
-CONFIG_ENV = "HYPERPOD_SCHEDULER_CONFIG"
 
 
 def _loc(loc: tuple[Any, ...]) -> str:
@@ -60,17 +58,6 @@ def _without_input(err: Any) -> str:
     # A validator's own message may quote what it was given; under a secret key, say only the kind.
     kind = str(err.get("type", "invalid"))
     return "not valid here" if kind in ("value_error", "assertion_error") else str(err["msg"])
-
-
-def config_path(explicit: str | Path | None) -> Path | None:
-    """The config file to read: --config, then $HYPERPOD_SCHEDULER_CONFIG, then ./hyperpod-scheduler.yaml."""
-    if explicit:
-        return Path(explicit)
-    env = os.environ.get(CONFIG_ENV)
-    if env:
-        return Path(env)
-    default = Path(DEFAULT_CONFIG_FILE)
-    return default if default.exists() else None
 
 
 def load_config(explicit: str | Path | None = None) -> Config:

@@ -20,14 +20,12 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from hyperpod_scheduler.agent.settings import CheckpointSettings
+from hyperpod_scheduler.config.paths import DEFAULT_CONFIG_FILE as DEFAULT_CONFIG_FILE  # re-exported
+from hyperpod_scheduler.config.paths import SCHEDULE_TAG as SCHEDULE_TAG
 from hyperpod_scheduler.cost.settings import CostSettings
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.inputs import args
 from hyperpod_scheduler.inputs.urls import parse_url
-
-SCHEDULE_TAG = "hyperpod-scheduler:schedule"
-DEFAULT_CONFIG_FILE = "hyperpod-scheduler.yaml"
-
 
 # Upper bounds keep every duration a datetime can add (1e308 minutes used to end in OverflowError).
 WEEK_MINUTES = 7 * 24 * 60

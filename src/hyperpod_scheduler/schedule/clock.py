@@ -21,8 +21,8 @@ from hyperpod_scheduler.errors import UsageError
 
 MINUTES_PER_DAY = 1440
 _EPOCH = datetime(1970, 1, 1)
-_EARLIEST = datetime(1900, 1, 1, tzinfo=UTC).timestamp()
-_LATEST = datetime(9000, 1, 1, tzinfo=UTC).timestamp()
+EARLIEST = datetime(1900, 1, 1, tzinfo=UTC).timestamp()  # the supported instants (epoch() says so)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC).timestamp()
 _ZONE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_+\-]*(/[A-Za-z0-9_+\-]+)*$")
 
 
@@ -48,7 +48,7 @@ def epoch(at: datetime) -> float:
         # the fast path matters: this runs on every lookup
         if tz is UTC or (tz is not None and at.utcoffset() is not None):
             seconds = at.timestamp()
-            if _EARLIEST <= seconds <= _LATEST:
+            if EARLIEST <= seconds <= LATEST:
                 return seconds
             raise UsageError(f"instant {at.isoformat()} is outside the supported years 1900 to 9000")
     except AttributeError:

@@ -8,12 +8,14 @@ from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Literal
 from zoneinfo import ZoneInfo
 
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.schedule.calendar import Exclusions, HolidayCalendar
+from hyperpod_scheduler.schedule.clock import EARLIEST as _EARLIEST
+from hyperpod_scheduler.schedule.clock import LATEST as _LATEST
 from hyperpod_scheduler.schedule.clock import epoch, from_epoch
 from hyperpod_scheduler.schedule.intervals import merge, subtract
 from hyperpod_scheduler.schedule.sources import Source, Span
@@ -38,6 +40,9 @@ class Transition:
 class _Period:
     starts: list[int]
     ends: list[int]
+    # starts and ends interleaved, sorted: running iff an odd number are <= t. Floats, as the instants
+    # looked up are (a float against an int compares slower); epoch seconds are exact in a float.
+    edges: list[float]
 
 
 class Schedule:
@@ -67,6 +72,7 @@ class Schedule:
         self.ready_by = ready_by
         self._timezone_conflict = timezone_conflict
         self._cache: OrderedDict[int, _Period] = OrderedDict()
+        self._edges: dict[float, list[float]] = {}  # the same weeks' edges, keyed for is_running's lookup
         self._changes_cache: OrderedDict[int, list[tuple[int, bool]]] = OrderedDict()
         self._span = self._change_span()
 
@@ -78,10 +84,28 @@ class Schedule:
 
     def is_running(self, at: datetime) -> bool:
         """Whether the cluster should be running at ``at`` (window starts inclusive, ends exclusive)."""
+        # The hot path of every tick and face (issue 30: >= 20x Instance Scheduler's evaluation): an
+        # aware UTC instant skips epoch()'s general checks, and a compiled week is one flat list of
+        # edges (start, end, start, end, ...), so the state is the parity of one binary search.
+        # _running_by_definition is the same answer the long way; a property test holds them equal.
+        try:
+            if at.tzinfo is UTC:
+                t = at.timestamp()
+                # only weeks wholly inside the supported years are in _edges: a hit needs no range check
+                edges = self._edges.get((t - _MONDAY) // WEEK)
+                if edges is not None:
+                    return bisect_right(edges, t) & 1 == 1
+        except AttributeError:
+            pass  # not a datetime: epoch() says so
         t = epoch(at)
-        period = self._period(math.floor((t - _MONDAY) / WEEK))
-        i = bisect_right(period.starts, t) - 1
-        return i >= 0 and t < period.ends[i]
+        k = math.floor((t - _MONDAY) / WEEK)
+        return bisect_right(self._period(k).edges, t) & 1 == 1
+
+    def _running_by_definition(self, at: datetime) -> bool:
+        """``is_running`` without the caches or the flat edges: the week compiled anew, each interval tried."""
+        t = epoch(at)
+        k = math.floor((t - _MONDAY) / WEEK)
+        return any(s <= t < e for s, e in self._compile(k))
 
     def state_at(self, at: datetime) -> State:
         return "running" if self.is_running(at) else "stopped"
@@ -170,6 +194,18 @@ class Schedule:
         cached = self._cache.get(k)
         if cached is not None:
             return cached
+        merged = self._compile(k)
+        period = _Period([s for s, _ in merged], [e for _, e in merged], [float(t) for iv in merged for t in iv])
+        self._cache[k] = period
+        if _EARLIEST <= _MONDAY + k * WEEK < _MONDAY + (k + 1) * WEEK <= _LATEST:
+            self._edges[float(k)] = period.edges
+        if len(self._cache) > _CACHE_PERIODS:
+            gone, _ = self._cache.popitem(last=False)
+            self._edges.pop(float(gone), None)
+        return period
+
+    def _compile(self, k: int) -> list[tuple[int, int]]:
+        """Week ``k``'s running intervals, merged and sorted, holidays and skip dates taken out."""
         lo = _MONDAY + k * WEEK
         hi = lo + WEEK
         drop = self.exclusions if self.exclusions else None
@@ -177,11 +213,7 @@ class Schedule:
         merged = merge(raw, lo, hi)
         if self.exclusions and merged:
             merged = subtract(merged, self.exclusions.intervals(lo, hi))
-        period = _Period([s for s, _ in merged], [e for _, e in merged])
-        self._cache[k] = period
-        if len(self._cache) > _CACHE_PERIODS:
-            self._cache.popitem(last=False)
-        return period
+        return merged
 
     def _changes(self, k: int) -> list[tuple[int, bool]]:
         """State changes inside period ``k`` as (instant, running), joined across period edges."""

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+from hyperpod_scheduler.config.paths import MEMORY, SCHEME, STATE_ENV, local_state, state_location
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.store.base import StateStore, lease_owner_id, update
 from hyperpod_scheduler.store.errors import ConflictError, CorruptRecordError, StoreError
@@ -27,10 +29,8 @@ from hyperpod_scheduler.store.records import (
 )
 from hyperpod_scheduler.store.sqlite import SqliteStore, default_path
 
-ENV_VAR = "HYPERPOD_SCHEDULER_STATE"
-
-# A scheme needs two letters or more, so a Windows drive ("C:\\...") still reads as a path.
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")
+ENV_VAR = STATE_ENV
+_SCHEME = SCHEME
 
 __all__ = [
     "ENV_VAR",
@@ -61,27 +61,22 @@ def open_store(url_or_path: str | os.PathLike[str] | None = None) -> StateStore:
     default SQLite file. Accepted: ``memory:``, ``sqlite:///abs/path`` (``sqlite:rel/path`` too),
     ``dynamodb://TABLE[?region=REGION]``, or a plain file path.
     """
-    location = str(url_or_path) if url_or_path not in (None, "") else os.environ.get(ENV_VAR, "")
+    location = state_location(url_or_path)
     if re.search(r"[\x00-\x1f\x7f]", location):  # SQLite and the OS would fail on it halfway
         shown = location.encode("unicode_escape").decode()[:80]
         raise UsageError(f"state store '{shown}': contains a control character (NUL, newline, ...)")
-    if not location:
-        return SqliteStore(default_path())
-    if location in ("memory:", "memory://"):
+    local = local_state(location)
+    if local == MEMORY:
         return MemoryStore()
+    if isinstance(local, Path):
+        return SqliteStore(local)
     if location.startswith("sqlite:"):
-        path = location.removeprefix("sqlite:")
-        path = path[2:] if path.startswith("//") else path
-        if not path:
-            raise UsageError(f"state store '{location}': the sqlite URL names no file")
-        return SqliteStore(path)
+        raise UsageError(f"state store '{location}': the sqlite URL names no file")
     scheme = _SCHEME.match(location)
-    if scheme:
-        name = scheme.group(1).lower()
-        if name == "dynamodb":
-            return _open_dynamodb(location)
-        raise UsageError(f"state store '{location}': unknown scheme '{name}' (use memory:, sqlite:/// or a path)")
-    return SqliteStore(location)
+    name = scheme.group(1).lower() if scheme else ""
+    if name == "dynamodb":
+        return _open_dynamodb(location)
+    raise UsageError(f"state store '{location}': unknown scheme '{name}' (use memory:, sqlite:/// or a path)")
 
 
 def _open_dynamodb(location: str) -> StateStore:

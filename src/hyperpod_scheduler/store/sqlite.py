@@ -47,6 +47,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from hyperpod_scheduler.config.paths import default_state_path
 from hyperpod_scheduler.inputs import files
 from hyperpod_scheduler.store.base import check_expected, check_limit, lease_expiry
 from hyperpod_scheduler.store.codec import (
@@ -85,8 +86,7 @@ _SCHEMA = (
 
 def default_path() -> Path:
     """``$XDG_STATE_HOME/hyperpod-scheduler/state.sqlite``, i.e. ``~/.local/state/...`` by default."""
-    base = os.environ.get("XDG_STATE_HOME") or "~/.local/state"
-    return Path(base).expanduser() / "hyperpod-scheduler" / "state.sqlite"
+    return default_state_path()
 
 
 class SqliteStore:

@@ -1,0 +1,72 @@
+"""``status``: every cluster the config governs or the store remembers.
+
+With nothing configured (no config file, and a store that cannot hold a record: its SQLite file does not
+exist, or ``memory:``) the answer is "no clusters", known from where the two are without reading either:
+that answer imports no engine, store, config model or botocore (issue 30: at most half of ``aws
+--version``). Anything else is ``cli.ops``'s, imported when it is needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+import typer
+
+from hyperpod_scheduler.cli.options import ConfigOpt, JsonOpt, StateOpt
+from hyperpod_scheduler.cli.output import Column, Listing, emit, output_format, output_option
+from hyperpod_scheduler.config.paths import SCHEDULE_TAG
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def status(
+        config: str | None = ConfigOpt,
+        state: str | None = StateOpt,
+        as_json: bool = JsonOpt,
+        output: str | None = output_option(),
+        watch: bool = typer.Option(False, "--watch", "-w", help="Redraw every --interval seconds until Ctrl-C."),
+        interval: float = typer.Option(5.0, "--interval", min=0.1, help="Seconds between redraws with --watch."),
+    ) -> None:
+        """Every cluster the config governs or the store remembers: state (and what still bills),
+        schedule, next transition in the schedule's timezone, flags; -o wide adds sizes and outcomes."""
+        fmt = output_format(output, as_json)
+        if not watch and nothing_configured(config, state):
+            emit(status_listing(datetime.now(UTC), []), fmt, [])
+            return
+        from hyperpod_scheduler.cli import ops  # the engine, the store, botocore: only for clusters to show
+
+        ops.show_status(config, state, fmt, watch, interval)
+
+
+def nothing_configured(config: str | None, state: str | None) -> bool:
+    """No config file, and a store with no record for certain: nothing can have a row."""
+    from hyperpod_scheduler.config.paths import config_path, nothing_stored
+
+    return config_path(config) is None and nothing_stored(state)
+
+
+def status_listing(now: datetime, rows: Sequence[Sequence[str]]) -> Listing:
+    """The status table around its rows (each already in words): the columns, the title, and what an
+    empty table says."""
+    from hyperpod_scheduler.app.wording import iso_minute
+
+    return Listing(
+        [
+            Column("cluster", keep=True),
+            Column("state"),
+            Column("schedule"),
+            Column("next transition"),
+            Column("attention"),
+            Column("region", wide_only=True),
+            Column("bills now", wide_only=True, right=True),
+            Column("recorded sizes", wide_only=True),
+            Column("protected", wide_only=True),
+            Column("last outcome", wide_only=True),
+        ],
+        [list(r) for r in rows],
+        title=f"hyperpod-scheduler status, as of {iso_minute(now)}",
+        # An empty table alone reads as "broken"; say what makes a cluster show up.
+        empty=f"no clusters: none is named in the config or tagged {SCHEDULE_TAG}=<schedule> in a target "
+        "with tag_selector: true, and the state store has none from a manual stop or start",
+    )
