@@ -34,7 +34,7 @@ from hyperpod_scheduler.engine.messages import error_text
 from hyperpod_scheduler.engine.plan_watch import watch_plans
 from hyperpod_scheduler.engine.planner import Action, ScheduleState
 from hyperpod_scheduler.engine.readiness import Lead, cluster_lead, histories, lead_time
-from hyperpod_scheduler.engine.ref import ClusterRef, ClusterSettings, Result
+from hyperpod_scheduler.engine.ref import ClusterRef, ClusterSettings, ImagePolicy, Result
 from hyperpod_scheduler.engine.runner import Engine
 from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
 from hyperpod_scheduler.schedule import Schedule, load_schedules, resolve
@@ -213,6 +213,7 @@ class Fleet:
         block = next((b for b in blocks if b is not None), None)
         return ClusterSettings(
             policy=policy,
+            image=ImagePolicy.of(policy),
             checkpoints=block if isinstance(block, CheckpointSettings) else None,
             unaudited=block == "none",
             governed_by=where,

@@ -1,0 +1,130 @@
+"""Patched by morning (issue 32): a cluster asleep at zero wakes on the AMI release its policy chose.
+
+Each test runs the engine against the emulator on its virtual clock: the release is published by the
+emulator (as AWS would), the AMI change goes out as UpdateClusterSoftware while the cluster is at zero,
+and the test checks what a user would see: each group's release after the morning restore, and the
+start's history line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+
+from hyperpod_scheduler.cluster.samples import slurm_request
+from hyperpod_scheduler.config.model import Policy
+from hyperpod_scheduler.emulator import Emulator, running_emulator
+from hyperpod_scheduler.emulator.protocol import DEFAULT_ACCOUNT
+from hyperpod_scheduler.engine.events import Collector
+from hyperpod_scheduler.engine.fleet import ref_for
+from hyperpod_scheduler.engine.images import Release
+from hyperpod_scheduler.engine.ref import ClusterRef, ClusterSettings, ImagePolicy
+from hyperpod_scheduler.engine.runner import Engine
+from hyperpod_scheduler.guards.capacity import CapacityGuard
+from hyperpod_scheduler.store.memory import MemoryStore
+from tests.engine.conftest import ROLE, START, settle
+
+NAME = "c1"
+FAST = {"provisioning": [300, 360], "ami_setup": [200, 240], "deep_health_check": [1800, 2000]}
+CUSTOM_AMI = "ami-0123456789abcdef0"
+
+
+@dataclass
+class Rig:
+    emu: Emulator
+    client: Any
+    store: MemoryStore
+    events: Collector
+
+    def releases(self, ref: ClusterRef) -> Sequence[Release]:
+        # The emulator's published catalogue, as its control API reports it (GET /_emulator/images).
+        out = []
+        for r in self.emu.backend.images():
+            if r["released"]:
+                at = datetime.fromisoformat(r["released_at"]) if r["released_at"] else START - timedelta(days=365)
+                out.append(Release(r["version"], at, bool(r["security_update"])))
+        return out
+
+    def engine(self) -> Engine:
+        return Engine(
+            self.store,
+            lambda r: self.client,
+            self.emu.clock.now,
+            events=self.events,
+            sleep=self.emu.advance,
+            guards_for=lambda r: [CapacityGuard(r.settings.policy, True)],
+            releases=self.releases,
+        )
+
+    def releases_now(self) -> dict[str, str | None]:
+        d = self.client.describe_cluster(ClusterName=NAME)
+        return {g["InstanceGroupName"]: g.get("CurrentImageReleaseVersion") for g in d["InstanceGroups"]}
+
+    def image_ids(self) -> dict[str, str | None]:
+        d = self.client.describe_cluster(ClusterName=NAME)
+        return {g["InstanceGroupName"]: g.get("CurrentImageId") for g in d["InstanceGroups"]}
+
+    def night(self, ref: ClusterRef, *, publish: str | None = "1.3.0", security: bool = True) -> Engine:
+        """Stop in the evening; AWS publishes a release at 23:00; it is 07:00 the next morning."""
+        engine = self.engine()
+        assert engine.act(ref, "stop", transition_id="evening", wait=True, poll_seconds=60).kind == "settled"
+        self.emu.advance((START.replace(hour=23) - self.emu.clock.now()).total_seconds())
+        if publish:
+            self.emu.backend.release_image(publish, security_update=security)
+        self.emu.advance((START.replace(hour=7) + timedelta(days=1) - self.emu.clock.now()).total_seconds())
+        return engine
+
+    def software_updates(self) -> list[str]:
+        return [e.message for e in self.events.events if e.kind == "sent" and "AMI update" in e.message]
+
+
+@pytest.fixture
+def rig() -> Iterator[Rig]:
+    with running_emulator(virtual_start=START, seed=5, capacity={"timing": FAST}) as emu:
+        session = boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1")
+        client = session.client("sagemaker", endpoint_url=emu.endpoint)
+        request = slurm_request(NAME, {"gpu": ("ml.g5.12xlarge", 2), "cpu": ("ml.c5.xlarge", 1)}, role=ROLE)
+        own = {**next(g for g in request["InstanceGroups"] if g["InstanceGroupName"] == "cpu")}
+        request["InstanceGroups"].append({**own, "InstanceGroupName": "own", "ImageId": CUSTOM_AMI})
+        request["InstanceGroups"][-1]["SlurmConfig"] = {"NodeType": "Compute", "PartitionNames": ["own"]}
+        client.create_cluster(**request)
+        settle(emu, client, NAME)
+        yield Rig(emu, client, MemoryStore(), Collector())
+
+
+def governed(image: dict[str, Any]) -> ClusterRef:
+    policy = Policy(**image)
+    settings = ClusterSettings(policy=policy, image=ImagePolicy.of(policy))
+    return ref_for(NAME, "us-east-1", account=DEFAULT_ACCOUNT).governed(settings)
+
+
+def test_a_security_release_published_at_23_is_on_every_security_group_by_the_morning(rig: Rig) -> None:
+    ref = governed({"image": "security", "image_groups": {"cpu": "pinned"}, "image_settle_days": 0.25})
+    engine = rig.night(ref)
+    assert engine.act(ref, "start", transition_id="morning", wait=True, poll_seconds=60).kind == "settled"
+    versions = rig.releases_now()
+    assert versions["gpu"] == versions["controller"] == "1.3.0"
+    assert versions["cpu"] == "1.2.1"  # pinned
+    assert rig.image_ids()["own"] == CUSTOM_AMI  # a custom AMI is never changed
+    (start,) = [h for h in rig.store.history(ref.key) if h.action == "start"]
+    assert start.outcome == "ok"
+    updates = start.detail["image_updates"]
+    assert [(u["group"], u["from_release"], u["to_release"], u["why"]) for u in updates] == [
+        ("controller", "1.2.1", "1.3.0", "security update"),
+        ("gpu", "1.2.1", "1.3.0", "security update"),
+    ]
+    assert any("gpu: AMI 1.2.1 → 1.3.0, security update" in e.message for e in rig.events.events)
+    assert "ami_changes" not in start.detail  # our own change is not reported as drift
+
+
+def test_a_release_younger_than_the_settling_age_is_not_taken(rig: Rig) -> None:
+    ref = governed({"image": "latest"})  # the default settling age: three days
+    engine = rig.night(ref)
+    assert engine.act(ref, "start", transition_id="morning", wait=True, poll_seconds=60).kind == "settled"
+    assert set(rig.releases_now().values()) - {None} == {"1.2.1"}
+    assert rig.software_updates() == []
