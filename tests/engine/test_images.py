@@ -88,7 +88,9 @@ def rig() -> Iterator[Rig]:
     with running_emulator(virtual_start=START, seed=5, capacity={"timing": FAST}) as emu:
         session = boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1")
         client = session.client("sagemaker", endpoint_url=emu.endpoint)
-        request = slurm_request(NAME, {"gpu": ("ml.g5.12xlarge", 2), "cpu": ("ml.c5.xlarge", 1)}, role=ROLE)
+        compute = {"gpu": ("ml.g5.12xlarge", 2), "cpu": ("ml.c5.xlarge", 1)}
+        lifecycle = {"gpu": {"SourceS3Uri": "s3://sagemaker-demo/lc/", "OnCreate": "on_create.sh"}}
+        request = slurm_request(NAME, compute, role=ROLE, lifecycle=lifecycle)
         own = {**next(g for g in request["InstanceGroups"] if g["InstanceGroupName"] == "cpu")}
         request["InstanceGroups"].append({**own, "InstanceGroupName": "own", "ImageId": CUSTOM_AMI})
         request["InstanceGroups"][-1]["SlurmConfig"] = {"NodeType": "Compute", "PartitionNames": ["own"]}
@@ -128,3 +130,29 @@ def test_a_release_younger_than_the_settling_age_is_not_taken(rig: Rig) -> None:
     assert engine.act(ref, "start", transition_id="morning", wait=True, poll_seconds=60).kind == "settled"
     assert set(rig.releases_now().values()) - {None} == {"1.2.1"}
     assert rig.software_updates() == []
+
+
+def test_a_release_whose_first_morning_fails_is_rolled_back_the_next_morning(rig: Rig) -> None:
+    ref = governed({"image": "security", "image_settle_days": 0.25})
+    engine = rig.night(ref)
+    calm = rig.emu.backend.capacity
+    rig.emu.backend.set_capacity(replace(calm, lifecycle_script_failure_rate=1.0))  # 1.3.0 breaks setup
+    result = engine.act(ref, "start", transition_id="morning", wait=True, poll_seconds=60)
+    assert result.kind == "failed"
+    record = rig.store.get(ref.key)
+    assert record is not None and record.images.refused.get("gpu") == ["1.3.0"]
+    rig.emu.backend.set_capacity(calm)
+    rig.emu.advance(timedelta(days=1).total_seconds())
+    assert engine.act(ref, "start", transition_id="next-morning", wait=True, poll_seconds=60).kind == "settled"
+    versions = rig.releases_now()
+    assert versions["gpu"] == versions["controller"] == versions["cpu"] == "1.2.1"  # the last release it ran well on
+    starts = [h for h in rig.store.history(ref.key) if h.action == "start" and h.outcome == "ok"]
+    # The cluster rolled back as a whole, so every group on its first morning on 1.3.0 is rolled back.
+    assert {(u["group"], u["to_release"], u["why"]) for u in starts[-1].detail["image_updates"]} == {
+        (g, "1.2.1", "rolled back") for g in ("controller", "gpu", "cpu")
+    }
+    # Refused until a person says so: a third morning does not take 1.3.0 again.
+    assert engine.act(ref, "stop", transition_id="evening-2", wait=True, poll_seconds=60).kind == "settled"
+    rig.emu.advance(timedelta(hours=14).total_seconds())
+    assert engine.act(ref, "start", transition_id="morning-3", wait=True, poll_seconds=60).kind == "settled"
+    assert rig.releases_now()["gpu"] == "1.2.1"

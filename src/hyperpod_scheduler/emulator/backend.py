@@ -23,10 +23,10 @@ from hyperpod_scheduler.emulator.clock import Clock, RealClock, VirtualClock
 from hyperpod_scheduler.emulator.errors import EmulatorError, validation
 from hyperpod_scheduler.emulator.model_control import HANDLERS, arm_plan_boundaries
 from hyperpod_scheduler.emulator.model_images import Catalogue, ImageRelease, next_version, release_from_dict
-from hyperpod_scheduler.emulator.model_timing import moment
 from hyperpod_scheduler.emulator.model_plans import TrainingPlan, plan_from_dict
 from hyperpod_scheduler.emulator.model_rng import Rng
 from hyperpod_scheduler.emulator.model_state import Cluster
+from hyperpod_scheduler.emulator.model_timing import moment
 from hyperpod_scheduler.emulator.model_world import OMITTED_MEMBERS, World
 from hyperpod_scheduler.emulator.persistence import StateStore
 from hyperpod_scheduler.errors import UsageError

@@ -105,12 +105,16 @@ def _send(
 
 
 def _taken(eng: Engine, ref: ClusterRef, record: ClusterRecord, view: ClusterView, state: ImageState) -> Ready:
-    trial = dict(state.trial)
+    trial, good = dict(state.trial), dict(state.good)
     for u in state.pending:
-        if u.why != "rolled back":  # a release it ran well on before is not on trial again
-            trial[u.group] = u.to_release
+        if u.why == "rolled back":  # a release it ran well on before is not on trial again
+            continue
+        trial[u.group] = u.to_release
+        if u.from_release is not None and u.from_release not in state.refused.get(u.group, ()):
+            good[u.group] = u.from_release  # it ran on it until last night's stop: where a rollback goes
     taken = [*state.taken, *state.pending]
-    record = _store(eng, ref, record, state.evolve(pending=[], phase=None, since=None, taken=taken, trial=trial))
+    changes = {"pending": [], "phase": None, "since": None, "taken": taken, "trial": trial, "good": good}
+    record = _store(eng, ref, record, state.evolve(**changes))
     eng.emit(ref, "note", f"AMI update settled: {images.line(state.pending)}")
     return record, view
 
