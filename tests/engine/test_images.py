@@ -156,3 +156,37 @@ def test_a_release_whose_first_morning_fails_is_rolled_back_the_next_morning(rig
     rig.emu.advance(timedelta(hours=14).total_seconds())
     assert engine.act(ref, "start", transition_id="morning-3", wait=True, poll_seconds=60).kind == "settled"
     assert rig.releases_now()["gpu"] == "1.2.1"
+
+
+class Crash(Exception):
+    pass
+
+
+@pytest.mark.parametrize("point", ["after-image-intent", "after-image-send"])
+def test_a_run_killed_around_the_ami_update_sends_it_once_and_restores_on_it(
+    rig: Rig, point: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hyperpod_scheduler.engine import crashpoints
+
+    ref = governed({"image_groups": {"gpu": "security"}, "image_settle_days": 0.25})
+    engine = rig.night(ref)
+    sent: list[str] = []
+    rig.client.meta.events.register(
+        "before-call.sagemaker.UpdateClusterSoftware", lambda **kw: sent.append(kw["model"].name)
+    )
+
+    def crash_at(name: str) -> None:
+        if name == point:
+            raise Crash(name)
+
+    monkeypatch.setattr(crashpoints, "reached", crash_at)
+    with pytest.raises(Crash):
+        engine.act(ref, "start", transition_id="morning", wait=True, poll_seconds=60)
+    monkeypatch.undo()
+    record = rig.store.get(ref.key)
+    assert record is not None and [u.to_release for u in record.images.pending] == ["1.3.0"]  # intent first
+    rig.emu.advance(120)
+    assert engine.act(ref, "start", transition_id="morning", wait=True, poll_seconds=60).kind == "settled"
+    assert len(sent) == 1  # the re-run read the cluster: sent once, whichever side of the send it died on
+    assert rig.releases_now()["gpu"] == "1.3.0"
+    assert rig.releases_now()["cpu"] == "1.2.1"
