@@ -8,14 +8,19 @@ start's history line.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
+import yaml
+from typer.testing import CliRunner
 
+from hyperpod_scheduler.cli.main import app
 from hyperpod_scheduler.cluster.samples import slurm_request
 from hyperpod_scheduler.config.model import Policy
 from hyperpod_scheduler.emulator import Emulator, running_emulator
@@ -190,3 +195,31 @@ def test_a_run_killed_around_the_ami_update_sends_it_once_and_restores_on_it(
     assert len(sent) == 1  # the re-run read the cluster: sent once, whichever side of the send it died on
     assert rig.releases_now()["gpu"] == "1.3.0"
     assert rig.releases_now()["cpu"] == "1.2.1"
+
+
+def test_plan_names_the_ami_change_the_evening_before(
+    rig: Rig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rig.emu.backend.release_image("1.3.0", security_update=True)
+    config = tmp_path / "hyperpod-scheduler.yaml"
+    document = {
+        "state": str(tmp_path / "state.sqlite"),
+        # `plan` reads the wall clock, the emulator its own: no settling age keeps the two apart.
+        "defaults": {"policy": {"image": "security", "image_groups": {"cpu": "pinned"}, "image_settle_days": 0}},
+        "schedules": {"office": {"windows": ["Mon-Fri 08:00-18:00 UTC"]}},
+        "targets": [{"region": "us-east-1", "clusters": [{"name": NAME, "schedule": "office"}]}],
+    }
+    config.write_text(yaml.safe_dump(document), encoding="utf-8")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER", rig.emu.endpoint)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "t")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "t")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    out = CliRunner().invoke(app, ["plan", "--json", "--config", str(config)])
+    assert out.exit_code == 0, out.output
+    (row,) = json.loads(out.output)["clusters"]
+    moved = {(u["group"], u["to_release"], u["why"]) for u in row["image_updates"]}
+    assert ("gpu", "1.3.0", "security update") in moved
+    assert not {g for g, _, _ in moved} & {"cpu", "own"}  # pinned, custom AMI
+    assert any("gpu: AMI 1.2.1 → 1.3.0, security update" in w for w in row["warnings"])
+    text = CliRunner().invoke(app, ["plan", "--config", str(config)])
+    assert "gpu: AMI 1.2.1 → 1.3.0, security update" in text.output

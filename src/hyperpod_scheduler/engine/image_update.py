@@ -12,14 +12,16 @@ An AMI update that AWS refuses never costs the morning: the restore goes on, pin
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_scheduler.cluster.view import ClusterView
 from hyperpod_scheduler.engine import crashpoints, images
+from hyperpod_scheduler.engine.images import Release
 from hyperpod_scheduler.engine.ref import ClusterRef, Result
+from hyperpod_scheduler.errors import HyperpodSchedulerError
 from hyperpod_scheduler.store.errors import ConflictError
 from hyperpod_scheduler.store.records import ClusterRecord, ImageState, ImageUpdate
 
@@ -29,14 +31,27 @@ if TYPE_CHECKING:
 Ready = tuple[ClusterRecord | None, ClusterView]
 
 
-def wanted(eng: Engine, ref: ClusterRef, record: ClusterRecord | None, view: ClusterView) -> list[ImageUpdate]:
-    """The AMI changes a start of this cluster would make now (also what `plan` shows the evening before)."""
+def wanted(
+    eng: Engine,
+    ref: ClusterRef,
+    record: ClusterRecord | None,
+    view: ClusterView,
+    asleep: Collection[str] | None = None,
+) -> list[ImageUpdate]:
+    """The AMI changes a start of this cluster would make now; with ``asleep`` (the groups tonight's stop
+    takes to zero), what `plan` shows the evening before."""
     state = record.images if record is not None else ImageState()
     policy = ref.settings.image
     if not policy.moves and not state.refused:
         return []
-    releases = eng.releases(ref) if eng.releases is not None and policy.moves else ()
-    return images.plan(view, state, policy, releases, eng.now())
+    releases: Sequence[Release] = ()
+    if eng.releases is not None and policy.moves:
+        try:
+            releases = eng.releases(ref)
+        except HyperpodSchedulerError as exc:
+            # Not knowing the releases never costs a morning: the restore goes on, pinned.
+            eng.emit(ref, "note", f"{exc}; no group changes release this time")
+    return images.plan(view, state, policy, releases, eng.now(), asleep)
 
 
 def before_start(

@@ -10,7 +10,7 @@ release younger than the policy's settling age, a release the group's first morn
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -62,13 +62,19 @@ def _newer(releases: Iterable[Release], than: str) -> list[Release]:
 
 
 def plan(
-    view: ClusterView, state: ImageState, policy: ImagePolicy, releases: Sequence[Release], now: datetime
+    view: ClusterView,
+    state: ImageState,
+    policy: ImagePolicy,
+    releases: Sequence[Release],
+    now: datetime,
+    asleep: Collection[str] | None = None,
 ) -> list[ImageUpdate]:
-    """The release changes this morning's restore should be preceded by, group by group."""
+    """The release changes this morning's restore should be preceded by, group by group. ``asleep``:
+    the groups taken to be at zero (the evening's forecast: those tonight's stop releases)."""
     out: list[ImageUpdate] = []
     for g in view.groups:
         current = managed_release(g)
-        if current is None or not at_zero(g):
+        if current is None or not (at_zero(g) if asleep is None else g.name in asleep):
             continue
         refused = set(state.refused.get(g.name, ()))
         if current in refused:
