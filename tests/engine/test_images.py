@@ -31,6 +31,7 @@ from hyperpod_scheduler.engine.images import Release
 from hyperpod_scheduler.engine.ref import ClusterRef, ClusterSettings, ImagePolicy
 from hyperpod_scheduler.engine.runner import Engine
 from hyperpod_scheduler.guards.capacity import CapacityGuard
+from hyperpod_scheduler.notify.channels import message_for
 from hyperpod_scheduler.store.memory import MemoryStore
 from tests.engine.conftest import ROLE, START, settle
 
@@ -125,7 +126,9 @@ def test_a_security_release_published_at_23_is_on_every_security_group_by_the_mo
         ("controller", "1.2.1", "1.3.0", "security update"),
         ("gpu", "1.2.1", "1.3.0", "security update"),
     ]
-    assert any("gpu: AMI 1.2.1 → 1.3.0, security update" in e.message for e in rig.events.events)
+    (told,) = [message_for(e) for e in rig.events.events if e.kind == "image"]  # notified once
+    assert told is not None and told.subject == "hyperpod-scheduler: c1: AMI updated"
+    assert "gpu: AMI 1.2.1 → 1.3.0, security update" in told.text
     assert "ami_changes" not in start.detail  # our own change is not reported as drift
 
 

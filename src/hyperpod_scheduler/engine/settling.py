@@ -210,7 +210,8 @@ def settle(eng: Engine, ref: ClusterRef, record: ClusterRecord, verdict: planner
         **readiness,
     )
     if taken:
-        eng.emit(ref, "note", f"AMI: {images.line(taken)}", image_updates=[u.model_dump() for u in taken])
+        how = "" if verdict.ok else " (this start failed: refused for these groups from now on)"
+        eng.emit(ref, "image", f"AMI: {images.line(taken)}{how}", image_updates=[u.model_dump() for u in taken])
     if changes:
         eng.emit(ref, "drift", fidelity.describe_changes(changes), ami_changes=[c.model_dump() for c in changes])
     return Result(ref.name, kind, verdict.detail)
