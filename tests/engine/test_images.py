@@ -20,11 +20,14 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from hyperpod_scheduler.app.compose import Context, chain_clients
 from hyperpod_scheduler.cli.main import app
 from hyperpod_scheduler.cluster.samples import slurm_request
+from hyperpod_scheduler.config.load import load_config
 from hyperpod_scheduler.config.model import Policy
 from hyperpod_scheduler.emulator import Emulator, running_emulator
 from hyperpod_scheduler.emulator.protocol import DEFAULT_ACCOUNT
+from hyperpod_scheduler.engine.approvals import decide
 from hyperpod_scheduler.engine.events import Collector
 from hyperpod_scheduler.engine.fleet import ref_for
 from hyperpod_scheduler.engine.images import Release
@@ -226,3 +229,59 @@ def test_plan_names_the_ami_change_the_evening_before(
     assert any("gpu: AMI 1.2.1 → 1.3.0, security update" in w for w in row["warnings"])
     text = CliRunner().invoke(app, ["plan", "--config", str(config)])
     assert "gpu: AMI 1.2.1 → 1.3.0, security update" in text.output
+
+
+def _scheduled(rig: Rig, tmp_path: Path) -> Context:
+    config = tmp_path / "hyperpod-scheduler.yaml"
+    document = {
+        "state": str(tmp_path / "state.sqlite"),
+        "notifications": {"dashboard_url": "https://ops.example/hps"},
+        "defaults": {
+            "policy": {
+                "image": "security",
+                "image_settle_days": 0.25,
+                "approve_image": True,
+                "approval_minutes": 60,
+                "keep_slurm_head": False,
+            }
+        },
+        "schedules": {"office": {"windows": ["Mon-Fri 08:00-18:00 UTC"]}},
+        "targets": [{"region": "us-east-1", "clusters": [{"name": NAME, "schedule": "office"}]}],
+    }
+    config.write_text(yaml.safe_dump(document), encoding="utf-8")
+    return Context(
+        load_config(config), rig.store, chain_clients(lambda ref: rig.client), rig.emu.clock.now, events=rig.events
+    )
+
+
+def _tick_until(rig: Rig, ctx: Context, until: datetime) -> None:
+    governed = ctx.fleet().governed()
+    while rig.emu.clock.now() < until:
+        ctx.tick(governed)
+        rig.emu.advance(600)
+    ctx.tick(governed)
+
+
+@pytest.mark.parametrize("answer", [None, True])
+def test_with_approve_image_an_unanswered_link_keeps_the_group_pinned(
+    rig: Rig, tmp_path: Path, answer: bool | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER", rig.emu.endpoint)  # the releases: the emulator's catalogue
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    ctx = _scheduled(rig, tmp_path)
+    rig.emu.backend.release_image("1.3.0", security_update=True)  # Monday morning: settled by the evening
+    _tick_until(rig, ctx, START.replace(hour=17, minute=10))
+    asked_for = [e for e in rig.events.events if e.kind == "approval"]
+    assert len(asked_for) == 1, [e.message for e in rig.events.events if e.kind in ("error", "note")]
+    asked = asked_for[0]
+    assert "gpu: AMI 1.2.1 → 1.3.0, security update" in asked.message and asked.private  # the link
+    assert "stay pinned" in asked.message
+    if answer:
+        path, token = asked.private.removeprefix("https://ops.example/hps").split("?t=")
+        key = next(k for k in rig.store.list_keys() if k.endswith("/" + NAME))
+        decide(rig.store, key, path.rsplit("/", 1)[1], token, True, "alice", rig.emu.clock.now())
+    _tick_until(rig, ctx, START.replace(hour=9) + timedelta(days=1))
+    assert rig.client.describe_cluster(ClusterName=NAME)["InstanceGroups"][1]["CurrentCount"] == 2
+    assert rig.releases_now()["gpu"] == ("1.3.0" if answer else "1.2.1")
+    assert rig.releases_now()["own"] is None  # a custom AMI: no release, never asked about
+    assert "own" not in asked.detail["groups"]

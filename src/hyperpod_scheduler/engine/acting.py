@@ -130,7 +130,7 @@ def act(
         eng.emit(ref, "note", f"accepting the loss of {u.path} (policy accept_unknown_members)", member=u.path)
     if action == "start" and raise_to is None:
         # Patched by morning: an AMI update while the cluster is at zero comes first (engine.image_update).
-        ready = image_update.before_start(eng, ref, record, view, dry_run)
+        ready = image_update.before_start(eng, ref, record, view, dry_run, transition_at)
         if isinstance(ready, Result):
             return ready
         record, view = ready

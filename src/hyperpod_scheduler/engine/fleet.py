@@ -27,6 +27,7 @@ from hyperpod_scheduler.config.model import (
     Target,
     merge_policies,
 )
+from hyperpod_scheduler.engine import image_approval
 from hyperpod_scheduler.engine.approvals import ask_if_due, lapse_due
 from hyperpod_scheduler.engine.events import Event
 from hyperpod_scheduler.engine.identity import arn_account, reach_of
@@ -276,6 +277,14 @@ def tick(
                 now,
                 "approval",
                 lambda: ask_if_due(engine, g.ref, g.schedule, g.policy, now, dashboard_url),
+            )
+        if not dry_run and g.ref.settings.image.approve:
+            caught(
+                engine,
+                g.ref,
+                now,
+                "approval",
+                lambda: image_approval.ask_if_due(engine, g.ref, g.schedule, now, dashboard_url),
             )
         failed = caught(engine, g.ref, now, None, one_turn)
         if failed is not None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Collection, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -55,7 +56,12 @@ def wanted(
 
 
 def before_start(
-    eng: Engine, ref: ClusterRef, record: ClusterRecord | None, view: ClusterView, dry_run: bool
+    eng: Engine,
+    ref: ClusterRef,
+    record: ClusterRecord | None,
+    view: ClusterView,
+    dry_run: bool,
+    start_at: datetime | None = None,
 ) -> Result | Ready:
     """A Result: the start waits (an AMI update is settling, or its fate is unknown). Otherwise the record
     and view the restore is planned from."""
@@ -69,6 +75,14 @@ def before_start(
             return _waiting(eng, ref, f"cluster {view.status}: the AMI update waits for InService")
         # Not applied, cluster idle: it never went out (a crash before the send, or refused). Plan again.
     updates = wanted(eng, ref, record, view)
+    if ref.settings.image.approve and updates:
+        from hyperpod_scheduler.engine.image_approval import approved  # it imports the runner
+
+        unasked = updates
+        updates = approved(record, updates, start_at)
+        if len(updates) < len(unasked):
+            left = [u.group for u in unasked if u not in updates]
+            eng.emit(ref, "note", f"AMI change of {', '.join(left)} not approved for this start: kept pinned")
     if not updates or view.status != "InService":
         if record is not None and state.pending and not dry_run:
             record = _store(eng, ref, record, state.evolve(pending=[], phase=None, since=None))

@@ -269,6 +269,9 @@ class Approval(Stored):
     asked_at: AwareDatetime
     expires_at: AwareDatetime
     state: ApprovalState = "pending"
+    # What it approves: releasing groups at a stop, or moving groups to another AMI release at a start
+    # (``transition_at`` is then that start; unanswered, the groups stay pinned).
+    kind: Literal["release", "image"] = "release"
     by: str | None = None
     decided_at: AwareDatetime | None = None
 
