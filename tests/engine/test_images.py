@@ -59,14 +59,14 @@ class Rig:
                 out.append(Release(r["version"], at, bool(r["security_update"])))
         return out
 
-    def engine(self) -> Engine:
+    def engine(self, include_protected: bool = True) -> Engine:
         return Engine(
             self.store,
             lambda r: self.client,
             self.emu.clock.now,
             events=self.events,
             sleep=self.emu.advance,
-            guards_for=lambda r: [CapacityGuard(r.settings.policy, True)],
+            guards_for=lambda r: [CapacityGuard(r.settings.policy, include_protected)],
             releases=self.releases,
         )
 
@@ -78,13 +78,13 @@ class Rig:
         d = self.client.describe_cluster(ClusterName=NAME)
         return {g["InstanceGroupName"]: g.get("CurrentImageId") for g in d["InstanceGroups"]}
 
-    def night(self, ref: ClusterRef, *, publish: str | None = "1.3.0", security: bool = True) -> Engine:
-        """Stop in the evening; AWS publishes a release at 23:00; it is 07:00 the next morning."""
-        engine = self.engine()
+    def night(self, ref: ClusterRef, *, publish: str | None = "1.3.0", protect: bool = False) -> Engine:
+        """Stop in the evening; AWS publishes a security release at 23:00; it is 07:00 the next morning."""
+        engine = self.engine(include_protected=not protect)
         assert engine.act(ref, "stop", transition_id="evening", wait=True, poll_seconds=60).kind == "settled"
         self.emu.advance((START.replace(hour=23) - self.emu.clock.now()).total_seconds())
         if publish:
-            self.emu.backend.release_image(publish, security_update=security)
+            self.emu.backend.release_image(publish, security_update=True)
         self.emu.advance((START.replace(hour=7) + timedelta(days=1) - self.emu.clock.now()).total_seconds())
         return engine
 
@@ -285,3 +285,13 @@ def test_with_approve_image_an_unanswered_link_keeps_the_group_pinned(
     assert rig.releases_now()["gpu"] == ("1.3.0" if answer else "1.2.1")
     assert rig.releases_now()["own"] is None  # a custom AMI: no release, never asked about
     assert "own" not in asked.detail["groups"]
+
+
+def test_a_group_kept_up_overnight_is_not_changed(rig: Rig) -> None:
+    ref = governed({"image": "security", "image_settle_days": 0.25, "groups": {"cpu": "keep"}})
+    engine = rig.night(ref, protect=True)
+    assert rig.client.describe_cluster(ClusterName=NAME)["InstanceGroups"][2]["CurrentCount"] == 1  # cpu kept
+    assert engine.act(ref, "start", transition_id="morning", wait=True, poll_seconds=60).kind == "settled"
+    versions = rig.releases_now()
+    assert versions["gpu"] == "1.3.0"
+    assert versions["cpu"] == "1.2.1"  # it had nodes doing work all night: no rolling update for it
