@@ -167,6 +167,13 @@ def test_a_release_whose_first_morning_fails_is_rolled_back_the_next_morning(rig
     rig.emu.advance(timedelta(hours=14).total_seconds())
     assert engine.act(ref, "start", transition_id="morning-3", wait=True, poll_seconds=60).kind == "settled"
     assert rig.releases_now()["gpu"] == "1.2.1"
+    # A person says so for gpu (`allow-image c1 gpu`): its next morning takes 1.3.0 again, cpu's does not.
+    assert engine.allow_image(ref, "gpu") == ["1.3.0"]
+    assert engine.act(ref, "stop", transition_id="evening-3", wait=True, poll_seconds=60).kind == "settled"
+    rig.emu.advance(timedelta(hours=14).total_seconds())
+    assert engine.act(ref, "start", transition_id="morning-4", wait=True, poll_seconds=60).kind == "settled"
+    assert rig.releases_now()["gpu"] == "1.3.0" and rig.releases_now()["cpu"] == "1.2.1"
+    assert [h.actor for h in rig.store.history(ref.key) if h.action == "image"] == ["scheduler"]
 
 
 class Crash(Exception):

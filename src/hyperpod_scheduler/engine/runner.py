@@ -321,6 +321,9 @@ class Engine:
     def forget(self, ref: ClusterRef) -> dict[str, int] | None:
         return holds.forget(self, ref)
 
+    def allow_image(self, ref: ClusterRef, group: str, release: str | None = None) -> list[str]:
+        return holds.allow_image(self, ref, group, release)
+
     def with_lease(
         self, ref: ClusterRef, work: Callable[[], Result], *, wait_s: float = 0.0, poll_seconds: float = 30.0
     ) -> Result:
