@@ -21,6 +21,7 @@ import yaml
 from typer.testing import CliRunner
 
 from hyperpod_scheduler.app.compose import Context, chain_clients
+from hyperpod_scheduler.app.history import sentence
 from hyperpod_scheduler.cli.main import app
 from hyperpod_scheduler.cluster.samples import slurm_request
 from hyperpod_scheduler.config.load import load_config
@@ -129,6 +130,7 @@ def test_a_security_release_published_at_23_is_on_every_security_group_by_the_mo
         ("controller", "1.2.1", "1.3.0", "security update"),
         ("gpu", "1.2.1", "1.3.0", "security update"),
     ]
+    assert "; gpu: AMI 1.2.1 → 1.3.0, security update" in sentence(start).text  # history, dashboard, report
     (told,) = [message_for(e) for e in rig.events.events if e.kind == "image"]  # notified once
     assert told is not None and told.subject == "hyperpod-scheduler: c1: AMI updated"
     assert "gpu: AMI 1.2.1 → 1.3.0, security update" in told.text
