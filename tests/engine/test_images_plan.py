@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hyperpod_scheduler.cluster.view import parse_cluster
-from hyperpod_scheduler.engine.images import Release, plan, version_key
+from hyperpod_scheduler.engine.images import Release, judged, plan, version_key
 from hyperpod_scheduler.engine.ref import ImagePolicy
-from hyperpod_scheduler.store.records import ImageState
+from hyperpod_scheduler.store.records import GroupOutcome, ImageState
 
 NOW = datetime(2026, 12, 1, 7, 0, tzinfo=UTC)
 VERSIONS = ["1.2.1", "1.2.2", "1.3.0", "1.4.0", "2.0.0"]
@@ -87,3 +87,16 @@ def test_a_change_is_always_to_a_settled_newer_release_of_a_managed_group_at_zer
         assert (version_key(u.to_release) or ()) > (version_key(g["release"]) or ())
         if g["mode"] == "security":
             assert g["status"] in ("SecurityUpdateRequired", "EndOfLife") and u.why == "security update"
+
+
+def test_a_start_short_of_capacity_leaves_the_release_on_trial_and_a_lifecycle_failure_refuses_it() -> None:
+    view = _view([{"count": 0, "release": "1.3.0", "status": "UpToDate", "mode": "security"}])
+    state = ImageState(trial={"g0": "1.3.0"}, good={"g0": "1.2.1"})
+    short = GroupOutcome(group="g0", outcome="failed", current=0, target=2, detail="InsufficientCapacity: ml.g5")
+    after = judged(state, [short], view)
+    assert after.trial == {"g0": "1.3.0"} and not after.refused  # a retry brings it up: still on trial
+    broken = GroupOutcome(group="g0", outcome="failed", current=0, target=2, detail="Lifecycle scripts did not run")
+    after = judged(after, [broken], view)
+    assert after.refused == {"g0": ["1.3.0"]} and not after.trial and after.good == {"g0": "1.2.1"}
+    rolled = plan(view, after, ImagePolicy(default="security"), [], NOW)
+    assert [(u.to_release, u.why) for u in rolled] == [("1.2.1", "rolled back")]

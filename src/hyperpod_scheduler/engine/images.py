@@ -139,8 +139,11 @@ def judged(state: ImageState, outcomes: Sequence[GroupOutcome], view: ClusterVie
             continue
         if judged_by.outcome == "restored":
             good[group] = release
-        elif _fault_of_release(judged_by) and release not in refused.get(group, []):
-            refused.setdefault(group, []).append(release)
+        elif _fault_of_release(judged_by):
+            if release not in refused.get(group, []):
+                refused.setdefault(group, []).append(release)
+        else:
+            continue  # short of capacity: still on trial when a retry brings it up
         trial.pop(group)
     return state.evolve(good=good, refused=refused, trial=trial, taken=[])
 
