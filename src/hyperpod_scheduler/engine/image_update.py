@@ -91,9 +91,14 @@ def before_start(
         eng.emit(ref, "dry-run", f"would update AMIs before the start: {images.line(updates)}")
         return record, view
     base = record or ClusterRecord.new(ref.key, eng.now())
+    good = dict(state.good)
+    for u in updates:  # where a roll-back goes, remembered before anything is sent
+        if u.why != "rolled back" and u.from_release and u.from_release not in state.refused.get(u.group, ()):
+            good[u.group] = u.from_release
+    intent = state.evolve(pending=updates, phase="intent", since=eng.now(), good=good)
     try:
         stored = eng.store.put(
-            base.evolve(images=state.evolve(pending=updates, phase="intent", since=eng.now()), updated_at=eng.now()),
+            base.evolve(images=intent, updated_at=eng.now()),
             expected_version=record.version if record else None,
         )
     except ConflictError:
@@ -134,15 +139,12 @@ def _send(
 
 
 def _taken(eng: Engine, ref: ClusterRef, record: ClusterRecord, view: ClusterView, state: ImageState) -> Ready:
-    trial, good = dict(state.trial), dict(state.good)
+    trial = dict(state.trial)
     for u in state.pending:
-        if u.why == "rolled back":  # a release it ran well on before is not on trial again
-            continue
-        trial[u.group] = u.to_release
-        if u.from_release is not None and u.from_release not in state.refused.get(u.group, ()):
-            good[u.group] = u.from_release  # it ran on it until last night's stop: where a rollback goes
+        if u.why != "rolled back":  # a release it ran well on before is not on trial again
+            trial[u.group] = u.to_release
     taken = [*state.taken, *state.pending]
-    changes = {"pending": [], "phase": None, "since": None, "taken": taken, "trial": trial, "good": good}
+    changes = {"pending": [], "phase": None, "since": None, "taken": taken, "trial": trial}
     record = _store(eng, ref, record, state.evolve(**changes))
     eng.emit(ref, "note", f"AMI update settled: {images.line(state.pending)}")
     return record, view
