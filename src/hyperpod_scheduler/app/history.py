@@ -7,15 +7,19 @@ report and the fleet page's "this week". Pure: entries in, sentences out; nothin
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from pydantic import ValidationError
+
 from hyperpod_scheduler.app.wording import duration, when
+from hyperpod_scheduler.engine.images import line as image_line
 from hyperpod_scheduler.engine.phases import summary as phase_summary
 from hyperpod_scheduler.store.outcomes import read_outcomes, read_phases
-from hyperpod_scheduler.store.records import GroupOutcome, HistoryEntry
+from hyperpod_scheduler.store.records import GroupOutcome, HistoryEntry, ImageUpdate
 
 Tone = Literal["ok", "info", "warn", "bad"]
 NotableKind = Literal["blocked", "shortfall", "refused", "failed", "ami", "held", "manual"]
@@ -34,6 +38,8 @@ _SAID = {
     "phases",
     "ready_for",
     "audit",
+    "image_updates",
+    "releases",
 }
 
 
@@ -56,6 +62,16 @@ def _groups(outcomes: Iterable[GroupOutcome]) -> str:
     return ", ".join(parts)
 
 
+def read_image_updates(detail: Mapping[str, Any]) -> list[ImageUpdate]:
+    """A start's typed AMI changes; a damaged entry is left out rather than failing the whole line."""
+    raw = detail.get("image_updates")
+    out = []
+    for u in raw if isinstance(raw, list) else []:
+        with contextlib.suppress(ValidationError):
+            out.append(ImageUpdate.model_validate(u))
+    return out
+
+
 def _text(detail: Mapping[str, Any], key: str) -> str:
     value = detail.get(key)
     return " ".join(str(value).split()) if value not in (None, "") else ""
@@ -74,6 +90,9 @@ def sentence(e: HistoryEntry) -> Sentence:
     reason, message, error = _text(d, "reason"), _text(d, "message"), _text(d, "error")
     if e.action in ("stop", "start"):
         line = _transition(e, outcomes, took, reason, message, error)
+        moved = read_image_updates(d)
+        if moved:  # the AMI releases the start moved groups to while the cluster was at zero
+            line = Sentence(f"{line.text}; {image_line(moved)}", line.tone, line.outcomes)
         started = read_phases(d)
         if started:  # how long each phase of the start took, per group
             return Sentence(f"{line.text}; phases: {phase_summary(started)}", line.tone, line.outcomes)
@@ -83,6 +102,9 @@ def sentence(e: HistoryEntry) -> Sentence:
         end = f" until {when(datetime.fromisoformat(until))}" if isinstance(until, str) and until else " until released"
         why = f": {reason}" if reason else ""
         return Sentence(f"held {d.get('state', 'running')}{end}{why}", "info")
+    if e.action == "image" and e.outcome == "allowed":
+        allowed = ", ".join(str(r) for r in d.get("releases") or [])
+        return Sentence(f"{d.get('group')} may take AMI {allowed} again (by {e.actor})", "info")
     if e.action == "release":
         return Sentence("hold released: the schedule is in charge again", "info")
     if e.action == "forget":

@@ -32,6 +32,7 @@ STYLE = {
     "waiting": "yellow",
     "plan": "bold yellow",
     "approval": "bold yellow",
+    "image": "bold cyan",
 }
 
 

@@ -70,6 +70,9 @@ COMMANDS: dict[str, Entry] = {
         "Drop the sizes recorded at the last stop (a start then restores nothing); for a cluster or a group "
         "replaced while stopped, whose recorded sizes a start refuses to restore onto something else.",
     ),
+    "allow-image": Entry(
+        "records", "Let a group take again an AMI release refused after its first morning failed on it."
+    ),
     "demo": Entry("demo", "Create three example clusters in the emulator and schedule them across a virtual week."),
     "report": Entry(
         "report",

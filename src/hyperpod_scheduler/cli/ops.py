@@ -54,6 +54,8 @@ from hyperpod_scheduler.cost.savings import keep_cost_per_night
 from hyperpod_scheduler.engine import fidelity
 from hyperpod_scheduler.engine.approvals import DEFAULT_APPROVAL_MINUTES
 from hyperpod_scheduler.engine.fleet import HORIZON, Governed, as_mapping, plan
+from hyperpod_scheduler.engine.image_update import wanted as image_forecast
+from hyperpod_scheduler.engine.images import line as image_line
 from hyperpod_scheduler.engine.planner import Action
 from hyperpod_scheduler.engine.runner import ClusterRef, Engine, Result
 from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
@@ -538,6 +540,11 @@ def _protection_rows(ctx: Context, g: Governed) -> dict[str, Any]:
     warning = head_warning(view.groups, g.policy)
     if warning:
         row["warnings"].append(warning)
+    kept = {p.group for p in protections(view.groups, g.policy)}
+    moves = image_forecast(ctx.engine(), g.ref, ctx.store.get(g.ref.key), view, {x.name for x in view.groups} - kept)
+    row["image_updates"] = [u.model_dump() for u in moves]
+    if moves:
+        row["warnings"].append(f"the next start first moves AMI releases while at zero: {image_line(moves)}")
     needing = needs_approval(view, g.policy)
     if needing:
         minutes = g.policy.approval_minutes or DEFAULT_APPROVAL_MINUTES

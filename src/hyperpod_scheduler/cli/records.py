@@ -116,6 +116,23 @@ def register(app: typer.Typer) -> None:
         ref = cluster_ref(ctx, cluster, region, profile)
         console.print(ctx.engine().claim(ref), highlight=False)
 
+    @app.command("allow-image")
+    def allow_image(
+        cluster: str = ClusterArg,
+        group: str = typer.Argument(..., help="Instance group name."),
+        release: str | None = typer.Option(None, "--release", help="Only this release (default: every one)."),
+        region: str | None = RegionOpt,
+        profile: str | None = ProfileOpt,
+        config: str | None = ConfigOpt,
+        state: str | None = StateOpt,
+    ) -> None:
+        """Let a group take again an AMI release refused after its first morning failed on it."""
+        ctx = make_context(config, state, False)
+        ref = cluster_ref(ctx, cluster, region, profile)
+        allowed = ctx.engine().allow_image(ref, group, release)
+        said = f"may take {', '.join(allowed)} again" if allowed else "no refused release to allow"
+        console.print(f"{cluster}: {group} {said}", markup=False)
+
     @app.command()
     def forget(
         cluster: str = ClusterArg,

@@ -42,6 +42,9 @@ def _unworkable(message: str) -> PydanticCustomError:
 
 
 GroupPolicyValue = Literal["zero", "keep"] | dict[Literal["floor"], int]
+# Which HyperPod AMI release a morning restores a group on: the one it ran (pinned), the newest settled
+# one when the current is SecurityUpdateRequired or EndOfLife (security), or the newest settled one (latest).
+ImageMode = Literal["pinned", "security", "latest"]
 # ``checkpoints: none``: stops of these clusters need no checkpoint audit, said on purpose (an EKS cluster,
 # which has no audit yet, is stopped on a schedule only with this said; every such stop says no audit ran).
 Checkpoints = CheckpointSettings | Literal["none"]
@@ -63,6 +66,13 @@ class Policy(_Strict):
     # the scheduler asks approval_minutes before the stop; no approval by the stop time keeps them.
     approve_release: list[str] | Literal["scarce"] | None = None
     approval_minutes: float | None = Field(default=None, gt=0, le=WEEK_MINUTES)
+    # Patched by morning (docs/scheduler.md, "AMI releases"): each group's image policy (``image`` for
+    # every group, ``image_groups`` per group), how old a release must be before it is taken (a release
+    # withdrawn in its first days is then never taken), and whether a person approves each change.
+    image: ImageMode | None = None
+    image_groups: dict[str, ImageMode] | None = None
+    image_settle_days: float | None = Field(default=None, ge=0, le=365)
+    approve_image: bool | None = None
 
     @field_validator("groups")
     @classmethod

@@ -26,6 +26,7 @@ from hyperpod_scheduler.emulator.model_images import Catalogue, ImageRelease, ne
 from hyperpod_scheduler.emulator.model_plans import TrainingPlan, plan_from_dict
 from hyperpod_scheduler.emulator.model_rng import Rng
 from hyperpod_scheduler.emulator.model_state import Cluster
+from hyperpod_scheduler.emulator.model_timing import moment
 from hyperpod_scheduler.emulator.model_world import OMITTED_MEMBERS, World
 from hyperpod_scheduler.emulator.persistence import StateStore
 from hyperpod_scheduler.errors import UsageError
@@ -162,6 +163,7 @@ class HyperPodBackend:
                     "version": r.version,
                     "image_id": r.image_id,
                     "released": r.released(now, w.origin),
+                    "released_at": _iso(moment(r.released_at, r.released_offset, w.origin)),
                     "latest": latest is not None and r.version == latest.version,
                     "security_update": r.security_update,
                     "end_of_life": r.ended(now, w.origin),
@@ -366,3 +368,7 @@ def _anchored(plan: TrainingPlan, now: datetime) -> TrainingPlan:
         for b in plan.blocks
     )
     return replace(plan, blocks=blocks)
+
+
+def _iso(when: datetime | None) -> str | None:
+    return when.isoformat() if when is not None else None

@@ -10,6 +10,7 @@ from hyperpod_scheduler.emulator import model_ops_clusters as clusters
 from hyperpod_scheduler.emulator import model_ops_events as events
 from hyperpod_scheduler.emulator import model_ops_nodes as nodes
 from hyperpod_scheduler.emulator import model_ops_plans as plans
+from hyperpod_scheduler.emulator import model_ops_software as software
 from hyperpod_scheduler.emulator.model_lookup import find_cluster
 from hyperpod_scheduler.emulator.model_world import World
 
@@ -23,6 +24,7 @@ OPERATIONS: dict[str, Operation] = {
     "ListClusters": clusters.list_clusters,
     "UpdateCluster": clusters.update_cluster,
     "DeleteCluster": clusters.delete_cluster,
+    "UpdateClusterSoftware": software.update_cluster_software,
     "ListClusterNodes": nodes.list_cluster_nodes,
     "DescribeClusterNode": nodes.describe_cluster_node,
     "BatchAddClusterNodes": nodes.batch_add_cluster_nodes,
@@ -41,6 +43,7 @@ MUTATING = frozenset(
     {
         "CreateCluster",
         "UpdateCluster",
+        "UpdateClusterSoftware",
         "DeleteCluster",
         "BatchAddClusterNodes",
         "BatchDeleteClusterNodes",

@@ -19,7 +19,16 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_scheduler.cluster.view import ClusterView
-from hyperpod_scheduler.engine import crashpoints, fidelity, guard_round, intents, phases, planner, settling
+from hyperpod_scheduler.engine import (
+    crashpoints,
+    fidelity,
+    guard_round,
+    image_update,
+    intents,
+    phases,
+    planner,
+    settling,
+)
 from hyperpod_scheduler.engine.messages import duration_text, targets_text
 from hyperpod_scheduler.engine.ref import ClusterRef, Result
 from hyperpod_scheduler.engine.slurm_roles import remember_roles, resolve_roles
@@ -119,6 +128,12 @@ def act(
         return refuse(eng, ref, record, action, refused, view, transition_at or now, dry_run)
     for u in view.unknown_members:  # all accepted by the policy, or refusal would have said so
         eng.emit(ref, "note", f"accepting the loss of {u.path} (policy accept_unknown_members)", member=u.path)
+    if action == "start" and raise_to is None:
+        # Patched by morning: an AMI update while the cluster is at zero comes first (engine.image_update).
+        ready = image_update.before_start(eng, ref, record, view, dry_run, transition_at)
+        if isinstance(ready, Result):
+            return ready
+        record, view = ready
     if raise_to is not None:
         plan = planner.plan_raise(view, raise_to)
     elif action == "stop":

@@ -25,6 +25,7 @@ Kind = Literal[
     "waiting",
     "plan",
     "approval",
+    "image",  # a group moved to another AMI release before a start (engine.images)
 ]
 
 

@@ -27,6 +27,7 @@ from hyperpod_scheduler.config.model import (
     Target,
     merge_policies,
 )
+from hyperpod_scheduler.engine import image_approval
 from hyperpod_scheduler.engine.approvals import ask_if_due, lapse_due
 from hyperpod_scheduler.engine.events import Event
 from hyperpod_scheduler.engine.identity import arn_account, reach_of
@@ -34,7 +35,7 @@ from hyperpod_scheduler.engine.messages import error_text
 from hyperpod_scheduler.engine.plan_watch import watch_plans
 from hyperpod_scheduler.engine.planner import Action, ScheduleState
 from hyperpod_scheduler.engine.readiness import Lead, cluster_lead, histories, lead_time
-from hyperpod_scheduler.engine.ref import ClusterRef, ClusterSettings, Result
+from hyperpod_scheduler.engine.ref import ClusterRef, ClusterSettings, ImagePolicy, Result
 from hyperpod_scheduler.engine.runner import Engine
 from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
 from hyperpod_scheduler.schedule import Schedule, load_schedules, resolve
@@ -213,6 +214,7 @@ class Fleet:
         block = next((b for b in blocks if b is not None), None)
         return ClusterSettings(
             policy=policy,
+            image=ImagePolicy.of(policy),
             checkpoints=block if isinstance(block, CheckpointSettings) else None,
             unaudited=block == "none",
             governed_by=where,
@@ -275,6 +277,14 @@ def tick(
                 now,
                 "approval",
                 lambda: ask_if_due(engine, g.ref, g.schedule, g.policy, now, dashboard_url),
+            )
+        if not dry_run and g.ref.settings.image.approve:
+            caught(
+                engine,
+                g.ref,
+                now,
+                "approval",
+                lambda: image_approval.ask_if_due(engine, g.ref, g.schedule, now, dashboard_url),
             )
         failed = caught(engine, g.ref, now, None, one_turn)
         if failed is not None:

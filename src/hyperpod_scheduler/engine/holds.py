@@ -81,3 +81,23 @@ def update(
         except ConflictError:
             continue
     raise HyperpodSchedulerError(f"cluster '{ref.name}': the state store kept changing; try again")
+
+
+def allow_image(eng: Engine, ref: ClusterRef, group: str, release: str | None = None) -> list[str]:
+    """A person says a release refused after a failed first morning may be taken again by ``group`` (one
+    release, or every one refused for it). The releases allowed again; a history line names who."""
+    ref, _ = eng.identify(ref)
+    record = eng.store.get(ref.key)
+    refused = list(record.images.refused.get(group, [])) if record is not None else []
+    allowed = [r for r in refused if release is None or r == release]
+    if not allowed:
+        return []
+    now = eng.now()
+
+    def change(rec: ClusterRecord | None) -> ClusterRecord:
+        base = rec or ClusterRecord.new(ref.key, now)
+        left = {g: [r for r in v if g != group or r not in allowed] for g, v in base.images.refused.items()}
+        return base.evolve(images=base.images.evolve(refused={g: v for g, v in left.items() if v}), updated_at=now)
+
+    update(eng, ref, change, eng.entry(ref, "image", "allowed", group=group, releases=allowed))
+    return allowed

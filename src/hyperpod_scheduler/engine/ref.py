@@ -7,11 +7,43 @@ history line and the faces read this one value, never a lookup of their own by r
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 
 from hyperpod_scheduler.agent.settings import CheckpointSettings
-from hyperpod_scheduler.config.model import Policy
+from hyperpod_scheduler.config.model import ImageMode, Policy
 from hyperpod_scheduler.store.records import cluster_key
+
+DEFAULT_SETTLE_DAYS = 3.0
+
+
+@dataclass(frozen=True)
+class ImagePolicy:
+    """Which AMI release each group is restored on (``engine.images``), resolved from the policy."""
+
+    default: ImageMode = "pinned"
+    groups: Mapping[str, ImageMode] = field(default_factory=dict)
+    settle: timedelta = timedelta(days=DEFAULT_SETTLE_DAYS)
+    approve: bool = False
+
+    def mode(self, group: str) -> ImageMode:
+        return self.groups.get(group, self.default)
+
+    @property
+    def moves(self) -> bool:
+        """Whether any group may ever change release under this policy."""
+        return self.default != "pinned" or any(m != "pinned" for m in self.groups.values())
+
+    @classmethod
+    def of(cls, policy: Policy) -> ImagePolicy:
+        days = DEFAULT_SETTLE_DAYS if policy.image_settle_days is None else policy.image_settle_days
+        return cls(
+            default=policy.image or "pinned",
+            groups=dict(policy.image_groups or {}),
+            settle=timedelta(days=days),
+            approve=bool(policy.approve_image),
+        )
 
 
 @dataclass(frozen=True)
@@ -23,6 +55,7 @@ class ClusterSettings:
     checkpoint audit (required before a scheduled stop of an EKS cluster, which has no audit yet)."""
 
     policy: Policy = field(default_factory=Policy)
+    image: ImagePolicy = field(default_factory=ImagePolicy)
     checkpoints: CheckpointSettings | None = None
     unaudited: bool = False
     governed_by: str = "defaults"

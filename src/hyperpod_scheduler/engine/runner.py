@@ -26,6 +26,7 @@ from hyperpod_scheduler.config.model import Retry
 from hyperpod_scheduler.engine import acting, holds, intents, planner, settling
 from hyperpod_scheduler.engine.events import Event, Sink, discard
 from hyperpod_scheduler.engine.identity import Accounts, LegacyRead
+from hyperpod_scheduler.engine.images import Releases
 from hyperpod_scheduler.engine.messages import reach_text
 from hyperpod_scheduler.engine.ref import ClusterRef, ClusterSettings, Result
 from hyperpod_scheduler.errors import HyperpodSchedulerError, SpecError
@@ -55,6 +56,7 @@ class Engine:
         guards_for: Callable[[ClusterRef], Sequence[StopGuard]] | None = None,
         retry: Retry | None = None,
         read_file: Callable[[ClusterRef, str], bytes] | None = None,
+        releases: Releases | None = None,
     ) -> None:
         self.store = store
         self.client_for = client_for
@@ -73,6 +75,8 @@ class Engine:
         # Reads a cluster's provisioning_parameters.json (s3://...) for its Slurm roles; None: roles that
         # only that file names stay unknown, and the head is kept with any compute kept.
         self.read_file = read_file
+        # The HyperPod AMI releases known for a cluster (engine.images); None: no group changes release.
+        self.releases = releases
         self.accounts = Accounts(store, now, self.entry, lambda ref, m: self.emit(ref, "note", m))
         self._plan_groups: dict[tuple[str | None, str | None, str], dict[str, tuple[list[str], str | None]]] = {}
         # Keys whose record watched no training plan when this tick's turn read it: the plan watch after
@@ -316,6 +320,9 @@ class Engine:
 
     def forget(self, ref: ClusterRef) -> dict[str, int] | None:
         return holds.forget(self, ref)
+
+    def allow_image(self, ref: ClusterRef, group: str, release: str | None = None) -> list[str]:
+        return holds.allow_image(self, ref, group, release)
 
     def with_lease(
         self, ref: ClusterRef, work: Callable[[], Result], *, wait_s: float = 0.0, poll_seconds: float = 30.0

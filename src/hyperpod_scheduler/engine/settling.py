@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from hyperpod_scheduler.cluster.view import ClusterView
-from hyperpod_scheduler.engine import crashpoints, fidelity, guard_round, intents, phases, planner
+from hyperpod_scheduler.engine import crashpoints, fidelity, guard_round, images, intents, phases, planner
 from hyperpod_scheduler.engine.look import look
 from hyperpod_scheduler.engine.messages import duration_text, error_text
 from hyperpod_scheduler.engine.ref import ClusterRef, Result
@@ -137,8 +137,11 @@ def settle(eng: Engine, ref: ClusterRef, record: ClusterRecord, verdict: planner
     if pending.action == "start" and verdict.ok:
         updated = updated.add_start_duration(duration, now, phases.ready_durations(seen)).evolve(retry=None)
     changes = fidelity.ami_changes(record.snapshot.sizes, view) if record.snapshot and pending.action == "start" else []
+    taken = list(record.images.taken) if pending.action == "start" else []
     if pending.action == "start":
-        updated = updated.evolve(ami_changes=changes)
+        # A release we moved a group to is no drift; whether its first morning went well is judged here.
+        changes = [c for c in changes if not any(u.group == c.group and u.to_release == c.to_release for u in taken)]
+        updated = updated.evolve(ami_changes=changes, images=images.judged(record.images, verdict.outcomes, view))
         restored = {o.group for o in verdict.outcomes if o.outcome == "restored"}
         if record.snapshot is not None and restored & set(record.snapshot.kept):
             # A group restored is no longer at our floor: a size it has later is a person's.
@@ -175,6 +178,7 @@ def settle(eng: Engine, ref: ClusterRef, record: ClusterRecord, verdict: planner
         message=verdict.detail,
         **extra,
         **({"ami_changes": [c.model_dump() for c in changes]} if changes else {}),
+        **({"image_updates": [u.model_dump() for u in taken]} if taken else {}),
         **({"phases": {g: p.model_dump(mode="json") for g, p in seen.items()}} if seen else {}),
     )
     eng.store.put(updated, expected_version=record.version, history=[line])
@@ -205,6 +209,9 @@ def settle(eng: Engine, ref: ClusterRef, record: ClusterRecord, verdict: planner
         **({"phases": {g: p.model_dump(mode="json") for g, p in seen.items()}} if seen else {}),
         **readiness,
     )
+    if taken:
+        how = "" if verdict.ok else " (this start failed: refused for these groups from now on)"
+        eng.emit(ref, "image", f"AMI: {images.line(taken)}{how}", image_updates=[u.model_dump() for u in taken])
     if changes:
         eng.emit(ref, "drift", fidelity.describe_changes(changes), ami_changes=[c.model_dump() for c in changes])
     return Result(ref.name, kind, verdict.detail)

@@ -23,13 +23,14 @@ SNS_ENV = "HYPERPOD_SCHEDULER_SNS_TOPIC_ARN"
 WEBHOOK_ENV = "HYPERPOD_SCHEDULER_WEBHOOK_URL"
 LOOPBACK_ENV = "HYPERPOD_SCHEDULER_WEBHOOK_ALLOW_LOOPBACK"  # tests and local receivers only
 # The events worth waking someone for.
-NOTIFY_KINDS = frozenset({"blocked", "failed", "refused", "drift", "plan", "approval"})
+NOTIFY_KINDS = frozenset({"blocked", "failed", "refused", "drift", "plan", "approval", "image"})
 _SUBJECTS = {
     "blocked": "stop blocked",
     "refused": "update refused",
     "drift": "AMI changed",
     "plan": "training plan",
     "approval": "approval",
+    "image": "AMI updated",
 }
 
 

@@ -269,6 +269,9 @@ class Approval(Stored):
     asked_at: AwareDatetime
     expires_at: AwareDatetime
     state: ApprovalState = "pending"
+    # What it approves: releasing groups at a stop, or moving groups to another AMI release at a start
+    # (``transition_at`` is then that start; unanswered, the groups stay pinned).
+    kind: Literal["release", "image"] = "release"
     by: str | None = None
     decided_at: AwareDatetime | None = None
 
@@ -327,6 +330,35 @@ class AmiChange(Stored):
     to_release: str | None = None
     from_image: str | None = None
     to_image: str | None = None
+
+
+ImageWhy = Literal["security update", "latest", "rolled back"]
+
+
+class ImageUpdate(Stored):
+    """One group moved to another HyperPod AMI release while the cluster was at zero, and why."""
+
+    group: str
+    from_release: str | None = None
+    to_release: str
+    why: ImageWhy
+
+
+class ImageState(Stored):
+    """The AMI releases the scheduler moves groups to (``engine.images``).
+
+    ``pending``: the UpdateClusterSoftware intent, stored before the call (``phase`` intent, then sent);
+    ``taken``: what it changed, told in the start's history line when that start settles; ``trial``:
+    releases on their first morning; ``good``: each group's last release a start settled on;
+    ``refused``: releases a group's first morning failed on, never taken again until a person says so."""
+
+    pending: list[ImageUpdate] = Field(default_factory=list)
+    phase: Phase | None = None
+    since: AwareDatetime | None = None
+    taken: list[ImageUpdate] = Field(default_factory=list)
+    trial: dict[str, str] = Field(default_factory=dict)
+    good: dict[str, str] = Field(default_factory=dict)
+    refused: dict[str, list[str]] = Field(default_factory=dict)
 
 
 class Refusal(Stored):
@@ -398,6 +430,7 @@ class ClusterRecord(Stored):
     approvals: list[Approval] = Field(default_factory=list)  # newest last, the latest MAX_APPROVALS
     refused: Refusal | None = None
     ami_changes: list[AmiChange] = Field(default_factory=list)  # found when the last start settled
+    images: ImageState = Field(default_factory=ImageState)
     updated_at: AwareDatetime
     record_format: int = RECORD_FORMAT
     # Set on a record from before account keys once it was given to its account's key (kept, not

@@ -1,0 +1,94 @@
+"""Approval of an AMI change (``approve_image: true``): the evening before, the notification carries the
+same single-use link as a release approval (``engine.approvals``); the change the next start would make
+goes out only if a person approved it. Unanswered or refused, the groups stay pinned. Going back to a
+release a group ran well on (``rolled back``) needs no approval."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from hyperpod_scheduler.engine import image_update, images
+from hyperpod_scheduler.engine.approvals import DEFAULT_APPROVAL_MINUTES, _change, _line, link, token_hash
+from hyperpod_scheduler.engine.events import Event
+from hyperpod_scheduler.engine.runner import ClusterRef, Engine
+from hyperpod_scheduler.guards.capacity import protections
+from hyperpod_scheduler.schedule import Schedule
+from hyperpod_scheduler.store.records import MAX_APPROVALS, Approval, ClusterRecord, ImageUpdate
+
+
+def ask_if_due(
+    engine: Engine, ref: ClusterRef, schedule: Schedule, now: datetime, dashboard_url: str | None
+) -> Approval | None:
+    """Within ``approval_minutes`` of the evening stop, ask to approve the AMI change of the start after it."""
+    settings = ref.settings
+    if not settings.image.approve or not settings.image.moves:
+        return None
+    lead = timedelta(minutes=settings.policy.approval_minutes or DEFAULT_APPROVAL_MINUTES)
+    upcoming = schedule.next_transitions(now - timedelta(seconds=1), 3)
+    stops = [t for t in upcoming if t.state == "stopped"]
+    if not stops or stops[0].at - now > lead or now >= stops[0].at:
+        return None
+    starts = [t for t in upcoming if t.state == "running" and t.at > stops[0].at]
+    if not starts:
+        return None
+    start_at = starts[0].at
+    known = engine.accounts.known(ref) or ref
+    record = engine.store.get(known.key)
+    if record is not None and _asked(record, start_at):
+        return None
+    known, _ = engine.identify(ref)
+    view = engine.describe(known)
+    asleep = {g.name for g in view.groups} - {p.group for p in protections(view.groups, settings.policy)}
+    moves = [u for u in image_update.wanted(engine, known, record, view, asleep) if u.why != "rolled back"]
+    if not moves:
+        return None
+    token = secrets.token_urlsafe(32)
+    approval = Approval(
+        id=secrets.token_hex(6),
+        token_sha256=token_hash(token),
+        groups=[u.group for u in moves],
+        transition_at=start_at,
+        asked_at=now,
+        expires_at=start_at,
+        kind="image",
+    )
+
+    def add(rec: ClusterRecord) -> ClusterRecord | None:
+        if _asked(rec, start_at):
+            return None  # another runner asked first
+        return rec.evolve(approvals=[*rec.approvals, approval][-MAX_APPROVALS:], updated_at=now)
+
+    if not _change(engine.store, known.key, now, add, _line(known, now, engine.actor, "asked", approval)):
+        return None
+    text = (
+        f"approval needed: the {start_at:%a %H:%M}Z start first moves AMI releases while the cluster is at zero "
+        f"({images.line(moves)}). Without an approval by {start_at:%H:%M}Z the groups stay pinned."
+    )
+    engine.events(
+        Event(
+            now,
+            ref.name,
+            "approval",
+            text,
+            {"approval": approval.id, "groups": approval.groups, "expires": start_at.isoformat(), "image": True},
+            private=link(dashboard_url, ref.name, approval.id, token),
+        )
+    )
+    return approval
+
+
+def approved(
+    record: ClusterRecord | None, updates: Sequence[ImageUpdate], start_at: datetime | None
+) -> list[ImageUpdate]:
+    """The changes a person approved for this start (and every roll-back, which needs no approval)."""
+    granted: set[str] = set()
+    for a in record.approvals if record is not None else []:
+        if a.kind == "image" and a.state == "approved" and start_at is not None and a.transition_at == start_at:
+            granted.update(a.groups)
+    return [u for u in updates if u.why == "rolled back" or u.group in granted]
+
+
+def _asked(record: ClusterRecord, start_at: datetime) -> bool:
+    return any(a.kind == "image" and a.transition_at == start_at for a in record.approvals)
