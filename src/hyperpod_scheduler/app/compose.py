@@ -94,6 +94,30 @@ class LocalAgent:
     now: Callable[[], datetime]
 
 
+@dataclass(frozen=True)
+class Pause:
+    """The fleet's pause switch is on: no transition anywhere. ``by`` names the setting that says so;
+    ``since`` is when that setting was pushed (None: not known, a config pushed before it was stamped)."""
+
+    by: str
+    since: datetime | None = None
+
+    def line(self) -> str:
+        when = f" since {self.since:%Y-%m-%d %H:%M}Z" if self.since else " (since: not recorded)"
+        return f"scheduling PAUSED by {self.by}{when}: no cluster is stopped or started"
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a face's config, state and AWS reach come from: the config file with its store and the
+    AWS chain, or the hub's table with the pushed fleet config and each target's assumed role."""
+
+    config: Config
+    store: StateStore
+    clients: Clients
+    paused: Pause | None = None
+
+
 def _wall_clock() -> datetime:
     return datetime.now(UTC)
 
@@ -115,8 +139,11 @@ class Context:
         agent: LocalAgent | None = None,
         warn: Callable[[str], None] = lambda _: None,
         notify: bool = True,
+        paused: Pause | None = None,
     ) -> None:
         self.config = config
+        # Faces read this one fact to say the fleet is paused (status, the Fleet page).
+        self.paused = paused
         self.store = store
         self.clients = clients
         self.now = now

@@ -311,6 +311,8 @@ def register(app: typer.Typer) -> None:
         schedule, next transition in the schedule's timezone, flags; -o wide adds sizes and outcomes."""
         fmt = output_format(output, as_json)
         ctx = make_context(config, state, fmt in ("json", "yaml"))
+        if ctx.paused is not None and fmt in ("table", "wide"):  # json/yaml: stays one document
+            console.print(ctx.paused.line(), style="bold yellow", markup=False, highlight=False)
         if not watch:
             _print_status(ctx, fmt)
             return
