@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from hyperpod_scheduler.agent.channel import Channel
     from hyperpod_scheduler.agent.settings import CheckpointSettings
-    from hyperpod_scheduler.engine.fleet import Fleet, Governed, Pool
+    from hyperpod_scheduler.engine.fleet import AccountLookup, Fleet, Governed, Pool
     from hyperpod_scheduler.engine.readiness import Lead
     from hyperpod_scheduler.engine.runner import ClusterRef, Engine, Result
     from hyperpod_scheduler.guards.base import StopGuard
@@ -116,6 +116,9 @@ class Source:
     store: StateStore
     clients: Clients
     paused: Pause | None = None
+    # Which account a way of reaching a cluster reaches, when the source knows it (the fleet config names
+    # each target's account); None: the store's memory, learned from cluster ARNs.
+    accounts: AccountLookup | None = None
 
 
 def _wall_clock() -> datetime:
@@ -140,10 +143,12 @@ class Context:
         warn: Callable[[str], None] = lambda _: None,
         notify: bool = True,
         paused: Pause | None = None,
+        accounts: AccountLookup | None = None,
     ) -> None:
         self.config = config
         # Faces read this one fact to say the fleet is paused (status, the Fleet page).
         self.paused = paused
+        self.accounts = accounts
         self.store = store
         self.clients = clients
         self.now = now
@@ -168,7 +173,7 @@ class Context:
         from hyperpod_scheduler.engine.fleet import Fleet
 
         if self._fleet is None:
-            self._fleet = Fleet(self.config, self.client_for, self.store.account_for)
+            self._fleet = Fleet(self.config, self.client_for, self.accounts or self.store.account_for)
         return self._fleet
 
     def reconfigured(self, config: Config) -> Context:

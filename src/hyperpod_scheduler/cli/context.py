@@ -75,6 +75,7 @@ def make_context(
         sleep=sleep,
         warn=lambda m: err_console.print(f"warning: {m}", markup=False),
         paused=source.paused,
+        accounts=source.accounts,
     )
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from hyperpod_scheduler.app.compose import Clients, Pause, Source
 from hyperpod_scheduler.engine.ref import ClusterRef
 from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.store.records import Reach
 
 SCHEME = "dynamodb://"
 
@@ -91,4 +92,10 @@ def fleet_source(location_text: str, state: str | None = None, sagemaker_in: Sag
     paused = None
     if fleet.hub.paused:
         paused = Pause(f"the fleet config's hub.paused (config version {version})", pushed)
-    return Source(config, open_store(str(location)), hub_clients, paused)
+    store = open_store(str(location))
+
+    def accounts(how: Reach) -> str | None:
+        # A target's clusters are reached under its account's name: the fleet config says which it is.
+        return how.profile if (how.profile, how.region) in reach else store.account_for(how)
+
+    return Source(config, store, hub_clients, paused, accounts)

@@ -118,7 +118,10 @@ class Dashboard:
             return self.fixed_context
         if self.source is not None:
             src = self.source()
-            return Context(src.config, self.store(), src.clients, self.now, actor="dashboard", paused=src.paused)
+            return Context(
+                src.config, self.store(), src.clients, self.now, actor="dashboard", paused=src.paused,
+                accounts=src.accounts,
+            )  # fmt: skip
         return Context(
             load_config(self.config_file), self.store(), chain_clients(self.client_for), self.now, actor="dashboard"
         )
