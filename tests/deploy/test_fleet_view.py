@@ -74,6 +74,8 @@ def test_status_hold_and_history_run_on_the_hubs_table_and_the_worker_honours_th
     assert fleet.updates[(B, HERE, "train")] >= 1
     assert sum(fleet.counts(B, HERE, "train").values()) == 0
     assert sum(fleet.counts(A, HERE, "train").values()) > 0
+    fleet.advance(60)
+    _tick(fleet)  # the next tick sees the stop settled and records it
     ran = cli("history", "train", "--profile", B, "--config", FLEET, "-o", "json")
     assert ran.code == 0, ran.err
     assert "stop" in ran.out  # the worker's stop, read back from the hub's table
@@ -81,7 +83,7 @@ def test_status_hold_and_history_run_on_the_hubs_table_and_the_worker_honours_th
 
 def test_the_dashboards_fleet_page_and_api_show_both_accounts(fleet: FleetWorld) -> None:
     dash = Dashboard(source=fleet_sources(FLEET, None))
-    with TestClient(create_app(dash)) as client:
+    with TestClient(create_app(dash, allowed_hosts=["testserver"])) as client:
         listed = client.get("/api/fleet")
         assert listed.status_code == 200, listed.text
         assert sorted(r["key"].split("/")[0] for r in listed.json()) == [A, B]
@@ -97,7 +99,7 @@ def test_status_and_the_fleet_page_say_the_fleet_is_paused_by_which_setting(flee
     assert ran.code == 0, ran.err
     assert "scheduling PAUSED by the fleet config's hub.paused (config version 2) since " in ran.out
     dash = Dashboard(source=fleet_sources(FLEET, None))
-    with TestClient(create_app(dash)) as client:
+    with TestClient(create_app(dash, allowed_hosts=["testserver"])) as client:
         assert "scheduling PAUSED by the fleet config&#39;s hub.paused" in client.get("/").text
         assert client.get("/api/fleet/summary").json()["paused"].startswith("scheduling PAUSED")
 
