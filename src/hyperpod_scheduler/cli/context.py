@@ -13,8 +13,8 @@ from rich.text import Text
 
 from hyperpod_scheduler.app.compose import Context, Source, chain_clients
 from hyperpod_scheduler.app.instants import parse_instant
-from hyperpod_scheduler.cli.output import console, err_console, safe
 from hyperpod_scheduler.cli.fleet_source import is_fleet_location
+from hyperpod_scheduler.cli.output import console, err_console, safe
 from hyperpod_scheduler.config.load import CONFIG_ENV, load_config
 from hyperpod_scheduler.engine.events import Event, Sink
 from hyperpod_scheduler.store import open_store

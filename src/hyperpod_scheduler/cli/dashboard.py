@@ -102,8 +102,9 @@ def register(app: typer.Typer) -> None:
         from hyperpod_scheduler.web.serving import bounded_server
 
         token = token_from_env(token_env)
-        if is_fleet_location(config or os.environ.get(CONFIG_ENV)):
-            dash = Dashboard(state=state, token=token, source=fleet_sources(str(config or os.environ[CONFIG_ENV]), state))
+        location = config or os.environ.get(CONFIG_ENV)
+        if location is not None and is_fleet_location(location):  # the hub's table: the fleet's own view
+            dash = Dashboard(state=state, token=token, source=fleet_sources(location, state))
         else:
             load_config(config)  # a bad config is one line now, not an error page later
             dash = Dashboard(config_file=config, state=state, token=token)

@@ -144,7 +144,9 @@ def write_text(
                 UpdateExpression="SET #y = :y, #p = :p ADD #v :one",
                 ExpressionAttributeNames={"#y": "yaml", "#v": VERSION_ATTRIBUTE, "#p": PUSHED_AT_ATTRIBUTE},
                 ExpressionAttributeValues={
-                    ":y": {"S": text}, ":one": {"N": "1"}, ":p": {"S": datetime.now(UTC).isoformat()},
+                    ":y": {"S": text},
+                    ":one": {"N": "1"},
+                    ":p": {"S": datetime.now(UTC).isoformat()},
                 },
             )
     except ClientError as exc:
