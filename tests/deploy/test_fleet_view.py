@@ -107,3 +107,18 @@ def test_status_and_the_fleet_page_say_the_fleet_is_paused_by_which_setting(flee
 def test_a_fleet_view_refuses_another_state_store_in_one_line(fleet: FleetWorld) -> None:
     line = cli("status", "--config", FLEET, "--state", "memory:").one_error_line()
     assert "--state 'memory:'" in line and "hub's table" in line
+
+
+def test_plan_report_and_release_run_on_the_fleet_too(fleet: FleetWorld) -> None:
+    plan = cli("plan", "--config", FLEET, "--no-describe", "-o", "json")
+    assert plan.code == 0, plan.err
+    steps = json.loads(plan.out)["steps"]
+    first = min(st["at"] for st in steps if st["action"] == "stop")
+    assert [st["cluster"] for st in steps if st["at"] == first] == ["train", "train"]  # both accounts' clusters
+    assert cli("hold", "train", "--profile", B, "--config", FLEET).code == 0
+    released = cli("release", "train", "--profile", B, "--config", FLEET)
+    assert released.code == 0, released.err
+    record = store().get(f"{B}/{HERE}/train")
+    assert record is not None and record.hold is None
+    report = cli("report", "--config", FLEET)
+    assert report.code == 0, report.err
