@@ -122,3 +122,8 @@ def test_plan_report_and_release_run_on_the_fleet_too(fleet: FleetWorld) -> None
     assert record is not None and record.hold is None
     report = cli("report", "--config", FLEET)
     assert report.code == 0, report.err
+
+
+def test_a_table_with_no_pushed_config_is_one_line(world: FleetWorld) -> None:
+    line = cli("status", "--config", FLEET).one_error_line()
+    assert "nothing stored yet" in line and "config push" in line
