@@ -127,3 +127,19 @@ def test_plan_report_and_release_run_on_the_fleet_too(fleet: FleetWorld) -> None
 def test_a_table_with_no_pushed_config_is_one_line(world: FleetWorld) -> None:
     line = cli("status", "--config", FLEET).one_error_line()
     assert "nothing stored yet" in line and "config push" in line
+
+
+def test_the_fleet_dashboard_never_edits_a_local_file_in_place_of_the_pushed_config(
+    fleet: FleetWorld, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    local = tmp_path / "hyperpod-scheduler.yaml"  # a file that happens to be where the operator is
+    local.write_text("schedules: {office: 'Mon-Fri 08:00-18:00 UTC'}\n")
+    monkeypatch.chdir(tmp_path)
+    dash = Dashboard(source=fleet_sources(FLEET, None), token="t0ken-for-the-test")
+    grid = [[False] * 96 for _ in range(7)]
+    with TestClient(create_app(dash, allowed_hosts=["testserver"])) as client:
+        answer = client.put(
+            "/api/schedules/office", json={"grid": grid}, headers={"Authorization": "Bearer t0ken-for-the-test"}
+        )
+    assert answer.status_code == 400 and "config push" in answer.text
+    assert local.read_text() == "schedules: {office: 'Mon-Fri 08:00-18:00 UTC'}\n"

@@ -560,6 +560,11 @@ class Dashboard:
     def save_schedule(self, name: str, grid: grids.Grid, token: str | None) -> dict[str, Any]:
         self.authorize(token)
         path = self.config_path
+        if self.source is not None:  # never a local file that happens to be here: the workers read the table
+            raise UsageError(
+                "schedule: this dashboard shows the fleet config pushed to the hub's table; edit its YAML and "
+                "run `hyperpod-scheduler config push`"
+            )
         if path is None:
             raise UsageError("schedule: the dashboard was started without a config file; nothing to write to")
         schedules = read_document(path).get("schedules") or {}
