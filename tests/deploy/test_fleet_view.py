@@ -143,3 +143,28 @@ def test_the_fleet_dashboard_never_edits_a_local_file_in_place_of_the_pushed_con
         )
     assert answer.status_code == 400 and "config push" in answer.text
     assert local.read_text() == "schedules: {office: 'Mon-Fri 08:00-18:00 UTC'}\n"
+
+
+def test_a_target_whose_role_cannot_be_assumed_is_one_line_and_the_other_account_is_still_read(
+    fleet: FleetWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hyperpod_scheduler.deploy import credentials
+    from hyperpod_scheduler.errors import AwsError
+
+    real = credentials.assume
+
+    def assume(sts: Any, role_arn: str, account: str, region: str) -> Any:
+        if account == B:
+            raise AwsError(f"account {B}: cannot assume {role_arn}: AccessDenied: not trusted")
+        return real(sts, role_arn, account, region)
+
+    monkeypatch.setattr(credentials, "assume", assume)
+    ran = cli("plan", "--config", FLEET)  # describes each cluster through its target's role
+    assert ran.code == 0 and "Traceback" not in ran.err
+    said = [line for line in ran.out.splitlines() if line.startswith("train: ")]
+    # Account A was described (what its stop loses is named); B's failure is one line naming its role.
+    assert any("zeroes the Slurm controller" in line for line in said)
+    assert (
+        f"train: cannot describe: account {B}: cannot assume arn:aws:iam::{B}:role/hyperpod-scheduler-spoke" in ran.out
+    )
+    assert ran.out.count(" stop\n") >= 2  # both accounts' clusters are still planned
