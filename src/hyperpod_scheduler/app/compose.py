@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from hyperpod_scheduler.agent.channel import Channel
     from hyperpod_scheduler.agent.settings import CheckpointSettings
-    from hyperpod_scheduler.engine.fleet import Fleet, Governed, Pool
+    from hyperpod_scheduler.engine.fleet import AccountLookup, Fleet, Governed, Pool
     from hyperpod_scheduler.engine.readiness import Lead
     from hyperpod_scheduler.engine.runner import ClusterRef, Engine, Result
     from hyperpod_scheduler.guards.base import StopGuard
@@ -94,6 +94,33 @@ class LocalAgent:
     now: Callable[[], datetime]
 
 
+@dataclass(frozen=True)
+class Pause:
+    """The fleet's pause switch is on: no transition anywhere. ``by`` names the setting that says so;
+    ``since`` is when that setting was pushed (None: not known, a config pushed before it was stamped)."""
+
+    by: str
+    since: datetime | None = None
+
+    def line(self) -> str:
+        when = f" since {self.since:%Y-%m-%d %H:%M}Z" if self.since else " (since: not recorded)"
+        return f"scheduling PAUSED by {self.by}{when}: no cluster is stopped or started"
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a face's config, state and AWS reach come from: the config file with its store and the
+    AWS chain, or the hub's table with the pushed fleet config and each target's assumed role."""
+
+    config: Config
+    store: StateStore
+    clients: Clients
+    paused: Pause | None = None
+    # Which account a way of reaching a cluster reaches, when the source knows it (the fleet config names
+    # each target's account); None: the store's memory, learned from cluster ARNs.
+    accounts: AccountLookup | None = None
+
+
 def _wall_clock() -> datetime:
     return datetime.now(UTC)
 
@@ -115,8 +142,13 @@ class Context:
         agent: LocalAgent | None = None,
         warn: Callable[[str], None] = lambda _: None,
         notify: bool = True,
+        paused: Pause | None = None,
+        accounts: AccountLookup | None = None,
     ) -> None:
         self.config = config
+        # Faces read this one fact to say the fleet is paused (status, the Fleet page).
+        self.paused = paused
+        self.accounts = accounts
         self.store = store
         self.clients = clients
         self.now = now
@@ -141,7 +173,7 @@ class Context:
         from hyperpod_scheduler.engine.fleet import Fleet
 
         if self._fleet is None:
-            self._fleet = Fleet(self.config, self.client_for, self.store.account_for)
+            self._fleet = Fleet(self.config, self.client_for, self.accounts or self.store.account_for)
         return self._fleet
 
     def reconfigured(self, config: Config) -> Context:

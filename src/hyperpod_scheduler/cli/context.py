@@ -4,16 +4,19 @@
 from __future__ import annotations
 
 import getpass
+import os
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
 from rich.text import Text
 
-from hyperpod_scheduler.app.compose import Context, chain_clients
+from hyperpod_scheduler.app.compose import Context, Source, chain_clients
 from hyperpod_scheduler.app.instants import parse_instant
+from hyperpod_scheduler.cli.fleet_source import is_fleet_location
 from hyperpod_scheduler.cli.output import console, err_console, safe
 from hyperpod_scheduler.config.load import load_config
+from hyperpod_scheduler.config.paths import CONFIG_ENV
 from hyperpod_scheduler.engine.events import Event, Sink
 from hyperpod_scheduler.store import open_store
 
@@ -61,20 +64,33 @@ def make_context(
     events: Sink | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Context:
-    config = load_config(config_path)
-    store = open_store(state or config.state)
+    source = source_for(config_path, state)
     fixed = parse_instant(at, "--at") if at else None
     now: Callable[[], datetime] = (lambda: fixed) if fixed else (lambda: datetime.now(UTC))
     return Context(
-        config,
-        store,
-        chain_clients(),
+        source.config,
+        source.store,
+        source.clients,
         now,
         events or printer(as_json),
         actor=_whoami(),
         sleep=sleep,
         warn=lambda m: err_console.print(f"warning: {m}", markup=False),
+        paused=source.paused,
+        accounts=source.accounts,
     )
+
+
+def source_for(config_path: str | None, state: str | None) -> Source:
+    """The config file with its store and the AWS chain, or (``dynamodb://TABLE``, also through
+    $HYPERPOD_SCHEDULER_CONFIG) the hub's pushed fleet config, its table and each target's role."""
+    location = config_path or os.environ.get(CONFIG_ENV)
+    if is_fleet_location(location):
+        from hyperpod_scheduler.cli.fleet_source import fleet_source
+
+        return fleet_source(str(location), state)
+    config = load_config(config_path)
+    return Source(config, open_store(state or config.state), chain_clients())
 
 
 def _whoami() -> str:

@@ -6,11 +6,17 @@ import ipaddress
 import os
 import re
 import socket
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import typer
 
 from hyperpod_scheduler.cli.output import console
 from hyperpod_scheduler.errors import UsageError
+
+if TYPE_CHECKING:
+    from hyperpod_scheduler.app.compose import Source
 
 DEFAULT_TOKEN_ENV = "HYPERPOD_SCHEDULER_DASHBOARD_TOKEN"
 
@@ -50,6 +56,27 @@ def listening_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+# How long the dashboard reuses the pushed fleet config and the targets' assumed roles (they last 30 min).
+FLEET_SOURCE_TTL_S = 300.0
+
+
+def fleet_sources(location: str, state: str | None) -> Callable[[], Source]:
+    """The fleet's source for each request, re-read every few minutes: a push shows without a restart and
+    the assumed roles never outlive their credentials. The first read is now: a bad one is one line."""
+    from hyperpod_scheduler.cli.fleet_source import fleet_source
+
+    held: list[tuple[float, Source]] = [(time.monotonic(), fleet_source(location, state))]
+
+    def source() -> Source:
+        at, src = held[0]
+        if time.monotonic() - at > FLEET_SOURCE_TTL_S:
+            src = fleet_source(location, state)
+            held[0] = (time.monotonic(), src)
+        return src
+
+    return source
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def dashboard(
@@ -69,13 +96,19 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Serve the dashboard: fleet, cluster timelines, savings, schedule grid, and (with a token) actions."""
+        from hyperpod_scheduler.cli.fleet_source import is_fleet_location
         from hyperpod_scheduler.config.load import load_config
+        from hyperpod_scheduler.config.paths import CONFIG_ENV
         from hyperpod_scheduler.web import Dashboard, create_app
         from hyperpod_scheduler.web.serving import bounded_server
 
         token = token_from_env(token_env)
-        load_config(config)  # a bad config is one line now, not an error page later
-        dash = Dashboard(config_file=config, state=state, token=token)
+        location = config or os.environ.get(CONFIG_ENV)
+        if location is not None and is_fleet_location(location):  # the hub's table: the fleet's own view
+            dash = Dashboard(state=state, token=token, source=fleet_sources(location, state))
+        else:
+            load_config(config)  # a bad config is one line now, not an error page later
+            dash = Dashboard(config_file=config, state=state, token=token)
         dash.store()
         sock = listening_socket(host, port)
         port = int(sock.getsockname()[1])

@@ -477,6 +477,8 @@ def _status_listing(ctx: Context, rows: list[StatusRow]) -> Listing:
 def show_status(config: str | None, state: str | None, fmt: Format, watch: bool, interval: float) -> None:
     """``status`` beyond "nothing configured" (cli.status answers that without this module)."""
     ctx = make_context(config, state, fmt in ("json", "yaml"))
+    if ctx.paused is not None and fmt in ("table", "wide"):  # json/yaml: stays one document
+        console.print(ctx.paused.line(), style="bold yellow", markup=False, highlight=False)
     if not watch:
         _print_status(ctx, fmt)
         return

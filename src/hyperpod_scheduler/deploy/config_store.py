@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -25,6 +26,7 @@ from hyperpod_scheduler.inputs import bounded
 CONFIG_PK = "config"
 CONFIG_SK = "fleet"
 VERSION_ATTRIBUTE = "version"
+PUSHED_AT_ATTRIBUTE = "pushed_at"  # ISO instant of the push: what `status` says a pause is on since
 VERSION_METADATA = "hps-config-version"  # S3 user metadata (sent as x-amz-meta-hps-config-version)
 
 ClientFactory = Callable[[str, str | None], Any]  # (service, region) -> boto3 client
@@ -65,6 +67,12 @@ def read_text(location: Location, client_for: ClientFactory = boto3_client) -> s
 
 def read_versioned(location: Location, client_for: ClientFactory = boto3_client) -> tuple[str, int]:
     """The stored YAML and its version (0 for a config pushed before versions were counted)."""
+    text, version, _ = read_stamped(location, client_for)
+    return text, version
+
+
+def read_stamped(location: Location, client_for: ClientFactory = boto3_client) -> tuple[str, int, datetime | None]:
+    """The stored YAML, its version and when it was pushed (None: pushed before pushes were stamped)."""
     try:
         if location.scheme == "s3":
             s3 = client_for("s3", location.region)
@@ -72,7 +80,9 @@ def read_versioned(location: Location, client_for: ClientFactory = boto3_client)
             # Bounded and strict UTF-8, as a file is: an object of other bytes is one line naming it.
             where = f"fleet config {location}"
             text = bounded.decode(bounded.read_stream(answer["Body"], where), where)
-            return text, _version(answer.get("Metadata", {}).get(VERSION_METADATA))
+            modified = answer.get("LastModified")
+            pushed = modified if isinstance(modified, datetime) else None
+            return text, _version(answer.get("Metadata", {}).get(VERSION_METADATA)), pushed
         table = client_for("dynamodb", location.region)
         item = table.get_item(
             TableName=location.name,
@@ -85,7 +95,14 @@ def read_versioned(location: Location, client_for: ClientFactory = boto3_client)
         raise AwsError(f"fleet config {location}: cannot read: {exc}") from None
     if item is None:
         raise UsageError(f"fleet config {location}: nothing stored yet (run `hyperpod-scheduler config push`)")
-    return str(item["yaml"]["S"]), _version(item.get(VERSION_ATTRIBUTE, {}).get("N"))
+    return str(item["yaml"]["S"]), _version(item.get(VERSION_ATTRIBUTE, {}).get("N")), _stamp(item)
+
+
+def _stamp(item: dict[str, Any]) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(item[PUSHED_AT_ATTRIBUTE]["S"]))
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _version(text: object) -> int:
@@ -104,8 +121,6 @@ def write_text(
     """Validate ``text`` as a fleet config, then store it; returns the parsed config. A config whose
     messages cannot be sent (one over SQS's size limit) is refused here, not at the next tick, and so
     is one ``check`` refuses (UsageError)."""
-    from datetime import UTC, datetime
-
     from hyperpod_scheduler.deploy.jobs import jobs_for
 
     fleet = parse_fleet_yaml(text, "fleet config")
@@ -126,9 +141,13 @@ def write_text(
             client_for("dynamodb", location.region).update_item(
                 TableName=location.name,
                 Key={"pk": {"S": CONFIG_PK}, "sk": {"S": CONFIG_SK}},
-                UpdateExpression="SET #y = :y ADD #v :one",
-                ExpressionAttributeNames={"#y": "yaml", "#v": VERSION_ATTRIBUTE},
-                ExpressionAttributeValues={":y": {"S": text}, ":one": {"N": "1"}},
+                UpdateExpression="SET #y = :y, #p = :p ADD #v :one",
+                ExpressionAttributeNames={"#y": "yaml", "#v": VERSION_ATTRIBUTE, "#p": PUSHED_AT_ATTRIBUTE},
+                ExpressionAttributeValues={
+                    ":y": {"S": text},
+                    ":one": {"N": "1"},
+                    ":p": {"S": datetime.now(UTC).isoformat()},
+                },
             )
     except ClientError as exc:
         raise _aws_error(location, "write", exc) from None

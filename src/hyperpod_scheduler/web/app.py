@@ -181,7 +181,7 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
         """The Fleet page's strip (counts, $ an hour now, the next 24 hours, the month's saving, FSx) and
         the week's events worth a flag (blocked stops, shortfalls and how they ended, refusals)."""
         page = dash.fleet_page()
-        return {"as_of": page["as_of"], "summary": page["summary"], "week": page["week"]}
+        return {"as_of": page["as_of"], "summary": page["summary"], "week": page["week"], "paused": page["paused"]}
 
     @app.get("/api/clusters/{name}", tags=["read"], responses=ERRORS)
     def api_cluster(

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_scheduler.app import report as reports
-from hyperpod_scheduler.app.compose import Context, chain_clients
+from hyperpod_scheduler.app.compose import Context, Source, chain_clients
 from hyperpod_scheduler.app.history import notable, sentence
 from hyperpod_scheduler.app.instants import parse_instant
 from hyperpod_scheduler.app.status import StatusRow, fleet_status, status_row
@@ -85,6 +85,7 @@ class Dashboard:
     fixed_context: Context | None = None  # a caller's context (the HTML report), used as is
     aws: AwsClients = field(default_factory=AwsClients)  # FSx, S3 and Pricing clients (the demo: its emulator)
     cost: CostSettings | None = None  # the report's cost settings, instead of the config's (report --html)
+    source: Callable[[], Source] | None = None  # the launcher's (the fleet's table), instead of config_file
     _store: StateStore | None = None
     # FSx discovery is several AWS calls per cluster; file systems rarely change, so a recent answer
     # is reused rather than paid for on every page view.
@@ -102,6 +103,8 @@ class Dashboard:
         return config_path(self.config_file)
 
     def store(self) -> StateStore:
+        if self._store is None and self.source is not None:
+            self._store = self.source().store
         if self._store is None:
             self._store = open_store(self.state or load_config(self.config_file).state)
         return self._store
@@ -115,6 +118,12 @@ class Dashboard:
         """A fresh context per request: the config is re-read, so a schedule saved in the grid applies."""
         if self.fixed_context is not None:
             return self.fixed_context
+        if self.source is not None:
+            src = self.source()
+            return Context(
+                src.config, self.store(), src.clients, self.now, actor="dashboard", paused=src.paused,
+                accounts=src.accounts,
+            )  # fmt: skip
         return Context(
             load_config(self.config_file), self.store(), chain_clients(self.client_for), self.now, actor="dashboard"
         )
@@ -234,6 +243,7 @@ class Dashboard:
             "week": self.week(ctx, rows, now),
             "as_of": now.isoformat(),
             "as_of_text": when(now),
+            "paused": ctx.paused.line() if ctx.paused else None,
         }
 
     def week(self, ctx: Context, rows: list[dict[str, Any]], now: datetime) -> list[dict[str, Any]]:
@@ -539,6 +549,11 @@ class Dashboard:
     def save_schedule(self, name: str, grid: grids.Grid, token: str | None) -> dict[str, Any]:
         self.authorize(token)
         path = self.config_path
+        if self.source is not None:  # never a local file that happens to be here: the workers read the table
+            raise UsageError(
+                "schedule: this dashboard shows the fleet config pushed to the hub's table; edit its YAML and "
+                "run `hyperpod-scheduler config push`"
+            )
         if path is None:
             raise UsageError("schedule: the dashboard was started without a config file; nothing to write to")
         schedules = read_document(path).get("schedules") or {}

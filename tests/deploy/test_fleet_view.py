@@ -1,0 +1,170 @@
+"""The fleet seen from an operator's laptop (issue 29 items 8 and 9): ``--config dynamodb://TABLE``.
+
+moto serves the hub's table and STS; each of two accounts has its own emulator, reached only through
+the credentials of the role assumed into that account (``FleetWorld.sagemaker_for`` asks STS who the
+credentials are), so a command that reached an account any other way would find no cluster there.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from hyperpod_scheduler.cli import fleet_source
+from hyperpod_scheduler.cli.dashboard import fleet_sources
+from hyperpod_scheduler.deploy import config_store
+from hyperpod_scheduler.deploy.handlers import orchestrator, worker
+from hyperpod_scheduler.web import Dashboard, create_app
+from tests.deploy.conftest import ACCOUNTS, TABLE, FleetWorld, drain, store
+from tests.reliability.cli_inproc import cli
+
+A, B = ACCOUNTS[0], ACCOUNTS[1]
+HERE = "us-east-1"
+LOCATION = config_store.Location("dynamodb", TABLE)
+FLEET = f"dynamodb://{TABLE}?region={HERE}"
+
+
+def _config(extra: str = "") -> str:
+    return (
+        "schedules: {office: 'Mon-Fri 08:00-18:00 UTC'}\n"
+        "defaults: {schedule: office}\n"
+        f"targets:\n  - {{account: '{A}', region: {HERE}, clusters: [train]}}\n"
+        f"  - {{account: '{B}', region: {HERE}, clusters: [train]}}\n" + extra
+    )
+
+
+@pytest.fixture
+def fleet(world: FleetWorld, monkeypatch: pytest.MonkeyPatch) -> FleetWorld:
+    # The operator's SageMaker clients go to the account the assumed role is in (its emulator).
+    monkeypatch.setattr(fleet_source, "_sagemaker_in", world.sagemaker_for)
+    for account in (A, B):
+        world.create(account, HERE, "train")
+    world.settle([(A, HERE, "train"), (B, HERE, "train")])
+    config_store.write_text(LOCATION, _config())
+    return world
+
+
+def _status(*extra: str) -> list[dict[str, Any]]:
+    ran = cli("status", "--config", FLEET, "-o", "json", *extra)
+    assert ran.code == 0, ran.err
+    return list(json.loads(ran.out))
+
+
+def _tick(world: FleetWorld) -> None:
+    runtime = world.runtime()
+    orchestrator({}, None, runtime)
+    assert worker({"Records": drain(world.queue_url)}, None, runtime) == {"batchItemFailures": []}
+
+
+def test_status_hold_and_history_run_on_the_hubs_table_and_the_worker_honours_the_hold(fleet: FleetWorld) -> None:
+    rows = _status()
+    assert sorted((r["cluster"], r["key"].split("/")[0]) for r in rows) == [("train", A), ("train", B)]
+    # Two accounts' clusters of one name: the operator picks one by its account.
+    ran = cli("hold", "train", "--profile", A, "--reason", "demo at 19:00", "--config", FLEET)
+    assert ran.code == 0, ran.err
+    record = store().get(f"{A}/{HERE}/train")
+    assert record is not None and record.hold is not None  # written to the hub's table
+    fleet.advance_to(18, 30)  # the office day is over: both stops are due
+    _tick(fleet)
+    fleet.settle([(A, HERE, "train"), (B, HERE, "train")])
+    assert fleet.updates[(A, HERE, "train")] == 0  # held: the worker left it running
+    assert fleet.updates[(B, HERE, "train")] >= 1
+    assert sum(fleet.counts(B, HERE, "train").values()) == 0
+    assert sum(fleet.counts(A, HERE, "train").values()) > 0
+    fleet.advance(60)
+    _tick(fleet)  # the next tick sees the stop settled and records it
+    ran = cli("history", "train", "--profile", B, "--config", FLEET, "-o", "json")
+    assert ran.code == 0, ran.err
+    assert "stop" in ran.out  # the worker's stop, read back from the hub's table
+
+
+def test_the_dashboards_fleet_page_and_api_show_both_accounts(fleet: FleetWorld) -> None:
+    dash = Dashboard(source=fleet_sources(FLEET, None))
+    with TestClient(create_app(dash, allowed_hosts=["testserver"])) as client:
+        listed = client.get("/api/fleet")
+        assert listed.status_code == 200, listed.text
+        assert sorted(r["key"].split("/")[0] for r in listed.json()) == [A, B]
+        page = client.get("/")
+        assert page.status_code == 200
+        assert 'id="paused"' not in page.text
+        assert client.get("/api/fleet/summary").json()["paused"] is None
+
+
+def test_status_and_the_fleet_page_say_the_fleet_is_paused_by_which_setting(fleet: FleetWorld) -> None:
+    config_store.write_text(LOCATION, _config("hub: {paused: true}\n"))
+    ran = cli("status", "--config", FLEET)
+    assert ran.code == 0, ran.err
+    assert "scheduling PAUSED by the fleet config's hub.paused (config version 2) since " in ran.out
+    dash = Dashboard(source=fleet_sources(FLEET, None))
+    with TestClient(create_app(dash, allowed_hosts=["testserver"])) as client:
+        assert "scheduling PAUSED by the fleet config&#39;s hub.paused" in client.get("/").text
+        assert client.get("/api/fleet/summary").json()["paused"].startswith("scheduling PAUSED")
+
+
+def test_a_fleet_view_refuses_another_state_store_in_one_line(fleet: FleetWorld) -> None:
+    line = cli("status", "--config", FLEET, "--state", "memory:").one_error_line()
+    assert "--state 'memory:'" in line and "hub's table" in line
+
+
+def test_plan_report_and_release_run_on_the_fleet_too(fleet: FleetWorld) -> None:
+    plan = cli("plan", "--config", FLEET, "--no-describe", "-o", "json")
+    assert plan.code == 0, plan.err
+    steps = json.loads(plan.out)["steps"]
+    first = min(st["at"] for st in steps if st["action"] == "stop")
+    assert [st["cluster"] for st in steps if st["at"] == first] == ["train", "train"]  # both accounts' clusters
+    assert cli("hold", "train", "--profile", B, "--config", FLEET).code == 0
+    released = cli("release", "train", "--profile", B, "--config", FLEET)
+    assert released.code == 0, released.err
+    record = store().get(f"{B}/{HERE}/train")
+    assert record is not None and record.hold is None
+    report = cli("report", "--config", FLEET)
+    assert report.code == 0, report.err
+
+
+def test_a_table_with_no_pushed_config_is_one_line(world: FleetWorld) -> None:
+    line = cli("status", "--config", FLEET).one_error_line()
+    assert "nothing stored yet" in line and "config push" in line
+
+
+def test_the_fleet_dashboard_never_edits_a_local_file_in_place_of_the_pushed_config(
+    fleet: FleetWorld, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    local = tmp_path / "hyperpod-scheduler.yaml"  # a file that happens to be where the operator is
+    local.write_text("schedules: {office: 'Mon-Fri 08:00-18:00 UTC'}\n")
+    monkeypatch.chdir(tmp_path)
+    dash = Dashboard(source=fleet_sources(FLEET, None), token="t0ken-for-the-test")
+    grid = [[False] * 96 for _ in range(7)]
+    with TestClient(create_app(dash, allowed_hosts=["testserver"])) as client:
+        answer = client.put(
+            "/api/schedules/office", json={"grid": grid}, headers={"Authorization": "Bearer t0ken-for-the-test"}
+        )
+    assert answer.status_code == 400 and "config push" in answer.text
+    assert local.read_text() == "schedules: {office: 'Mon-Fri 08:00-18:00 UTC'}\n"
+
+
+def test_a_target_whose_role_cannot_be_assumed_is_one_line_and_the_other_account_is_still_read(
+    fleet: FleetWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hyperpod_scheduler.deploy import credentials
+    from hyperpod_scheduler.errors import AwsError
+
+    real = credentials.assume
+
+    def assume(sts: Any, role_arn: str, account: str, region: str) -> Any:
+        if account == B:
+            raise AwsError(f"account {B}: cannot assume {role_arn}: AccessDenied: not trusted")
+        return real(sts, role_arn, account, region)
+
+    monkeypatch.setattr(credentials, "assume", assume)
+    ran = cli("plan", "--config", FLEET)  # describes each cluster through its target's role
+    assert ran.code == 0 and "Traceback" not in ran.err
+    said = [line for line in ran.out.splitlines() if line.startswith("train: ")]
+    # Account A was described (what its stop loses is named); B's failure is one line naming its role.
+    assert any("zeroes the Slurm controller" in line for line in said)
+    assert (
+        f"train: cannot describe: account {B}: cannot assume arn:aws:iam::{B}:role/hyperpod-scheduler-spoke" in ran.out
+    )
+    assert ran.out.count(" stop\n") >= 2  # both accounts' clusters are still planned
