@@ -4,7 +4,9 @@
 #
 #   bash scripts/test.sh            # everything (what CI runs: .ci/run)
 #   bash scripts/test.sh --quick    # the inner loop: lint, types and pytest without the browser tests,
-#                                   # the long state-machine runs and the real-Slurm tests
+#                                   # the long state-machine runs, the real-Slurm tests and the
+#                                   # `outer` modules (tests/conftest.py OUTER: child processes, ports,
+#                                   # whole fleets; they need checkov, so its set-up is skipped too)
 #   bash scripts/test.sh -k stop    # extra arguments go to the main pytest stage (and skip the others)
 #
 # As root the full run also installs and starts what the integration tests need: a real Slurm on
@@ -63,17 +65,20 @@ RESET_FILES=(
 
 started_all=$SECONDS
 if [ $quick -eq 1 ]; then
-  echo "== quick: no browser tests, no long state-machine runs, no real-Slurm tests, no reset-mode pass"
+  echo "== quick: no browser tests, no long state-machine runs, no real-Slurm tests, no reset-mode pass," \
+    "no outer modules (child processes, ports, whole fleets: tests/conftest.py OUTER)"
 elif [ "$(id -u)" = 0 ]; then
   stage "set-up: slurm and chromium (root)" setup_root
 else
   echo "== not root: the real-Slurm and browser tests skip (under CI=true they fail instead)"
 fi
-stage "set-up: checkov (scripts/checkov-ci.sh)" bash scripts/checkov-ci.sh
+if [ $quick -eq 0 ]; then  # only tests/deploy/test_templates.py uses it, an `outer` module
+  stage "set-up: checkov (scripts/checkov-ci.sh)" bash scripts/checkov-ci.sh
+fi
 stage "lint (ruff check, ruff format)" lint
 stage "types (mypy --strict)" mypy
 if [ $quick -eq 1 ]; then
-  stage "pytest (quick)" python -m pytest -n "$workers" -m "not browser and not long_run and not real_slurm" "$@"
+  stage "pytest (quick)" python -m pytest -n "$workers" -m "not browser and not long_run and not real_slurm and not outer" "$@"
 elif [ $# -gt 0 ]; then
   stage "pytest (given arguments)" python -m pytest -n "$workers" "$@"
 else

@@ -32,7 +32,40 @@ MARKERS = (
     "browser: drives Chromium (its own stage of scripts/test.sh; not in --quick)",
     "real_slurm: needs the real Slurm scripts/slurm-ci.sh starts (not in --quick)",
     "long_run: a long Hypothesis state-machine run (not in --quick)",
+    "outer: the outer loop (the full run only, not --quick): set on the modules in OUTER below",
 )
+
+# The modules whose subject is a process, a port or a whole fleet end to end, and that cost seconds a
+# test however they are written: the CLI or the demo as a child (the tour, the crash and concurrency
+# tests, secrets, loopback, the dashboard command), a build of the deployment zip, cfn-lint, the fleet on
+# moto over simulated days, endpoints that drip until a deadline passes, the fuzzers of whole files.
+# They run in every full run and in CI; --quick (scripts/test.sh, docs/testing.md) leaves them out so the
+# inner loop stays near a minute. Measured with --durations (2026-12-02): together about two thirds of
+# the main stage's time, a tenth of its tests.
+OUTER = frozenset(
+    {
+        "tests/aws/test_deadlines.py",
+        "tests/cli/test_tour.py",
+        "tests/cost/test_loopback.py",
+        "tests/deploy/test_concurrency.py",
+        "tests/deploy/test_fanout.py",
+        "tests/deploy/test_handlers_fleet.py",
+        "tests/deploy/test_parity.py",
+        "tests/deploy/test_stale.py",
+        "tests/deploy/test_templates.py",
+        "tests/deploy/test_zip_end_to_end.py",
+        "tests/emulator/test_serve.py",
+        "tests/fuzz/test_fuzz_files.py",
+        "tests/reliability/test_concurrency.py",
+        "tests/reliability/test_crash_points.py",
+        "tests/reliability/test_faults.py",
+        "tests/reliability/test_hostile_world.py",
+        "tests/reliability/test_secrets.py",
+        "tests/web/test_demo_dashboard.py",
+        "tests/web/test_slowloris.py",
+    }
+)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -44,6 +77,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    outer = pytest.mark.outer
+    for item in items:
+        if os.path.relpath(str(item.path), ROOT) in OUTER:
+            item.add_marker(outer)
     if run_slow(config):
         return
     skip = pytest.mark.skip(reason="long variant: run with --run-slow")

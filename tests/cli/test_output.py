@@ -1,6 +1,7 @@
-"""The CLI as a person and a script see it: the console script in a subprocess, its stdout a pipe or a
-terminal (a pty), against the emulator on a virtual clock the test moves. Output forms, widths, the
-live --wait display, waiting out a Creating cluster, usage errors and the documented exit codes."""
+"""The CLI as a person and a script see it: its stdout a pipe (the CLI in this process) or a terminal
+(the console script in a child process on a pty), against the emulator on a virtual clock the test
+moves. Output forms, widths, the live --wait display, waiting out a Creating cluster, usage errors and
+the documented exit codes."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import yaml
 
 from hyperpod_scheduler.emulator import Emulator, running_emulator
 from tests.engine.conftest import three_tier_request
+from tests.reliability.cli_inproc import completed
 from tests.sessions import shared_session
 
 START = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)  # a Tuesday morning
@@ -66,13 +68,9 @@ def _settle(emu: Emulator, name: str = "c1") -> None:
 
 
 def cli(env: dict[str, str], *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hyperpod_scheduler.cli.main", *args],
-        env={**env, **extra},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    """The CLI with its stdout a pipe, in this process (what it prints is the subject here, and a child
+    process cost a second each); the terminal tests below keep a child on a pty."""
+    return completed(args, {**env, **extra})
 
 
 def in_pty(env: dict[str, str], *args: str, columns: int = 120, on_output: Any = None) -> tuple[int, str]:
@@ -192,14 +190,7 @@ def test_usage_errors_are_one_line_and_say_where_to_look(world: tuple[Emulator, 
     elsewhere = tmp / "elsewhere"  # no ./hyperpod-scheduler.yaml here either
     elsewhere.mkdir()
     for command in ("tick", "plan", "run"):
-        done = subprocess.run(
-            [sys.executable, "-m", "hyperpod_scheduler.cli.main", command],
-            env=bare,
-            cwd=elsewhere,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done = completed([command], bare, cwd=elsewhere)
         assert done.returncode == 2 and f"{command}: no config file" in done.stderr, done.stderr
     helped = cli(env, "stop", "--help")
     assert "<bool>" not in helped.stdout and "--wait" in helped.stdout and "Exit 0" in helped.stdout

@@ -7,7 +7,8 @@ import contextlib
 import errno
 import io
 import os
-from collections.abc import Iterator, Mapping
+import subprocess
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -73,3 +74,33 @@ def cli(*args: str, env: Mapping[str, str] | None = None, stdout: Stdout = "capt
     with _env(env), contextlib.redirect_stdout(target), contextlib.redirect_stderr(err):  # type: ignore[type-var]
         code = run(list(args))
     return Ran(code, out.getvalue(), err.getvalue())
+
+
+@contextlib.contextmanager
+def _whole_env(values: Mapping[str, str], cwd: str | os.PathLike[str] | None) -> Iterator[None]:
+    """``os.environ`` is ``values`` and nothing else (as a child process given ``env=`` sees it), and the
+    working directory ``cwd``; both as they were afterwards."""
+    saved, here = dict(os.environ), os.getcwd()
+    os.environ.clear()
+    os.environ.update(values)
+    if cwd is not None:
+        os.chdir(cwd)
+    try:
+        yield
+    finally:
+        os.chdir(here)
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def completed(
+    args: Sequence[str], env: Mapping[str, str], cwd: str | os.PathLike[str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The CLI on ``args`` in this process, given the whole environment ``env`` (and ``cwd``) as a child
+    would be, answered as ``subprocess.run(..., capture_output=True, text=True)`` answers: a drop-in for
+    the tests whose subject is what the CLI says and does, not the process it runs in (those keep a
+    child: the tour, the crash tests, the terminal and signal tests, the smoke tests)."""
+    out, err = io.StringIO(), io.StringIO()
+    with _whole_env(env, cwd), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = run(list(args))
+    return subprocess.CompletedProcess(["hyperpod-scheduler", *args], code, out.getvalue(), err.getvalue())

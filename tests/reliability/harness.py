@@ -126,6 +126,14 @@ def run_cli(args: list[str], env: Mapping[str, str], cwd: Path) -> subprocess.Co
     return subprocess.run([*CLI, *args], env=dict(env), cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
+def cli_here(args: list[str], env: Mapping[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``run_cli``'s answer from the CLI in this process (``cli_inproc.completed``): for the tests whose
+    subject is what the CLI does, not the process it runs in (a child costs about a second here)."""
+    from tests.reliability.cli_inproc import completed
+
+    return completed(args, env, cwd)
+
+
 def spawn_cli(args: list[str], env: Mapping[str, str], cwd: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [*CLI, *args], env=dict(env), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True

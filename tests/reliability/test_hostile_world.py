@@ -26,6 +26,7 @@ from tests.reliability.harness import (
     account_emulator,
     at_sizes,
     cli_env,
+    cli_here,
     counts,
     record,
     recorded_sizes,
@@ -65,8 +66,8 @@ def test_a_state_file_truncated_to_zero_bytes_is_an_error_not_a_forgotten_fleet(
     assert code == 0, out
     assert recorded_sizes(live.state) == SIZES
     live.state.write_bytes(b"")
-    for command in (("status",), ("start", "c1"), ("tick",)):
-        done = run_cli(live.args(*command), live.env, live.tmp)  # the real console script: exit code and stderr
+    for command, ran in ((("status",), run_cli), (("start", "c1"), cli_here), (("tick",), cli_here)):
+        done = ran(live.args(*command), live.env, live.tmp)  # status: the real console script's exit and stderr
         assert done.returncode != 0, f"{command}: {done.stdout}"
         assert str(live.state) in done.stderr and "empty" in done.stderr, done.stderr
         assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
@@ -85,7 +86,7 @@ def test_a_lease_no_longer_than_the_poll_is_refused_before_anything_is_sent(stop
     )
     # Before: --wait gave up after its first poll ("another runner follows it now") and exited 0
     # while the cluster was still Updating.
-    done = run_cli(live.args("stop", "c1", "--wait"), live.env, live.tmp)
+    done = cli_here(live.args("stop", "c1", "--wait"), live.env, live.tmp)
     assert done.returncode != 0, done.stdout
     assert "lease_ttl_seconds (0.05)" in done.stderr and "poll_seconds (0.05)" in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
@@ -113,7 +114,7 @@ def test_an_update_applied_but_answered_500_is_followed_not_recorded_as_refused(
         return result
 
     live.emu.backend.dispatch = dispatch  # type: ignore[method-assign]
-    done = run_cli(live.args("stop", "c1", "--wait"), live.env, live.tmp)
+    done = cli_here(live.args("stop", "c1", "--wait"), live.env, live.tmp)
     assert lost, "the fault never fired"
     # Before: botocore retried, the retry met ConflictException and the stop was recorded "refused"
     # while it was in flight.
@@ -248,7 +249,7 @@ def _garbled(live: Live, name: str) -> None:
 def test_an_answer_botocore_cannot_parse_is_that_clusters_error_and_the_tick_goes_on(pair: Live) -> None:
     live = pair
     _garbled(live, "c0")
-    done = run_cli(live.args("tick"), live.env, live.tmp)
+    done = cli_here(live.args("tick"), live.env, live.tmp)
     assert live.tally.sent["c1"] == 1, f"the cluster after the bad one was never looked at: {done.stderr}"
     assert done.returncode == 1  # a cluster failed: cron sees it
     assert "c0" in done.stdout and "error" in done.stdout, done.stdout
@@ -265,7 +266,7 @@ def test_a_damaged_record_is_that_clusters_error_and_run_goes_on(pair: Live) -> 
 
     with sqlite3.connect(live.state) as conn:
         conn.execute("UPDATE records SET body = '{\"key\": 1' WHERE key = ?", (keys[0],))
-    done = run_cli(live.args("run", "--ticks", "2", "--interval", "0.01"), live.env, live.tmp)
+    done = cli_here(live.args("run", "--ticks", "2", "--interval", "0.01"), live.env, live.tmp)
     assert done.returncode == 0, done.stderr
     assert live.tally.sent["c1"] == 1, f"run stopped at the damaged record: {done.stderr}"
     assert "unreadable" in done.stdout + done.stderr and keys[0] in done.stdout + done.stderr
@@ -289,7 +290,7 @@ def test_a_target_whose_discovery_is_denied_is_reported_and_the_others_go_on(pai
         return original(operation, params, **kw)
 
     live.emu.backend.dispatch = dispatch  # type: ignore[method-assign]
-    done = run_cli(live.args("tick"), live.env, live.tmp)
+    done = cli_here(live.args("tick"), live.env, live.tmp)
     assert live.tally.sent["c1"] == 1, done.stdout + done.stderr
     assert "targets[0]" in done.stderr and "AccessDenied" in done.stderr, done.stderr
     assert "c0" in done.stdout and "nobody" in done.stdout, done.stdout  # a profile that does not exist
@@ -320,7 +321,7 @@ def test_run_follows_edits_of_its_config_and_keeps_the_last_good_one(stop_live: 
         bare.write_text("targets: []\n")
         # --wait: run (polling every 0.05 s) holds the lease most of the time; without it the start by hand
         # is refused with "another runner holds this cluster's lease" whenever it lands inside a pass.
-        by_hand = run_cli(
+        by_hand = cli_here(
             ["start", "c1", "--wait", "--config", str(bare), "--state", str(live.state)], live.env, live.tmp
         )
         assert by_hand.returncode == 0, by_hand.stdout + by_hand.stderr  # someone starts it by hand
@@ -378,7 +379,7 @@ def test_two_accounts_with_one_cluster_name_keep_their_own_sizes(
     (tmp_path / "none.yaml").write_text("defaults: {poll_seconds: 0.05}\n")
 
     def cli(*args: str) -> None:
-        done = run_cli([*args, "--state", state, "--config", str(tmp_path / "none.yaml")], env, tmp_path)
+        done = cli_here([*args, "--state", state, "--config", str(tmp_path / "none.yaml")], env, tmp_path)
         assert done.returncode == 0, done.stdout + done.stderr
 
     cli("stop", "train", "--profile", "prod", "--wait")
@@ -392,5 +393,5 @@ def test_two_accounts_with_one_cluster_name_keep_their_own_sizes(
     assert keys == [f"{PROD}/us-east-1/train", f"{DEV}/us-east-1/train"]
     cli("start", "train", "--profile", "dev", "--wait")
     assert at_sizes(emus["dev"], "train", {"controller": 1, "cpu": 2})
-    done = run_cli(["claim", "train", "--profile", "dev", "--state", state], env, tmp_path)
+    done = cli_here(["claim", "train", "--profile", "dev", "--state", state], env, tmp_path)
     assert done.returncode == 0 and DEV in done.stdout, done.stdout + done.stderr

@@ -98,15 +98,24 @@ class Watchdog:
     def _prune(self) -> None:
         """Drop the attempts that are over from the heap (amortised: at most once per half a heap of
         ends). ``_wake_at`` is left as it is: the watchdog waking once early costs less than a notify."""
-        kept = []
+        # The heap's top stays, over or not: it is the deadline the watchdog sleeps until. A heap pruned
+        # empty would have the watchdog, when next it looks, wait for a notify, and the next call
+        # would pay the thread switch this module exists to save (how often depended on scheduling).
+        top = self._heap[0] if self._heap else None
+        kept = [] if top is None else [top]
         for entry in self._heap:
+            if entry is top:
+                continue
             if entry[2].over:
                 entry[2].queued = False
             else:
                 kept.append(entry)
+        if top is not None and top[2].over:
+            self._ended = 1  # the top is still queued and over: its pop takes it off the count
+        else:
+            self._ended = 0
         heapq.heapify(kept)
         self._heap = kept
-        self._ended = 0
 
     def returned(self, conn: Any) -> None:
         """``conn`` went back to its pool (its answer was read to the end): no attempt carries it now, so
@@ -147,7 +156,12 @@ class Watchdog:
         with self._cond:
             while True:
                 now = time.monotonic()
-                while self._heap and (self._heap[0][2].over or self._heap[0][0] <= now):
+                # Only what is due is taken off: an attempt that ended early stays until its deadline,
+                # so the heap does not run empty between two quick calls, and a new deadline (later
+                # than every queued one) is registered without a notify. Waking on a thread switch
+                # per call was what load made this do: each time the watchdog ran between a call's end
+                # and the next start, it emptied the heap and the next start had to wake it.
+                while self._heap and self._heap[0][0] <= now:
                     _, _, watch = heapq.heappop(self._heap)
                     watch.queued = False
                     if watch.over:
