@@ -26,6 +26,7 @@ from hyperpod_scheduler.app.status import KeptGroup, StatusRow, fleet_status, ni
 from hyperpod_scheduler.app.wording import clock, countdown, iso_minute, usd
 from hyperpod_scheduler.cli.context import Context, make_context, parse_instant, printer
 from hyperpod_scheduler.cli.output import (
+    nothing_due,
     JSON_HELP,
     Column,
     Format,
@@ -249,11 +250,14 @@ def register(app: typer.Typer) -> None:
         fmt = output_format(output, as_json)
         _needs_config(config, "tick")
         ctx = make_context(config, state, fmt != "table" and fmt != "wide", at)
-        results = ctx.tick(_governed(ctx, config, "tick"), dry_run=dry_run)
+        governed = _governed(ctx, config, "tick")
+        results = ctx.tick(governed, dry_run=dry_run)
         if fmt in ("json", "yaml"):
             emit(Listing([]), fmt, [r.__dict__ for r in results])
         elif not results:
             console.print("tick: no governed cluster was found (tag-selected targets found none)")
+        elif all(r.kind in ("noop", "quiet") for r in results):
+            console.print(nothing_due(ctx.now(), governed), markup=False)  # cron's log shows the pass ran
         _exit_for(results)
         if ctx.fleet().problems:
             raise typer.Exit(1)  # a target or cluster was left out: cron should see it

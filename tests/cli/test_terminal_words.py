@@ -1,0 +1,55 @@
+"""What the terminal says, in words a person reads (issue 27): a tick with nothing due says so and what
+comes next, instants keep the zone they were given, and the CLI's own families of text (reprs, doubled
+prefixes, mistyped commands, -o beside --json) hold."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+from typer.testing import CliRunner
+
+from hyperpod_scheduler.cli.main import app
+from hyperpod_scheduler.emulator import Emulator, running_emulator
+from tests.engine.conftest import three_tier_request
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def live(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
+    with running_emulator(speed=3000, seed=5) as emu:
+        monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER", emu.endpoint)
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+        monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+        monkeypatch.chdir(tmp_path)
+        (tmp_path / "hyperpod-scheduler.yaml").write_text(
+            "defaults: {poll_seconds: 0.05, schedule: office}\n"
+            "schedules: {office: {windows: ['Mon-Fri 08:00-18:00'], timezone: Europe/Berlin}}\n"
+            "targets: [{region: us-east-1, clusters: [c1]}]\n"
+        )
+        client = boto3.client("sagemaker", endpoint_url=emu.endpoint)
+        client.create_cluster(**three_tier_request())
+        for _ in range(400):
+            d = client.describe_cluster(ClusterName="c1")
+            if d["ClusterStatus"] == "InService":
+                break
+            time.sleep(0.05)
+        yield tmp_path / "state.sqlite"
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, list(args))
+    return result.exit_code, result.output
+
+
+def test_a_tick_with_nothing_due_says_so_and_what_comes_next(live: Path) -> None:
+    # Thursday 09:30 Berlin: c1 runs, as the office schedule wants; nothing to do until 18:00 Berlin.
+    code, out = invoke("tick", "--at", "2026-12-03T09:30+01:00", "--state", str(live))
+    assert code == 0, out
+    assert "nothing due at Thu 09:30 UTC+01:00" in out, out
+    assert "next: c1 stop Thu 3 Dec 18:00 CET" in out, out
