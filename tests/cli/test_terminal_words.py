@@ -4,6 +4,7 @@ prefixes, mistyped commands, -o beside --json) hold."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ from typer.testing import CliRunner
 from hyperpod_scheduler.cli.main import app
 from hyperpod_scheduler.emulator import Emulator, running_emulator
 from tests.engine.conftest import three_tier_request
+from tests.reliability.cli_inproc import cli
 
 runner = CliRunner()
 
@@ -53,3 +55,24 @@ def test_a_tick_with_nothing_due_says_so_and_what_comes_next(live: Path) -> None
     assert code == 0, out
     assert "nothing due at Thu 09:30 UTC+01:00" in out, out
     assert "next: c1 stop Thu 3 Dec 18:00 CET" in out, out
+
+
+def test_a_mistyped_command_names_the_nearest_one() -> None:
+    ran = cli("stpo", "g5-dev")
+    assert ran.code == 2
+    assert "did you mean 'stop'?" in ran.one_error_line()
+
+
+@pytest.mark.parametrize("command", [["stop", "c1"], ["start", "c1"], ["schedule", "check", "Mon-Fri 08:00-18:00 UTC"]])
+def test_every_command_with_json_takes_o_json(command: list[str]) -> None:
+    helped = cli(*command[:-1] if command[0] != "schedule" else command[:2], "--help")
+    assert "--json" in helped.out and "-o, --output" in helped.out, helped.out
+    ran = cli(*command, "-o", "yaml", "--at", "2026-12-01T10:00Z") if command[0] == "schedule" else None
+    if ran is not None:
+        assert "'yaml' is not one of json, table" in ran.one_error_line()
+
+
+def test_schedule_check_o_json_is_its_json() -> None:
+    args = ("schedule", "check", "Mon-Fri 08:00-18:00 UTC", "--at", "2026-12-01T10:00Z")
+    assert cli(*args, "-o", "json").out == cli(*args, "--json").out
+    assert json.loads(cli(*args, "-o", "json").out)

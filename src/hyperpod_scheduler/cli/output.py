@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import typer
 
-from hyperpod_scheduler.app.wording import clock, when
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.inputs.redact import scrub
 from hyperpod_scheduler.inputs.text import clean
@@ -223,6 +222,8 @@ def warning_line(message: str) -> None:
 def nothing_due(now: datetime, governed: list[Governed]) -> str:
     """``tick: nothing due at Thu 09:30 UTC; next: g5-dev stop Thu 19:00 CET``: a pass that sent nothing
     says so, and when the schedule next wants something (in the schedule's own zone)."""
+    from hyperpod_scheduler.app.wording import clock, when  # only tick needs it: cron's other commands stay light
+
     upcoming = []
     for g in governed:
         found = g.schedule.next_transitions(now, 1)
