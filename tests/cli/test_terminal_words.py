@@ -4,6 +4,7 @@ prefixes, mistyped commands, -o beside --json) hold."""
 
 from __future__ import annotations
 
+import io
 import json
 import time
 from collections.abc import Iterator
@@ -14,6 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from hyperpod_scheduler.cli.main import app
+from hyperpod_scheduler.cli.output import Column, Format, Listing
+from hyperpod_scheduler.cli.terminal import SafeConsole, rich_table
 from hyperpod_scheduler.emulator import Emulator, running_emulator
 from tests.engine.conftest import three_tier_request
 from tests.reliability.cli_inproc import cli
@@ -76,3 +79,43 @@ def test_schedule_check_o_json_is_its_json() -> None:
     args = ("schedule", "check", "Mon-Fri 08:00-18:00 UTC", "--at", "2026-12-01T10:00Z")
     assert cli(*args, "-o", "json").out == cli(*args, "--json").out
     assert json.loads(cli(*args, "-o", "json").out)
+
+
+def _drawn(listing: Listing, fmt: Format, columns: int) -> str:
+    out = io.StringIO()
+    SafeConsole(file=out, width=columns, force_terminal=False, highlight=False).print(rich_table(listing, fmt))
+    return out.getvalue()
+
+
+_FLEET = Listing(
+    [Column("cluster", keep=True), Column("state"), Column("billing now"), Column("why"), Column("recorded sizes")],
+    [
+        [
+            "p5-training",
+            "running (held-by-ops-until-Mon-08:00)",
+            "$98.32/h",
+            "instance-hours avoided tonight: none, every group protected (ml.p5.48xlarge-capacity-block)",
+            "controller=1 workers=4",
+        ],
+        ["g5-dev", "stopped", "$0.00/h", "the schedule wants it stopped", "controller=1 g5-workers=6"],
+    ],
+)
+
+
+@pytest.mark.parametrize("columns", [80])
+def test_a_table_at_80_columns_never_breaks_a_word_across_lines(columns: int) -> None:
+    drawn = _drawn(_FLEET, "table", columns)
+    words = {w for row in _FLEET.rows for cell in row for w in cell.split()} | {
+        w for c in _FLEET.columns for w in c.header.split()
+    }
+    for line in drawn.splitlines():
+        assert len(line) <= columns, drawn
+        for token in line.replace("─", " ").split():
+            assert token in words or token.endswith("…"), (token, drawn)
+
+
+def test_status_wide_keeps_its_header_on_one_line_at_120_columns() -> None:
+    drawn = _drawn(_FLEET, "wide", 120)
+    head = next(line for line in drawn.splitlines() if line.strip())
+    assert all(c.header in head for c in _FLEET.columns), drawn
+    assert all(len(line) <= 120 for line in drawn.splitlines()), drawn

@@ -165,9 +165,9 @@ def emit(listing: Listing, fmt: Format, document: Any) -> None:
     elif is_terminal():
         from hyperpod_scheduler.cli import terminal
 
-        terminal.SafeConsole(highlight=False, width=None if fmt == "table" else 10_000).print(
-            terminal.rich_table(listing, fmt)
-        )
+        # The terminal's own width, -o wide too: a line wider than the terminal is folded by the terminal
+        # itself, header included; the table folds its cells at words instead.
+        terminal.SafeConsole(highlight=False).print(terminal.rich_table(listing, fmt))
     else:
         for line in plain_table(listing, columns, None if fmt == "wide" else width()):
             print(line)
