@@ -119,3 +119,32 @@ def test_status_wide_keeps_its_header_on_one_line_at_120_columns() -> None:
     head = next(line for line in drawn.splitlines() if line.strip())
     assert all(c.header in head for c in _FLEET.columns), drawn
     assert all(len(line) <= 120 for line in drawn.splitlines()), drawn
+
+
+def test_a_start_short_of_capacity_says_what_will_send_its_retry(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # Three trn1 in the pool: c1 gives them back at its stop, c2 takes them, c1's start rolls back.
+    capacity = {"instance_types": {"ml.trn1.32xlarge": {"available": 3}}}
+    with running_emulator(speed=3000, seed=5, capacity=capacity) as emu:
+        monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER", emu.endpoint)
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+        monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+        monkeypatch.chdir(tmp_path)
+        (tmp_path / "hyperpod-scheduler.yaml").write_text(
+            "defaults: {poll_seconds: 0.05, schedule: office}\n"
+            "schedules: {office: 'Mon-Fri 08:00-18:00 UTC'}\n"
+            "targets: [{region: us-east-1, clusters: [c1]}]\n"
+        )
+        state = str(tmp_path / "state.sqlite")
+        client = boto3.client("sagemaker", endpoint_url=emu.endpoint)
+        client.create_cluster(**three_tier_request())
+        code, out = invoke("stop", "c1", "--wait", "--state", state)
+        assert code == 0, out
+        client.create_cluster(**three_tier_request("c2"))
+        for _ in range(600):
+            if client.describe_cluster(ClusterName="c2")["ClusterStatus"] in ("InService", "Failed"):
+                break
+            time.sleep(0.05)
+        code, out = invoke("start", "c1", "--wait", "--state", state)
+    assert code == 1, out
+    assert "retry 1 is due at" in out and "the next `hyperpod-scheduler tick` (cron) or `run` loop" in out, out

@@ -43,7 +43,7 @@ from hyperpod_scheduler.cli.output import (
 )
 from hyperpod_scheduler.cli.refs import cluster_ref as _ref
 from hyperpod_scheduler.cli.refs import not_found as _not_found
-from hyperpod_scheduler.cli.waiting import AdaptivePoll, GroupLine, LiveWait, WaitView
+from hyperpod_scheduler.cli.waiting import AdaptivePoll, GroupLine, LiveWait, WaitView, retry_line
 from hyperpod_scheduler.config.load import config_path, load_config
 from hyperpod_scheduler.config.model import DEFAULT_CONFIG_FILE, SCHEDULE_TAG, Config
 from hyperpod_scheduler.cost.savings import keep_cost_per_night
@@ -422,6 +422,9 @@ def _manual(
     elif live:
         console.print(f"{cluster}: {action} {result.kind} after {view.elapsed()}: {result.message}", markup=False)
     if result.kind in FAILED_KINDS:
+        record = ctx.store.get(ref.key)
+        if action == "start" and not dry_run and record is not None and record.retry is not None:
+            console.print(retry_line(cluster, record.retry), markup=False)  # exit 1 says what sends the retry
         raise typer.Exit(EXIT_FAILED)
     if result.kind == "waiting":  # refused while deep health checks run; a command is not kept
         raise NotReady(f"{action} {cluster}: nothing sent: {result.message}")

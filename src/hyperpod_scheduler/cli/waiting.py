@@ -17,11 +17,11 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from hyperpod_scheduler.app.wording import duration
+from hyperpod_scheduler.app.wording import duration, when
 from hyperpod_scheduler.cli.output import console, safe
 from hyperpod_scheduler.engine.events import Event, Sink
 from hyperpod_scheduler.store.outcomes import read_phases
-from hyperpod_scheduler.store.records import GroupPhases
+from hyperpod_scheduler.store.records import GroupPhases, RetryState
 
 
 @dataclass
@@ -151,6 +151,16 @@ def _words(value: object) -> str:
     return str(value)
 
 
+def retry_line(cluster: str, retry: RetryState) -> str:
+    """What runs a retry the engine announced: not this command (it has ended), the next ``tick`` or a
+    ``run`` loop at or after the retry's time."""
+    return (
+        f"{cluster}: retry {retry.attempt} is due at {when(retry.next_at)} (until {when(retry.deadline)}); this "
+        "command has ended, so the next `hyperpod-scheduler tick` (cron) or `run` loop at or after that time "
+        f"sends it; `hyperpod-scheduler start {cluster} --wait` tries again now"
+    )
+
+
 class LiveWait:
     """The live display at a terminal (refreshed four times a second, so elapsed time moves while the
     poll sleeps); elsewhere each event is one printed line, as without ``--wait``."""
@@ -191,4 +201,4 @@ class _Dynamic:
         return self.view.render()
 
 
-__all__ = ["AdaptivePoll", "LiveWait", "WaitView", "phase_words"]
+__all__ = ["AdaptivePoll", "LiveWait", "WaitView", "phase_words", "retry_line"]
