@@ -121,7 +121,9 @@ def test_status_wide_keeps_its_header_on_one_line_at_120_columns() -> None:
     assert all(len(line) <= 120 for line in drawn.splitlines()), drawn
 
 
-def test_a_start_short_of_capacity_says_what_will_send_its_retry(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_a_start_short_of_capacity_says_what_will_send_its_retry(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     # Three trn1 in the pool: c1 gives them back at its stop, c2 takes them, c1's start rolls back.
     capacity = {"instance_types": {"ml.trn1.32xlarge": {"available": 3}}}
     with running_emulator(speed=3000, seed=5, capacity=capacity) as emu:
@@ -148,3 +150,11 @@ def test_a_start_short_of_capacity_says_what_will_send_its_retry(monkeypatch: py
         code, out = invoke("start", "c1", "--wait", "--state", state)
     assert code == 1, out
     assert "retry 1 is due at" in out and "the next `hyperpod-scheduler tick` (cron) or `run` loop" in out, out
+
+
+def test_recorded_sizes_read_as_words_not_a_dict(live: Path) -> None:
+    code, out = invoke("stop", "c1", "--state", str(live))
+    assert code == 0, out
+    assert "recorded sizes controller 1, dev 2, train 3" in out and "{'" not in out, out
+    code, out = invoke("forget", "c1", "--state", str(live))
+    assert "{'" not in out, out

@@ -161,7 +161,9 @@ class LazyGroup(TyperGroup):
         if args and not name.startswith("-") and self.get_command(ctx, name) is None:
             near = difflib.get_close_matches(name, self.list_commands(ctx), n=1, cutoff=0.6)
             if near:
-                raise UsageError(f"no such command {name!r}; did you mean {near[0]!r}? (see 'hyperpod-scheduler --help')")
+                raise UsageError(
+                    f"no such command {name!r}; did you mean {near[0]!r}? (see 'hyperpod-scheduler --help')"
+                )
         return super().resolve_command(ctx, args)
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
