@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from hyperpod_scheduler.cli.main import app
 from hyperpod_scheduler.cli.output import Column, Format, Listing
 from hyperpod_scheduler.cli.terminal import SafeConsole, rich_table
-from hyperpod_scheduler.emulator import Emulator, running_emulator
+from hyperpod_scheduler.emulator import running_emulator
 from tests.engine.conftest import three_tier_request
 from tests.reliability.cli_inproc import cli
 

@@ -26,7 +26,6 @@ from hyperpod_scheduler.app.status import KeptGroup, StatusRow, fleet_status, ni
 from hyperpod_scheduler.app.wording import clock, countdown, iso_minute, usd
 from hyperpod_scheduler.cli.context import Context, make_context, parse_instant, printer
 from hyperpod_scheduler.cli.output import (
-    nothing_due,
     JSON_HELP,
     Column,
     Format,
@@ -35,6 +34,7 @@ from hyperpod_scheduler.cli.output import (
     emit,
     error_line,
     is_terminal,
+    nothing_due,
     output_format,
     output_option,
     print_json,
