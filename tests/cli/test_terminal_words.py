@@ -8,6 +8,7 @@ import io
 import json
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import boto3
@@ -17,11 +18,14 @@ from typer.testing import CliRunner
 from hyperpod_scheduler.cli.main import app
 from hyperpod_scheduler.cli.output import Column, Format, Listing
 from hyperpod_scheduler.cli.terminal import SafeConsole, rich_table
+from hyperpod_scheduler.cli.waiting import WaitView
 from hyperpod_scheduler.emulator import running_emulator
+from hyperpod_scheduler.engine.events import Event
 from tests.engine.conftest import three_tier_request
 from tests.reliability.cli_inproc import cli
 
 runner = CliRunner()
+AT = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -158,3 +162,15 @@ def test_recorded_sizes_read_as_words_not_a_dict(live: Path) -> None:
     assert "recorded sizes controller 1, dev 2, train 3" in out and "{'" not in out, out
     code, out = invoke("forget", "c1", "--state", str(live))
     assert "{'" not in out, out
+
+
+def test_the_wait_view_never_doubles_a_prefix() -> None:
+    view = WaitView(cluster="c1", action="stop", clock=lambda: 0.0, started=0.0)
+    view.take(Event(AT, "c1", "blocked", "stop blocked: checkpoints: job 7 has none"))
+    assert view.status == "stop blocked: checkpoints: job 7 has none"
+    view.take(Event(AT, "c1", "progress", "start: 08:05: 0 of 6 g5 up; 6 not launched yet"))
+    assert view.status == "start: 08:05: 0 of 6 g5 up; 6 not launched yet"
+    view.take(Event(AT, "c1", "settled", "stop settled after 4 s"))
+    assert view.status == "stop settled after 4 s"
+    view.take(Event(AT, "c1", "note", "phases: no events"))
+    assert view.status == "note: phases: no events"

@@ -97,7 +97,7 @@ class WaitView:
                 line.phase = _words(outcome.get("outcome", line.phase))
         if event.kind in ("settled", "failed", "error", "refused", "blocked"):
             self.done = True
-        self.status = f"{event.kind}: {event.message}"
+        self.status = said(event)
         return True
 
     def elapsed(self) -> str:
@@ -120,6 +120,14 @@ class WaitView:
             counts = f"{'?' if g.current is None else g.current} / {'?' if g.target is None else g.target}"
             table.add_row(*(Text(safe(cell)) for cell in (name, counts, g.status or "-", g.phase or "-")))
         return Group(head, table)
+
+
+def said(event: Event) -> str:
+    """An event's line without a doubled prefix: progress is its message alone ("start: 08:05: ..."),
+    and a message that already opens with the event's kind ("stop blocked: ...") is not prefixed again."""
+    if event.kind == "progress" or event.kind in event.message.replace(":", " ").split()[:2]:
+        return event.message
+    return f"{event.kind}: {event.message}"
 
 
 def phase_words(gp: GroupPhases) -> str:
@@ -188,7 +196,7 @@ class LiveWait:
         if self._live is None:
             self.forward(event)
         elif event.kind in ("note", "error", "failed", "blocked", "refused", "skip", "noop", "drift"):
-            self._live.console.print(Text(safe(f"{event.kind}: {event.message}")))
+            self._live.console.print(Text(safe(said(event))))
 
 
 class _Dynamic:
