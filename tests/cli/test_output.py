@@ -166,7 +166,7 @@ def test_wait_on_a_creating_cluster_waits_and_shows_each_group(world: tuple[Emul
 
     code, out = in_pty(env, "stop", "c1", "--wait", on_output=move)
     assert code == 0, out
-    assert "current / target" in out and "elapsed" in out and "cluster is Creating" in out
+    assert "nodes now / target" in out and "elapsed" in out and "cluster is Creating" in out
     assert "stop settled" in out or "c1: stop settled" in out
     status = json.loads(cli(env, "status", "-o", "json").stdout)[0]
     assert status["state"] == "stopped" and status["recorded_sizes"]["controller"] == 1

@@ -118,7 +118,7 @@ def test_waiting_for_capacity_is_shown_while_a_continuous_group_is_short() -> No
         result = engine.follow(ref, wait=False)
         assert result.kind == "in-progress"
         last = [e.message for e in events.events if e.kind == "progress"][-1]
-        assert "2 of 4 g5 up; 2 waiting for capacity" in last
+        assert "2 of 4 g5 up; 2 not launched yet" in last
 
 
 def test_the_shortfall_notification_says_what_is_up_and_what_waits_for_capacity() -> None:
@@ -150,7 +150,7 @@ def test_the_shortfall_notification_says_what_is_up_and_what_waits_for_capacity(
         assert engine.act(ref, "start", transition_id="t", wait=True, poll_seconds=120).kind == "failed"
         text = sent[-1].text
         assert "start shortfall" in sent[-1].subject
-        assert "2 of 4 g5 up; 2 waiting for capacity" in text and "1 of 1 m5 up" in text
+        assert "2 of 4 g5 up; 2 not launched yet" in text and "1 of 1 m5 up" in text
 
 
 def test_without_list_cluster_nodes_phases_come_from_describe_cluster_and_say_so() -> None:

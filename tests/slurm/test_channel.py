@@ -197,3 +197,15 @@ def test_a_working_agent_that_never_finishes_counts_as_silent_after_the_intent_e
     answer = ChannelLink(channel, now=clock.now, sleep=picked_up_then_hung, poll_seconds=10).ask(intent)
     assert answer is None
     assert clock.at >= intent.expires_at + timedelta(seconds=30)  # well past the pick-up timeout
+
+
+def test_an_allowed_stop_under_the_block_policy_reads_as_a_passed_audit() -> None:
+    # "block: no running jobs ...; drained 1 node(s)" read as a blocked stop in the demo (issue 27 item 10).
+    channel = StoreChannel(MemoryStore())
+    slurm = MemorySlurm(nodes_=[node("n1", ["gpu"])], jobs_=[])
+    clock = Clock()
+    side = SlurmSide(slurm, now=clock.now, sleep=clock.sleep, name="agent@test")
+    channel.post_intent(stop_intent(CheckpointSettings(policy="block"), cluster=KEY))
+    (verdict,) = serve_once(channel, side)
+    assert verdict.decision == "allow"
+    assert verdict.reason.startswith("audit passed (policy block): no running jobs"), verdict.reason

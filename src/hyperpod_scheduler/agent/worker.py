@@ -75,7 +75,8 @@ class SlurmSide:
                 requeued.append(job.job_id)
             else:
                 resubmit.append(job.job_id)
-        reason = f"{settings.policy}: {summary(audits)}; drained {len(targets)} node(s)"
+        # Said as passed: the policy's name first ("block: no running jobs ...") read as a blocked stop.
+        reason = f"audit passed (policy {settings.policy}): {summary(audits)}; drained {len(targets)} node(s)"
         if requeued:
             reason += f"; requeued {len(requeued)} job(s)"
         if resubmit:

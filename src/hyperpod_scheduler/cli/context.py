@@ -47,12 +47,23 @@ def printer(as_json: bool) -> Sink:
         # Escaped before it is assembled: a job name or an AWS message is outside text (a Slurm user can
         # put an OSC title or a clear screen in one), and a Text bypasses the console's render_str.
         line = Text.assemble(
-            (f"{event.at:%a %Y-%m-%d %H:%M}Z ", "dim"), (safe(event.cluster), "bold"), " ", (event.kind, style), " "
+            (f"{event.at:%a %Y-%m-%d %H:%M} {_zone(event.at)} ", "dim"),
+            (safe(event.cluster), "bold"),
+            " ",
+            (event.kind, style),
+            " ",
         )
         line.append(safe(event.message))  # plain text: a message is never markup
         console.print(line, highlight=False, soft_wrap=True)
 
     return emit
+
+
+def _zone(at: datetime) -> str:
+    """The zone an instant is written in: its own (``tick --at 09:30+01:00`` stays 09:30 UTC+01:00),
+    never a "Z" after a local time."""
+    name = at.tzname()
+    return "UTC" if name in (None, "UTC", "UTC+00:00") else str(name)
 
 
 def make_context(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import math
 import shutil
 import signal
@@ -139,7 +140,10 @@ def serve(
             check_answers=check_answers,
         )
     except OSError as exc:
-        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        held = " (another program holds the port: pick another with --port N, or --port 0 for a free one)"
+        raise UsageError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}" + (held if exc.errno == errno.EADDRINUSE else "")
+        ) from None
     for bridge in bridges:
         emulator.backend.add_listener(bridge)
     try:
@@ -180,15 +184,42 @@ def wait(
     health = url.rstrip("/") + "/_emulator/health"
     deadline = time.monotonic() + timeout
     while True:
+        other = ""
         try:
             with urllib.request.urlopen(health, timeout=2) as answer:  # loopback only, checked above
-                if answer.status == 200:
+                if _is_emulator(answer.read(65536)):
                     print(f"emulator ready: {url}")
                     return
+                other = f"HTTP {answer.status} without the emulator's identity"
+        except urllib.error.HTTPError as exc:
+            other = f"HTTP {exc.code}"
         except (urllib.error.URLError, OSError):
             pass
+        if other:
+            # Something else holds the port: waiting would never end well, and going on would send the
+            # scheduler's calls to a stranger.
+            from hyperpod_scheduler.errors import HyperpodSchedulerError
+
+            raise HyperpodSchedulerError(
+                f"emulator wait: another program answers at {url} ({other}), not the hyperpod-scheduler "
+                "emulator; serve the emulator on a free port (`emulator serve --port 0` prints the one it got) "
+                "and point AWS_ENDPOINT_URL there"
+            )
         if time.monotonic() > deadline:
             from hyperpod_scheduler.errors import HyperpodSchedulerError
 
             raise HyperpodSchedulerError(f"emulator wait: nothing answered at {url} within {timeout:g} s")
         time.sleep(0.2)
+
+
+def _is_emulator(body: bytes) -> bool:
+    """The health answer names the emulator (``service``); anything else on the port is not it."""
+    import json
+
+    from hyperpod_scheduler.emulator.server import IDENTITY
+
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(data, dict) and data.get("service") == IDENTITY

@@ -97,7 +97,52 @@ def load(name: str) -> Any:
         holder.add_typer(getattr(module, entry.app), name=name, help=entry.help)
     else:
         module.register(holder)
-    return typer.main.get_command(holder).commands[name]  # type: ignore[attr-defined]
+    command = typer.main.get_command(holder).commands[name]  # type: ignore[attr-defined]
+    _output_beside_json(command)
+    return command
+
+
+def _output_param() -> Any:
+    """The ``-o/--output`` option as Typer builds it (Typer carries its own click: a parameter made by
+    another click would not fit its context)."""
+    holder = typer.Typer()
+
+    @holder.command()
+    def _(
+        output: str | None = typer.Option(
+            None, "--output", "-o", metavar="FORMAT", help="json (the same as --json) or table (the default)."
+        ),
+    ) -> None: ...
+
+    return typer.main.get_command(holder).params[0]
+
+
+def _output_beside_json(command: Any) -> None:
+    """Every command with ``--json`` also takes ``-o/--output json`` (``--json`` stays, the same thing):
+    ``--help`` says "Same as -o json", so ``-o json`` must never be refused. A command that already
+    has its own ``-o`` (with table, wide, yaml) keeps it."""
+    for sub in getattr(command, "commands", {}).values():
+        _output_beside_json(sub)
+    flags = {opt for p in command.params for opt in getattr(p, "opts", ())}
+    if "--json" not in flags or "--output" in flags or "-o" in flags:
+        return
+    json_param = next(p.name for p in command.params if "--json" in getattr(p, "opts", ()))
+    command.params.append(_output_param())
+    inner = command.callback
+
+    def callback(**kwargs: Any) -> Any:
+        output = kwargs.pop("output", None)
+        if output is not None:
+            value = str(output).strip().lower()
+            if value not in ("json", "table"):
+                raise UsageError(f"-o/--output: {output!r} is not one of json, table")
+            if value == "json":
+                kwargs[json_param] = True
+            elif kwargs.get(json_param):
+                raise UsageError("--json and -o table: choose one output")
+        return inner(**kwargs)
+
+    command.callback = callback
 
 
 class LazyGroup(TyperGroup):
@@ -110,6 +155,19 @@ class LazyGroup(TyperGroup):
         if cmd_name not in self.commands and cmd_name in COMMANDS:
             self.commands[cmd_name] = load(cmd_name)
         return self.commands.get(cmd_name)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        """A mistyped command (``stpo``) gets the nearest one named: "did you mean 'stop'?"."""
+        import difflib
+
+        name = args[0] if args else ""
+        if args and not name.startswith("-") and self.get_command(ctx, name) is None:
+            near = difflib.get_close_matches(name, self.list_commands(ctx), n=1, cutoff=0.6)
+            if near:
+                raise UsageError(
+                    f"no such command {name!r}; did you mean {near[0]!r}? (see 'hyperpod-scheduler --help')"
+                )
+        return super().resolve_command(ctx, args)
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
         # As click lists them, from the table's help: listing imports nothing.

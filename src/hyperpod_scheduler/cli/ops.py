@@ -38,6 +38,7 @@ from hyperpod_scheduler.cli.output import (
     emit,
     error_line,
     is_terminal,
+    nothing_due,
     output_format,
     output_option,
     print_json,
@@ -47,7 +48,7 @@ from hyperpod_scheduler.cli.output import (
 from hyperpod_scheduler.cli.refs import cluster_ref as _ref
 from hyperpod_scheduler.cli.refs import not_found as _not_found
 from hyperpod_scheduler.cli.status import status_listing
-from hyperpod_scheduler.cli.waiting import AdaptivePoll, GroupLine, LiveWait, WaitView
+from hyperpod_scheduler.cli.waiting import AdaptivePoll, GroupLine, LiveWait, WaitView, retry_line
 from hyperpod_scheduler.config.load import config_path, load_config
 from hyperpod_scheduler.config.model import DEFAULT_CONFIG_FILE, Config
 from hyperpod_scheduler.cost.savings import keep_cost_per_night
@@ -251,11 +252,14 @@ def register(app: typer.Typer) -> None:
         fmt = output_format(output, as_json)
         _needs_config(config, "tick")
         ctx = make_context(config, state, fmt != "table" and fmt != "wide", at)
-        results = ctx.tick(_governed(ctx, config, "tick"), dry_run=dry_run)
+        governed = _governed(ctx, config, "tick")
+        results = ctx.tick(governed, dry_run=dry_run)
         if fmt in ("json", "yaml"):
             emit(Listing([]), fmt, [r.__dict__ for r in results])
         elif not results:
             console.print("tick: no governed cluster was found (tag-selected targets found none)")
+        elif all(r.kind in ("noop", "quiet") for r in results):
+            console.print(nothing_due(ctx.now(), governed), markup=False)  # cron's log shows the pass ran
         _exit_for(results)
         if ctx.fleet().problems:
             raise typer.Exit(1)  # a target or cluster was left out: cron should see it
@@ -402,6 +406,9 @@ def _manual(
     elif live:
         console.print(f"{cluster}: {action} {result.kind} after {view.elapsed()}: {result.message}", markup=False)
     if result.kind in FAILED_KINDS:
+        record = ctx.store.get(ref.key)
+        if action == "start" and not dry_run and record is not None and record.retry is not None:
+            console.print(retry_line(cluster, record.retry), markup=False)  # exit 1 says what sends the retry
         raise typer.Exit(EXIT_FAILED)
     if result.kind == "waiting":  # refused while deep health checks run; a command is not kept
         raise NotReady(f"{action} {cluster}: nothing sent: {result.message}")

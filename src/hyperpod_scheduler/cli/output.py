@@ -32,6 +32,7 @@ from hyperpod_scheduler.inputs.text import clean
 
 if TYPE_CHECKING:
     from hyperpod_scheduler.cli.terminal import SafeConsole, console, err_console, rich_table
+    from hyperpod_scheduler.engine.fleet import Governed
 
 Format = Literal["table", "wide", "json", "yaml"]
 FORMATS: tuple[Format, ...] = ("table", "wide", "json", "yaml")
@@ -164,9 +165,9 @@ def emit(listing: Listing, fmt: Format, document: Any) -> None:
     elif is_terminal():
         from hyperpod_scheduler.cli import terminal
 
-        terminal.SafeConsole(highlight=False, width=None if fmt == "table" else 10_000).print(
-            terminal.rich_table(listing, fmt)
-        )
+        # The terminal's own width, -o wide too: a line wider than the terminal is folded by the terminal
+        # itself, header included; the table folds its cells at words instead.
+        terminal.SafeConsole(highlight=False).print(terminal.rich_table(listing, fmt))
     else:
         for line in plain_table(listing, columns, None if fmt == "wide" else width()):
             print(line)
@@ -218,6 +219,24 @@ def warning_line(message: str) -> None:
     err_console.print(f"warning: {scrub(clean(message, one_line=True))}", markup=False)
 
 
+def nothing_due(now: datetime, governed: list[Governed]) -> str:
+    """``tick: nothing due at Thu 09:30 UTC; next: g5-dev stop Thu 19:00 CET``: a pass that sent nothing
+    says so, and when the schedule next wants something (in the schedule's own zone)."""
+    from hyperpod_scheduler.app.wording import clock, when  # only tick needs it: cron's other commands stay light
+
+    upcoming = []
+    for g in governed:
+        found = g.schedule.next_transitions(now, 1)
+        if found:
+            upcoming.append((found[0].at, g.ref.name, found[0].state, g.schedule.timezone))
+    head = f"tick: nothing due at {clock(now, now.tzinfo)}"
+    if not upcoming:
+        return f"{head}; no cluster's schedule changes again"
+    at, name, state, zone = min(upcoming, key=lambda u: (u[0], u[1]))
+    verb = "start" if state == "running" else "stop"
+    return f"{head}; next: {name} {verb} {when(at, zone)}"
+
+
 __all__ = [
     "FORMATS",
     "Column",
@@ -229,6 +248,7 @@ __all__ = [
     "err_console",
     "error_line",
     "is_terminal",
+    "nothing_due",
     "output_format",
     "output_option",
     "plain_data",

@@ -15,6 +15,7 @@ from hyperpod_scheduler.cli.context import make_context, parse_instant
 from hyperpod_scheduler.cli.ops import ClusterArg, ConfigOpt, DryRunOpt, JsonOpt, ProfileOpt, RegionOpt, StateOpt
 from hyperpod_scheduler.cli.output import Column, Listing, console, emit, output_format, output_option
 from hyperpod_scheduler.cli.refs import cluster_ref, governed_ref, known_ref
+from hyperpod_scheduler.engine.messages import sizes_text
 from hyperpod_scheduler.errors import UsageError
 
 
@@ -149,4 +150,4 @@ def register(app: typer.Typer) -> None:
         if sizes is None:
             console.print(f"{cluster}: no recorded sizes to forget", markup=False)
         else:
-            console.print(f"{cluster}: forgot the recorded sizes {sizes}", markup=False)
+            console.print(f"{cluster}: forgot the recorded sizes {sizes_text(sizes)}", markup=False)

@@ -64,7 +64,8 @@ err_console = SafeConsole(stderr=True, highlight=False, soft_wrap=True)
 
 
 def rich_table(listing: Listing, fmt: Format) -> Table:
-    """The listing as a Rich table for a terminal (``-o wide``: no cell is wrapped)."""
+    """The listing as a Rich table for a terminal, within its width (``-o wide`` folds its cells at words
+    rather than draw lines wider than the terminal, which the terminal would fold header and all)."""
     columns = [i for i, c in enumerate(listing.columns) if fmt == "wide" or not c.wide_only]
     table = Table(
         title=None if listing.title is None else Text(safe(listing.title)),
@@ -74,7 +75,7 @@ def rich_table(listing: Listing, fmt: Format) -> Table:
     )
     for i in columns:
         c = listing.columns[i]
-        table.add_column(c.header, justify="right" if c.right else "left", no_wrap=c.keep or fmt == "wide")
+        table.add_column(c.header, justify="right" if c.right else "left", no_wrap=c.keep)
     for row in listing.rows:
         table.add_row(*(Text(safe(row[i])) for i in columns))  # cells are text, never markup
     return table

@@ -17,9 +17,11 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from hyperpod_scheduler.app.wording import duration
+from hyperpod_scheduler.app.wording import duration, when
 from hyperpod_scheduler.cli.output import console, safe
 from hyperpod_scheduler.engine.events import Event, Sink
+from hyperpod_scheduler.store.outcomes import read_phases
+from hyperpod_scheduler.store.records import GroupPhases, RetryState
 
 
 @dataclass
@@ -83,16 +85,19 @@ class WaitView:
             self._group(name).status = str(status)
         phases = d.get("phases") or {}
         if isinstance(phases, dict):
+            typed = read_phases(d)
             for name, phase in phases.items():
-                self._group(str(name)).phase = str(phase)
+                # The engine sends each group's phases as a record; a person reads them in words.
+                gp = typed.get(str(name))
+                self._group(str(name)).phase = phase_words(gp) if gp is not None else _words(phase)
         for name, outcome in (d.get("outcomes") or {}).items():
             if isinstance(outcome, dict):
                 line = self._group(name)
                 line.current, line.target = outcome.get("current"), outcome.get("target")
-                line.phase = str(outcome.get("outcome", line.phase))
+                line.phase = _words(outcome.get("outcome", line.phase))
         if event.kind in ("settled", "failed", "error", "refused", "blocked"):
             self.done = True
-        self.status = f"{event.kind}: {event.message}"
+        self.status = said(event)
         return True
 
     def elapsed(self) -> str:
@@ -104,13 +109,64 @@ class WaitView:
         )
         if not self.groups:
             return head
+        # Group, counts and status never wrap (short, and a cut name misleads); the phase wraps at words
+        # so a narrow terminal keeps every row whole.
         table = Table(box=None, pad_edge=False, show_edge=False)
-        for title in ("group", "current / target", "status", "phase"):
-            table.add_column(title, no_wrap=True)
+        table.add_column("group", no_wrap=True, overflow="fold")
+        table.add_column("nodes now / target", no_wrap=True)
+        table.add_column("status", no_wrap=True)
+        table.add_column("phase", overflow="fold", min_width=20)
         for name, g in self.groups.items():
             counts = f"{'?' if g.current is None else g.current} / {'?' if g.target is None else g.target}"
             table.add_row(*(Text(safe(cell)) for cell in (name, counts, g.status or "-", g.phase or "-")))
         return Group(head, table)
+
+
+def said(event: Event) -> str:
+    """An event's line without a doubled prefix: progress is its message alone ("start: 08:05: ..."),
+    and a message that already opens with the event's kind ("stop blocked: ...") is not prefixed again."""
+    if event.kind == "progress" or event.kind in event.message.replace(":", " ").split()[:2]:
+        return event.message
+    return f"{event.kind}: {event.message}"
+
+
+def phase_words(gp: GroupPhases) -> str:
+    """One group's start in words: "3 of 6 up, 2 in lifecycle setup, 1 not launched yet". A node without
+    an instance yet is "not launched yet", never a capacity wait: only AWS's insufficient-capacity answer
+    says that, and it arrives as its own event."""
+    if gp.target == 0:
+        return "nothing to start"
+    if gp.ready_at() is not None:
+        return f"ready: {gp.running} of {gp.target} up"
+    if gp.seen_at is None:
+        return f"requested {gp.target}, not looked at yet"
+    parts = [f"{gp.running} of {gp.target} up"]
+    if gp.in_checks:
+        parts.append(f"{gp.in_checks} in deep health checks")
+    if gp.in_setup:
+        parts.append(f"{gp.in_setup} in lifecycle setup")
+    if gp.waiting:
+        parts.append(f"{gp.waiting} not launched yet")
+    return ", ".join(parts)
+
+
+def _words(value: object) -> str:
+    """Any other value in words: a mapping as "key value" pairs, never a Python repr."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_words(v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_words(v) for v in value)
+    return str(value)
+
+
+def retry_line(cluster: str, retry: RetryState) -> str:
+    """What runs a retry the engine announced: not this command (it has ended), the next ``tick`` or a
+    ``run`` loop at or after the retry's time."""
+    return (
+        f"{cluster}: retry {retry.attempt} is due at {when(retry.next_at)} (until {when(retry.deadline)}); this "
+        "command has ended, so the next `hyperpod-scheduler tick` (cron) or `run` loop at or after that time "
+        f"sends it; `hyperpod-scheduler start {cluster} --wait` tries again now"
+    )
 
 
 class LiveWait:
@@ -140,7 +196,7 @@ class LiveWait:
         if self._live is None:
             self.forward(event)
         elif event.kind in ("note", "error", "failed", "blocked", "refused", "skip", "noop", "drift"):
-            self._live.console.print(Text(safe(f"{event.kind}: {event.message}")))
+            self._live.console.print(Text(safe(said(event))))
 
 
 class _Dynamic:
@@ -153,4 +209,4 @@ class _Dynamic:
         return self.view.render()
 
 
-__all__ = ["AdaptivePoll", "LiveWait", "WaitView"]
+__all__ = ["AdaptivePoll", "LiveWait", "WaitView", "phase_words", "retry_line"]

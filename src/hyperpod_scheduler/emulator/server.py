@@ -63,6 +63,10 @@ def _iso(value: datetime | None) -> str | None:
     return value.astimezone(UTC).isoformat() if value is not None else None
 
 
+# Who answers: `emulator wait` checks it, so a web server or another tool on the port is never taken for
+# the emulator.
+IDENTITY: Final = "hyperpod-scheduler-emulator"
+
 ROUTES: Final = ("health", "state", "clock", "faults", "reset", "images", "training-plans")
 
 
@@ -80,7 +84,7 @@ class AdminApi:
         try:
             payload = decode_body(body) if method == "POST" else {}
             if route == "health" and method == "GET":
-                return json_reply(200, {"status": "ok", **self._clock_view()})
+                return json_reply(200, {"status": "ok", "service": IDENTITY, **self._clock_view()})
             if route == "state" and method == "GET":
                 return json_reply(200, self._state_view())
             if route == "images" and method == "GET":

@@ -29,7 +29,7 @@ from hyperpod_scheduler.engine import (
     planner,
     settling,
 )
-from hyperpod_scheduler.engine.messages import duration_text, targets_text
+from hyperpod_scheduler.engine.messages import duration_text, sizes_text, targets_text
 from hyperpod_scheduler.engine.ref import ClusterRef, Result
 from hyperpod_scheduler.engine.slurm_roles import remember_roles, resolve_roles
 from hyperpod_scheduler.engine.update_request import build_update
@@ -186,7 +186,7 @@ def act(
     crashpoints.reached("after-intent")
     if plan.snapshot is not None:
         sizes = {n: s.count for n, s in plan.snapshot.sizes.items()}
-        eng.emit(ref, "note", f"recorded sizes {sizes}", sizes=sizes)
+        eng.emit(ref, "note", f"recorded sizes {sizes_text(sizes)}", sizes=sizes)
     return send(eng, ref, stored, view, request, action, targets, reason, wait, poll_seconds)
 
 

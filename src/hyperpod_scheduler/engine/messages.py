@@ -27,6 +27,11 @@ def targets_text(view: ClusterView, targets: Mapping[str, int]) -> str:
     return ", ".join(parts)
 
 
+def sizes_text(sizes: Mapping[str, int]) -> str:
+    """``controller 1, workers 4``: sizes in a message a person reads, never a Python dict."""
+    return ", ".join(f"{group} {count}" for group, count in sizes.items()) or "no groups"
+
+
 def duration_text(seconds: float) -> str:
     minutes, secs = divmod(int(seconds), 60)
     hours, minutes = divmod(minutes, 60)

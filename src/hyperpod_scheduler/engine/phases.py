@@ -129,14 +129,15 @@ def joined_slurm(phases: Mapping[str, GroupPhases], at: datetime) -> dict[str, G
 
 
 def progress(phases: Mapping[str, GroupPhases], at: datetime, instance_types: Mapping[str, str | None]) -> str:
-    """One line a person reads at a glance: "08:05: 12 of 16 p5 up; 4 waiting for capacity; health
-    checks running" (one clause per group, groups joined by " | ")."""
+    """One line a person reads at a glance: "08:05: 12 of 16 p5 up; 4 not launched yet; health checks
+    running" (one clause per group, groups joined by " | "). A node with no instance yet is not a
+    capacity wait: only AWS's insufficient-capacity answer says that, and it is its own event."""
     parts = []
     for g, gp in phases.items():
         label = _family(instance_types.get(g)) or g
         clause = [f"{gp.running} of {gp.target} {label} up"]
         if gp.waiting:
-            clause.append(f"{gp.waiting} waiting for capacity")
+            clause.append(f"{gp.waiting} not launched yet")
         if gp.in_setup:
             clause.append(f"{gp.in_setup} in lifecycle setup")
         if gp.in_checks:

@@ -180,7 +180,7 @@ class GroupPhases(Stored):
     health_checks: AwareDatetime | None = None
     slurm: AwareDatetime | None = None
     # Counts at the latest look: nodes launched, in lifecycle setup, in health checks, running; the
-    # rest of the target has no instance yet (waiting for capacity).
+    # rest of the target has no instance yet (not launched yet; a capacity wait only when AWS says so).
     in_setup: Count = 0
     in_checks: Count = 0
     running: Count = 0
