@@ -179,6 +179,9 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
     now = ctx.now()
     lines = ctx.store.history(record_key, limit=HISTORY_LOOKBACK)
     state = _state(record)
+    sent_nothing = state == "stopped" and _stop_sent_nothing(lines)
+    if sent_nothing:
+        state = "running"  # every group was kept: nothing was stopped, everything still bills
     prices = ctx.prices()
     billing = _billing(record, lines, prices) if state == "stopped" else ()
     hold = record.hold if record is not None and effective_hold(record, now) else None
@@ -200,7 +203,7 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
         ami_changes=tuple(record.ami_changes) if record else (),
         billing=billing,
         usd_per_hour=_hourly_now(state, record, lines, billing, prices),
-        flags=_flags(record, lines, hold, billing, now),
+        flags=_flags(record, lines, hold, billing, now, sent_nothing),
         timezone=g.schedule.timezone.key if g is not None else None,
         approval=_latest_approval(record, now),
         plans=tuple(record.plans.values()) if record else (),
@@ -281,8 +284,11 @@ def _flags(
     hold: Hold | None,
     billing: tuple[Billing, ...],
     now: datetime,
+    sent_nothing: bool = False,
 ) -> tuple[Flag, ...]:
     flags: list[Flag] = []
+    if sent_nothing:
+        flags.append(Flag("kept", "the last stop sent nothing: every group is kept, so the cluster still runs"))
     if hold is not None:
         until = f" until {when(hold.until)}" if hold.until else " until released"
         flags.append(Flag("held", f"held {hold.state}{until} by {hold.by}"))
@@ -310,6 +316,17 @@ def _latest_approval(record: ClusterRecord | None, now: datetime) -> Approval | 
         return None
     latest = record.approvals[-1]
     return latest.evolve(state=latest.state_at(now))
+
+
+def _stop_sent_nothing(lines: list[HistoryEntry]) -> bool:
+    """The last stop kept every group (protected capacity, ``keep``, the Slurm head with them): it sent
+    no update, the record says "stopped" so the schedule does not retry it, and yet every node runs.
+    A face that called this "stopped" would say something untrue (issue 27, item 2)."""
+    stop = _last(lines, "stop", ("ok", "noop", "failed"))
+    if stop is None or stop.outcome != "noop":
+        return False
+    outcomes = list(read_outcomes(stop.detail).values())
+    return bool(outcomes) and all(o.current > 0 for o in outcomes)
 
 
 def _state(record: ClusterRecord | None) -> str:
