@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,8 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from hyperpod_scheduler.cli.main import app as cli_app
+from hyperpod_scheduler.store import open_store
+from hyperpod_scheduler.store.records import GroupOutcome, RetryState
 from hyperpod_scheduler.web import create_app
 from tests.web.conftest import TOKEN
 from tests.web.fleet import DemoFleet, demo_fleet
@@ -30,8 +33,10 @@ def _api(fleet: DemoFleet) -> dict[str, dict[str, object]]:
 
 
 def _cli(fleet: DemoFleet) -> dict[str, dict[str, object]]:
+    # The same instant as the dashboard's clock: the same store at the same moment, the same figures.
+    at = fleet.emu.clock.now().isoformat()
     result = CliRunner().invoke(
-        cli_app, ["status", "--json", "--config", str(fleet.config), "--state", str(fleet.state)]
+        cli_app, ["status", "--json", "--config", str(fleet.config), "--state", str(fleet.state), "--at", at]
     )
     assert result.exit_code == 0, result.output
     return {row["cluster"]: row for row in json.loads(result.output)}
@@ -49,5 +54,54 @@ def test_cli_and_api_agree_on_state_billing_and_flags(night: DemoFleet) -> None:
     api, cli = _api(night), _cli(night)
     assert set(api) == set(cli)
     for name in api:
-        for key in ("state", "state_text", "usd_per_hour", "billing", "flags", "recorded_sizes", "protected"):
+        for key in (
+            "state",
+            "state_text",
+            "usd_per_hour",
+            "billing",
+            "flags",
+            "recorded_sizes",
+            "protected",
+            "next_transition",
+            "wants_now",
+            "retry",
+            "approval",
+        ):
             assert api[name][key] == cli[name][key], (name, key)
+
+
+def test_a_start_that_came_back_empty_is_not_running_and_a_dead_retry_is_not_promised(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    # A start that rolled back for capacity at 0 of N nodes, with a retry whose time has passed while
+    # the schedule now wants the cluster stopped (past 21:00 PST): no tick will run it.
+    with demo_fleet(Path(tmp_path_factory.mktemp("short")), hours=42.0) as fleet:
+        with open_store(str(fleet.state)) as store:
+            key = next(k for k in store.list_keys() if k.endswith("/p5-training"))
+            record = store.get(key)
+            assert record is not None
+            now = fleet.emu.clock.now()
+            short = record.evolve(
+                applied_state="running",
+                last_outcomes=[
+                    GroupOutcome(group=g, outcome="failed", current=0, target=n)
+                    for g, n in {"p5-workers": 4, "controller": 1, "login": 1}.items()
+                ],
+                retry=RetryState(
+                    transition_id="start@x",
+                    attempt=1,
+                    next_at=now - timedelta(minutes=2),
+                    deadline=now + timedelta(hours=2),
+                    transition_at=now - timedelta(hours=20),
+                ),
+            )
+            store.put(short, expected_version=record.version)
+        api, cli = _api(fleet)["p5-training"], _cli(fleet)["p5-training"]
+        for row in (api, cli):
+            assert row["state"] == "stopped"  # no node runs
+            assert row["wants_now"] == "stopped"
+            assert row["retry"] is None  # not promised
+            assert row["retry_dropped"] is not None
+            texts = " ".join(str(f["text"]) for f in row["flags"])  # type: ignore[attr-defined]
+            assert "no retry will run" in texts and "p5-workers 0 of 4" in texts
+        assert api["flags"] == cli["flags"]

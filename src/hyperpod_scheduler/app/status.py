@@ -17,8 +17,8 @@ from hyperpod_scheduler.app.history import sentence
 from hyperpod_scheduler.app.wording import count_of, usd, when
 from hyperpod_scheduler.cost.prices import PriceTable
 from hyperpod_scheduler.cost.savings import keep_cost_per_night
-from hyperpod_scheduler.engine.fleet import Governed, next_transition
-from hyperpod_scheduler.engine.planner import effective_hold
+from hyperpod_scheduler.engine.fleet import Governed, next_transition, schedule_state
+from hyperpod_scheduler.engine.planner import effective_hold, live_retry
 from hyperpod_scheduler.schedule import Schedule
 from hyperpod_scheduler.store.outcomes import read_outcomes
 from hyperpod_scheduler.store.records import (
@@ -90,6 +90,10 @@ class StatusRow:
     timezone: str | None = None  # the schedule's, for local times beside UTC
     approval: Approval | None = None  # the latest request to approve a release (its token's hash never shown)
     plans: tuple[PlanWatch, ...] = ()  # training plans the cluster's groups run on, as last read
+    wants_now: str | None = None  # what the schedule (or a hold) wants at this moment: running | stopped
+    # A start that came back short whose retry no tick will run (the schedule wants stopped again, or
+    # past its deadline): said, never promised.
+    retry_dropped: RetryState | None = None
 
     @property
     def governed(self) -> bool:
@@ -119,6 +123,8 @@ class StatusRow:
             ],
             "last_outcomes": [o.model_dump(mode="json") for o in self.last_outcomes],
             "retry": None if self.retry is None else self.retry.model_dump(mode="json"),
+            "retry_dropped": None if self.retry_dropped is None else self.retry_dropped.model_dump(mode="json"),
+            "wants_now": self.wants_now,
             "refused": None if self.refused is None else self.refused.model_dump(mode="json"),
             "ami_changes": [c.model_dump(mode="json") for c in self.ami_changes],
             "state_text": state_text(self),
@@ -182,9 +188,13 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
     sent_nothing = state == "stopped" and _stop_sent_nothing(lines)
     if sent_nothing:
         state = "running"  # every group was kept: nothing was stopped, everything still bills
+    elif state == "running" and record is not None and _came_back_empty(record):
+        state = "stopped"  # the start rolled back for capacity: no node runs, whatever the record applied
     prices = ctx.prices()
     billing = _billing(record, lines, prices) if state == "stopped" else ()
     hold = record.hold if record is not None and effective_hold(record, now) else None
+    wants = hold.state if hold is not None else (schedule_state(g.schedule, now).desired if g is not None else None)
+    retry, dropped = _retry(record, g, wants, now)
     parts = record_key.split("/")
     return StatusRow(
         key=record_key,
@@ -198,16 +208,40 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
         next_transition=next_transition(g.schedule, now) if g is not None else None,
         protected=_kept(ctx, record, lines, g.schedule if g is not None else None, now),
         last_outcomes=tuple(record.last_outcomes) if record else (),
-        retry=record.retry if record else None,
+        retry=retry,
         refused=record.refused if record else None,
         ami_changes=tuple(record.ami_changes) if record else (),
         billing=billing,
         usd_per_hour=_hourly_now(state, record, lines, billing, prices),
-        flags=_flags(record, lines, hold, billing, now, sent_nothing),
+        flags=_flags(record, lines, hold, billing, now, sent_nothing, retry, dropped),
         timezone=g.schedule.timezone.key if g is not None else None,
         approval=_latest_approval(record, now),
         plans=tuple(record.plans.values()) if record else (),
+        wants_now=wants,
+        retry_dropped=dropped,
     )
+
+
+def _came_back_empty(record: ClusterRecord) -> bool:
+    """The last start left every group at zero (rolled back for capacity): nothing runs."""
+    outs = record.last_outcomes
+    return bool(outs) and all(o.current == 0 for o in outs) and any(o.target > 0 for o in outs)
+
+
+def _retry(
+    record: ClusterRecord | None, g: Governed | None, wants: str | None, now: datetime
+) -> tuple[RetryState | None, RetryState | None]:
+    """(the retry a tick will run, the retry no tick will run): the planner's own rule (``live_retry``
+    and a schedule or hold that wants the cluster running), so a face promises only what the engine does."""
+    if record is None or record.retry is None:
+        return None, None
+    if g is not None:
+        live = live_retry(record, schedule_state(g.schedule, now), now) is not None
+    else:
+        live = record.retry.deadline > now  # not governed: only a hold's start is retried
+    if live and wants == "running":
+        return record.retry, None
+    return None, record.retry
 
 
 # Enough lines to find the last stop and the last start of a week of ticks with retries.
@@ -285,6 +319,8 @@ def _flags(
     billing: tuple[Billing, ...],
     now: datetime,
     sent_nothing: bool = False,
+    retry: RetryState | None = None,
+    dropped: RetryState | None = None,
 ) -> tuple[Flag, ...]:
     flags: list[Flag] = []
     if sent_nothing:
@@ -297,10 +333,15 @@ def _flags(
     stop = _last(lines, "stop", ("ok", "noop", "blocked", "failed", "refused"))
     if stop is not None and stop.outcome == "blocked":
         flags.append(Flag("blocked", f"stop blocked {when(stop.at)}: {sentence(stop).text.split(': ', 1)[-1]}"))
-    if record is not None and record.retry is not None:
+    if retry is not None:
+        due = "the next tick runs it" if retry.next_at <= now else "a tick then runs it"
         flags.append(
-            Flag("shortfall", f"start short of capacity, retry {record.retry.attempt} at {when(record.retry.next_at)}")
+            Flag("shortfall", f"start short of capacity, retry {retry.attempt} at {when(retry.next_at)} ({due})")
         )
+    elif dropped is not None and record is not None:
+        short = ", ".join(f"{o.group} {o.current} of {o.target}" for o in record.last_outcomes if o.current < o.target)
+        why = "past its deadline" if dropped.deadline <= now else "the schedule no longer wants it running"
+        flags.append(Flag("shortfall", f"start came back short ({short}); no retry will run: {why}"))
     elif record is not None and any(o.outcome in ("partial", "failed") for o in record.last_outcomes):
         short = ", ".join(f"{o.group} {o.current} of {o.target}" for o in record.last_outcomes if o.current < o.target)
         flags.append(Flag("shortfall", f"last start came back short: {short}"))

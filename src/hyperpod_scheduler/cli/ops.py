@@ -306,11 +306,14 @@ def register(app: typer.Typer) -> None:
         output: str | None = output_option(),
         watch: bool = typer.Option(False, "--watch", "-w", help="Redraw every --interval seconds until Ctrl-C."),
         interval: float = typer.Option(5.0, "--interval", min=0.1, help="Seconds between redraws with --watch."),
+        at: str | None = typer.Option(
+            None, "--at", help="Show the status as of this ISO instant instead of now.", callback=_instant("--at")
+        ),
     ) -> None:
         """Every cluster the config governs or the store remembers: state (and what still bills),
         schedule, next transition in the schedule's timezone, flags; -o wide adds sizes and outcomes."""
         fmt = output_format(output, as_json)
-        ctx = make_context(config, state, fmt in ("json", "yaml"))
+        ctx = make_context(config, state, fmt in ("json", "yaml"), at)
         if not watch:
             _print_status(ctx, fmt)
             return
