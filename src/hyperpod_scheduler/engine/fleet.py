@@ -377,8 +377,16 @@ def plan(
                 if start <= issue < until:
                     steps.append(PlannedStep(issue, g.ref.name, action, g.schedule_label, why))
             elif t.at < until:
-                steps.append(PlannedStep(t.at, g.ref.name, action, g.schedule_label))
+                steps.append(PlannedStep(t.at, g.ref.name, action, g.schedule_label, _why(g.schedule, t.at, action)))
     return sorted(steps, key=lambda s: (s.at, s.cluster))
+
+
+def _why(schedule: Schedule, at: datetime, action: Action) -> str:
+    """The schedule's own reason for a step, in its own words and time zone (never an empty cell)."""
+    local = at.astimezone(schedule.timezone)
+    turn = "window ends" if action == "stop" else "window opens"
+    expression = f"{schedule.expression}: " if schedule.expression else ""
+    return f"{expression}{turn} {local:%a %H:%M} {local.tzname() or schedule.timezone.key}"
 
 
 def next_transition(schedule: Schedule, now: datetime) -> tuple[datetime, str] | None:
