@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from hyperpod_scheduler.cli.main import app as cli_app
 from hyperpod_scheduler.store import open_store
-from hyperpod_scheduler.store.records import GroupOutcome, RetryState
+from hyperpod_scheduler.store.records import Approval, GroupOutcome, RetryState
 from hyperpod_scheduler.web import create_app
 from tests.web.conftest import TOKEN
 from tests.web.fleet import DemoFleet, demo_fleet
@@ -105,3 +105,32 @@ def test_a_start_that_came_back_empty_is_not_running_and_a_dead_retry_is_not_pro
             texts = " ".join(str(f["text"]) for f in row["flags"])  # type: ignore[attr-defined]
             assert "no retry will run" in texts and "p5-workers 0 of 4" in texts
         assert api["flags"] == cli["flags"]
+
+
+def test_a_pending_release_of_scarce_gpus_is_attention_with_nodes_and_money(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    # Monday afternoon, before p5-training's 21:00 PST stop: a request to release its P5s waits.
+    with demo_fleet(Path(tmp_path_factory.mktemp("ask")), hours=36.0) as fleet:
+        now = fleet.emu.clock.now()
+        with open_store(str(fleet.state)) as store:
+            key = next(k for k in store.list_keys() if k.endswith("/p5-training"))
+            record = store.get(key)
+            assert record is not None and record.snapshot is not None
+            asked = Approval(
+                id="ask123",
+                token_sha256="0" * 64,
+                groups=["p5-workers"],
+                transition_at=now + timedelta(hours=1),
+                asked_at=now,
+                expires_at=now + timedelta(hours=1),
+            )
+            store.put(record.evolve(approvals=[asked]), expected_version=record.version)
+        api, cli = _api(fleet)["p5-training"], _cli(fleet)["p5-training"]
+        assert api["flags"] == cli["flags"]
+        first = api["flags"][0]  # type: ignore[index]
+        assert first["kind"] == "approval"
+        assert "4 × p5.48xlarge" in first["text"] and "per night" in first["text"], first
+        client = TestClient(create_app(fleet.dashboard(TOKEN), allowed_hosts=["testserver"]))
+        page = client.get("/").text
+        assert "awaits approval" in page  # the Fleet page's attention column, not only the approval page

@@ -196,6 +196,11 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
     wants = hold.state if hold is not None else (schedule_state(g.schedule, now).desired if g is not None else None)
     retry, dropped = _retry(record, g, wants, now)
     parts = record_key.split("/")
+    approval = _latest_approval(record, now)
+    flags = _flags(record, lines, hold, billing, now, sent_nothing, retry, dropped)
+    if approval is not None and approval.state == "pending":
+        hours = night_hours(g.schedule, now) if g is not None else 0.0
+        flags = (_approval_flag(approval, record, prices, hours), *flags)  # a decision waits: first
     return StatusRow(
         key=record_key,
         cluster=g.ref.name if g is not None else record_key.rsplit("/", 1)[-1],
@@ -213,12 +218,34 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
         ami_changes=tuple(record.ami_changes) if record else (),
         billing=billing,
         usd_per_hour=_hourly_now(state, record, lines, billing, prices),
-        flags=_flags(record, lines, hold, billing, now, sent_nothing, retry, dropped),
+        flags=flags,
         timezone=g.schedule.timezone.key if g is not None else None,
-        approval=_latest_approval(record, now),
+        approval=approval,
         plans=tuple(record.plans.values()) if record else (),
         wants_now=wants,
         retry_dropped=dropped,
+    )
+
+
+def _approval_flag(approval: Approval, record: ClusterRecord | None, prices: PriceTable, hours: float) -> Flag:
+    """A pending request to release scarce groups, with what it is about: nodes, and money per night
+    (what releasing saves, and refusing keeps billing)."""
+    sizes = record.snapshot.sizes if record is not None and record.snapshot is not None else {}
+    parts, hourly, priced = [], 0.0, True
+    for group in approval.groups:
+        size = sizes.get(group)
+        if size is None:
+            parts.append(group)
+            priced = False
+            continue
+        parts.append(f"{group} ({count_of(size.count, size.instance_type)})")
+        cost = _hourly(prices, size.instance_type, size.count)
+        priced = priced and cost is not None
+        hourly += cost or 0.0
+    money = f", {usd(hourly * hours)} per night" if priced and hours else ""
+    return Flag(
+        "approval",
+        f"release of {', '.join(parts)} awaits approval until {when(approval.expires_at)}{money}",
     )
 
 
