@@ -134,3 +134,15 @@ def test_a_pending_release_of_scarce_gpus_is_attention_with_nodes_and_money(
         client = TestClient(create_app(fleet.dashboard(TOKEN), allowed_hosts=["testserver"]))
         page = client.get("/").text
         assert "awaits approval" in page  # the Fleet page's attention column, not only the approval page
+
+
+def test_status_says_its_states_are_the_records_not_live(night: DemoFleet) -> None:
+    # status reads the state store only: with AWS unreachable it must not claim "as of <now>".
+    at = (night.emu.clock.now() + timedelta(hours=3)).isoformat()
+    args = ["status", "--config", str(night.config), "--state", str(night.state), "--at", at]
+    result = CliRunner().invoke(cli_app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "as of" not in result.output
+    assert "as last recorded" in result.output and "ago" in result.output, result.output
+    rows = _cli(night)
+    assert all(r["recorded_at"] for r in rows.values())

@@ -94,6 +94,9 @@ class StatusRow:
     # A start that came back short whose retry no tick will run (the schedule wants stopped again, or
     # past its deadline): said, never promised.
     retry_dropped: RetryState | None = None
+    # When the record was last written: every figure here is the record's (status calls no AWS), so a
+    # face says "as recorded at", never "as of now".
+    recorded_at: datetime | None = None
 
     @property
     def governed(self) -> bool:
@@ -125,6 +128,7 @@ class StatusRow:
             "retry": None if self.retry is None else self.retry.model_dump(mode="json"),
             "retry_dropped": None if self.retry_dropped is None else self.retry_dropped.model_dump(mode="json"),
             "wants_now": self.wants_now,
+            "recorded_at": None if self.recorded_at is None else self.recorded_at.isoformat(),
             "refused": None if self.refused is None else self.refused.model_dump(mode="json"),
             "ami_changes": [c.model_dump(mode="json") for c in self.ami_changes],
             "state_text": state_text(self),
@@ -224,6 +228,7 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
         plans=tuple(record.plans.values()) if record else (),
         wants_now=wants,
         retry_dropped=dropped,
+        recorded_at=record.updated_at if record is not None else None,
     )
 
 

@@ -504,10 +504,23 @@ def _status_listing(ctx: Context, rows: list[StatusRow]) -> Listing:
             Column("last outcome", wide_only=True),
         ],
         out,
-        title=f"hyperpod-scheduler status, as of {iso_minute(now)}",
+        title=_status_title(now, rows),
         # An empty table alone reads as "broken"; say what makes a cluster show up.
         empty=f"no clusters: none is named in the config or tagged {SCHEDULE_TAG}=<schedule> in a target "
         "with tag_selector: true, and the state store has none from a manual stop or start",
+    )
+
+
+def _status_title(now: datetime, rows: list[StatusRow]) -> str:
+    """Status reads the state store, not AWS: say how old the oldest record is rather than "as of now"
+    (a cluster whose ticks failed, AWS unreachable, would otherwise read as live)."""
+    dated = [r.recorded_at for r in rows if r.recorded_at is not None]
+    if not dated:
+        return f"hyperpod-scheduler status at {iso_minute(now)}: nothing recorded yet"
+    oldest = min(dated)
+    age = countdown(oldest - now)  # "5 min ago", or "now"
+    return (
+        f"hyperpod-scheduler status at {iso_minute(now)}: states as last recorded (oldest {iso_minute(oldest)}, {age})"
     )
 
 
