@@ -146,3 +146,17 @@ def test_status_says_its_states_are_the_records_not_live(night: DemoFleet) -> No
     assert "as last recorded" in result.output and "ago" in result.output, result.output
     rows = _cli(night)
     assert all(r["recorded_at"] for r in rows.values())
+
+
+def test_tonight_follows_a_cluster_started_outside_its_window(tmp_path_factory: pytest.TempPathFactory) -> None:
+    # Monday night, g5-dev stopped by its Berlin schedule; Start now brings it up off-window.
+    with demo_fleet(Path(tmp_path_factory.mktemp("off")), hours=36.0) as fleet:
+        client = TestClient(create_app(fleet.dashboard(TOKEN), allowed_hosts=["testserver"]))
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        answer = client.post("/api/clusters/g5-dev/start", json={"by": "ops"}, headers=auth)
+        assert answer.json()["kind"] == "sent", answer.text
+        row = {r["cluster"]: r for r in client.get("/api/fleet").json()}["g5-dev"]
+        assert row["state"] in ("starting", "running")
+        tonight = row["tonight"]
+        assert "outside its window" in tonight["why"], tonight
+        assert "nothing but storage" not in tonight["why"]
