@@ -562,6 +562,9 @@ def _protection_rows(ctx: Context, g: Governed) -> dict[str, Any]:
     except (ClientError, BotoCoreError, HyperpodSchedulerError) as exc:
         row["error"] = str(exc)
         return row
+    from hyperpod_scheduler.engine.slurm_roles import remembered_roles
+
+    view = remembered_roles(view, ctx.store.get(g.ref.key), ctx.now())  # roles learned from the file
     hours = night_hours(g.schedule, ctx.now())
     row["night_hours"] = hours
     row["protected"] = []
