@@ -160,3 +160,8 @@ def test_tonight_follows_a_cluster_started_outside_its_window(tmp_path_factory: 
         tonight = row["tonight"]
         assert "outside its window" in tonight["why"], tonight
         assert "nothing but storage" not in tonight["why"]
+
+
+def test_tonight_of_a_cluster_whose_stop_kept_everything_names_what_is_kept(night: DemoFleet) -> None:
+    tonight = _api(night)["p5-training"]["tonight"]
+    assert "scarce capacity" in tonight["why"] and "outside its window" not in tonight["why"], tonight  # type: ignore[index]

@@ -270,7 +270,7 @@ class Dashboard:
         blocked = next((f for f in r.flags if f.kind == "blocked"), None)
         if blocked is not None and r.state == "running" and not g.schedule.is_running(now):
             return _bill(stretch, r.usd_per_hour, f"still running: {blocked.text}")
-        if begin <= now and r.state in ("running", "starting"):
+        if begin <= now and r.state in ("running", "starting") and not any(f.kind == "kept" for f in r.flags):
             # Off its window and up (a Start now, a stop that did not go out): tonight follows the
             # cluster, not the schedule; it bills until something stops it.
             ahead = g.schedule.transitions(now, now + WEEK)
