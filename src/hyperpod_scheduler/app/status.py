@@ -447,6 +447,9 @@ def state_text(row: StatusRow) -> str:
         text += f" · {kept} kept"
         if row.usd_per_hour:
             text += f" · {usd(row.usd_per_hour)}/h"
+    if row.state == "running" and any(f.kind == "kept" and "sent nothing" in f.text for f in row.flags):
+        kept = ", ".join(count_of(p.kept, p.instance_type) for p in row.protected)
+        text += f" · every group kept by the last stop ({kept})" if kept else " · every group kept by the last stop"
     if row.hold is None:
         return text
     until = f" until {row.hold.until.astimezone(UTC):%a %H:%M}Z" if row.hold.until else ""
