@@ -102,6 +102,11 @@ def test_plan_lists_transitions_without_touching_anything(live: tuple[Emulator, 
     planned = json.loads(out)
     steps = planned["steps"]
     assert steps and {s["action"] for s in steps} == {"start", "stop"}
+    # Every step says why, in the schedule's own words (issue 27 item 8: the column was empty).
+    assert all(s["why"] for s in steps), steps
+    assert any("window ends" in s["why"] for s in steps if s["action"] == "stop")
+    code, table = invoke("plan", "--until", "2099-01-01T00:00Z", "--state", str(state))
+    assert code == 0 and "window opens" in table, table
     (c1,) = planned["clusters"]
     assert c1["protected"] == []  # m5, g5 and trn1 groups: nothing scarce
     assert any("Slurm controller" in w for w in c1["warnings"])

@@ -191,3 +191,18 @@ def test_an_unreadable_file_keeps_the_head_with_the_compute_and_says_why(rig: Ri
     assert any(w in notes for w in why.values())
     [line] = [h for h in rig.store.history(REF.key) if h.action == "slurm-roles"]
     assert line.outcome == "unknown" and "Slurm roles unknown" in line.detail["reason"]
+
+
+def test_plan_applies_the_remembered_roles_of_a_cluster_without_slurm_config(rig: Rig) -> None:
+    # Issue 26/27: plan read DescribeCluster only, so a cluster whose roles live in
+    # provisioning_parameters.json got no head warning and no protected head in plan.
+    from hyperpod_scheduler.cli.ops import _protection_rows
+
+    _put_parameters(rig)
+    rig.stop("stop-1", {"release_scarce_capacity": True})
+    rig.start("start-1")
+    ctx = rig.context({"release_scarce_capacity": True, "keep_slurm_head": False})
+    governed = ctx.fleet().find("legacy")
+    assert governed is not None
+    row = _protection_rows(ctx, governed)
+    assert any("zeroes the Slurm controller" in w for w in row["warnings"]), row

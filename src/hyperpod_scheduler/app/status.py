@@ -17,8 +17,8 @@ from hyperpod_scheduler.app.history import sentence
 from hyperpod_scheduler.app.wording import count_of, usd, when
 from hyperpod_scheduler.cost.prices import PriceTable
 from hyperpod_scheduler.cost.savings import keep_cost_per_night
-from hyperpod_scheduler.engine.fleet import Governed, next_transition
-from hyperpod_scheduler.engine.planner import effective_hold
+from hyperpod_scheduler.engine.fleet import Governed, next_transition, schedule_state
+from hyperpod_scheduler.engine.planner import effective_hold, live_retry
 from hyperpod_scheduler.schedule import Schedule
 from hyperpod_scheduler.store.outcomes import read_outcomes
 from hyperpod_scheduler.store.records import (
@@ -90,6 +90,13 @@ class StatusRow:
     timezone: str | None = None  # the schedule's, for local times beside UTC
     approval: Approval | None = None  # the latest request to approve a release (its token's hash never shown)
     plans: tuple[PlanWatch, ...] = ()  # training plans the cluster's groups run on, as last read
+    wants_now: str | None = None  # what the schedule (or a hold) wants at this moment: running | stopped
+    # A start that came back short whose retry no tick will run (the schedule wants stopped again, or
+    # past its deadline): said, never promised.
+    retry_dropped: RetryState | None = None
+    # When the record was last written: every figure here is the record's (status calls no AWS), so a
+    # face says "as recorded at", never "as of now".
+    recorded_at: datetime | None = None
 
     @property
     def governed(self) -> bool:
@@ -119,6 +126,9 @@ class StatusRow:
             ],
             "last_outcomes": [o.model_dump(mode="json") for o in self.last_outcomes],
             "retry": None if self.retry is None else self.retry.model_dump(mode="json"),
+            "retry_dropped": None if self.retry_dropped is None else self.retry_dropped.model_dump(mode="json"),
+            "wants_now": self.wants_now,
+            "recorded_at": None if self.recorded_at is None else self.recorded_at.isoformat(),
             "refused": None if self.refused is None else self.refused.model_dump(mode="json"),
             "ami_changes": [c.model_dump(mode="json") for c in self.ami_changes],
             "state_text": state_text(self),
@@ -179,10 +189,22 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
     now = ctx.now()
     lines = ctx.store.history(record_key, limit=HISTORY_LOOKBACK)
     state = _state(record)
+    sent_nothing = state == "stopped" and _stop_sent_nothing(lines)
+    if sent_nothing:
+        state = "running"  # every group was kept: nothing was stopped, everything still bills
+    elif state == "running" and record is not None and _came_back_empty(record):
+        state = "stopped"  # the start rolled back for capacity: no node runs, whatever the record applied
     prices = ctx.prices()
     billing = _billing(record, lines, prices) if state == "stopped" else ()
     hold = record.hold if record is not None and effective_hold(record, now) else None
+    wants = hold.state if hold is not None else (schedule_state(g.schedule, now).desired if g is not None else None)
+    retry, dropped = _retry(record, g, wants, now)
     parts = record_key.split("/")
+    approval = _latest_approval(record, now)
+    flags = _flags(record, lines, hold, billing, now, sent_nothing, retry, dropped)
+    if approval is not None and approval.state == "pending":
+        hours = night_hours(g.schedule, now) if g is not None else 0.0
+        flags = (_approval_flag(approval, record, prices, hours), *flags)  # a decision waits: first
     return StatusRow(
         key=record_key,
         cluster=g.ref.name if g is not None else record_key.rsplit("/", 1)[-1],
@@ -195,16 +217,63 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
         next_transition=next_transition(g.schedule, now) if g is not None else None,
         protected=_kept(ctx, record, lines, g.schedule if g is not None else None, now),
         last_outcomes=tuple(record.last_outcomes) if record else (),
-        retry=record.retry if record else None,
+        retry=retry,
         refused=record.refused if record else None,
         ami_changes=tuple(record.ami_changes) if record else (),
         billing=billing,
         usd_per_hour=_hourly_now(state, record, lines, billing, prices),
-        flags=_flags(record, lines, hold, billing, now),
+        flags=flags,
         timezone=g.schedule.timezone.key if g is not None else None,
-        approval=_latest_approval(record, now),
+        approval=approval,
         plans=tuple(record.plans.values()) if record else (),
+        wants_now=wants,
+        retry_dropped=dropped,
+        recorded_at=record.updated_at if record is not None else None,
     )
+
+
+def _approval_flag(approval: Approval, record: ClusterRecord | None, prices: PriceTable, hours: float) -> Flag:
+    """A pending request to release scarce groups, with what it is about: nodes, and money per night
+    (what releasing saves, and refusing keeps billing)."""
+    sizes = record.snapshot.sizes if record is not None and record.snapshot is not None else {}
+    parts, hourly, priced = [], 0.0, True
+    for group in approval.groups:
+        size = sizes.get(group)
+        if size is None:
+            parts.append(group)
+            priced = False
+            continue
+        parts.append(f"{group} ({count_of(size.count, size.instance_type)})")
+        cost = _hourly(prices, size.instance_type, size.count)
+        priced = priced and cost is not None
+        hourly += cost or 0.0
+    money = f", {usd(hourly * hours)} per night" if priced and hours else ""
+    return Flag(
+        "approval",
+        f"release of {', '.join(parts)} awaits approval until {when(approval.expires_at)}{money}",
+    )
+
+
+def _came_back_empty(record: ClusterRecord) -> bool:
+    """The last start left every group at zero (rolled back for capacity): nothing runs."""
+    outs = record.last_outcomes
+    return bool(outs) and all(o.current == 0 for o in outs) and any(o.target > 0 for o in outs)
+
+
+def _retry(
+    record: ClusterRecord | None, g: Governed | None, wants: str | None, now: datetime
+) -> tuple[RetryState | None, RetryState | None]:
+    """(the retry a tick will run, the retry no tick will run): the planner's own rule (``live_retry``
+    and a schedule or hold that wants the cluster running), so a face promises only what the engine does."""
+    if record is None or record.retry is None:
+        return None, None
+    if g is not None:
+        live = live_retry(record, schedule_state(g.schedule, now), now) is not None
+    else:
+        live = record.retry.deadline > now  # not governed: only a hold's start is retried
+    if live and wants == "running":
+        return record.retry, None
+    return None, record.retry
 
 
 # Enough lines to find the last stop and the last start of a week of ticks with retries.
@@ -281,8 +350,13 @@ def _flags(
     hold: Hold | None,
     billing: tuple[Billing, ...],
     now: datetime,
+    sent_nothing: bool = False,
+    retry: RetryState | None = None,
+    dropped: RetryState | None = None,
 ) -> tuple[Flag, ...]:
     flags: list[Flag] = []
+    if sent_nothing:
+        flags.append(Flag("kept", "the last stop sent nothing: every group is kept, so the cluster still runs"))
     if hold is not None:
         until = f" until {when(hold.until)}" if hold.until else " until released"
         flags.append(Flag("held", f"held {hold.state}{until} by {hold.by}"))
@@ -291,10 +365,15 @@ def _flags(
     stop = _last(lines, "stop", ("ok", "noop", "blocked", "failed", "refused"))
     if stop is not None and stop.outcome == "blocked":
         flags.append(Flag("blocked", f"stop blocked {when(stop.at)}: {sentence(stop).text.split(': ', 1)[-1]}"))
-    if record is not None and record.retry is not None:
+    if retry is not None:
+        due = "the next tick runs it" if retry.next_at <= now else "a tick then runs it"
         flags.append(
-            Flag("shortfall", f"start short of capacity, retry {record.retry.attempt} at {when(record.retry.next_at)}")
+            Flag("shortfall", f"start short of capacity, retry {retry.attempt} at {when(retry.next_at)} ({due})")
         )
+    elif dropped is not None and record is not None:
+        short = ", ".join(f"{o.group} {o.current} of {o.target}" for o in record.last_outcomes if o.current < o.target)
+        why = "past its deadline" if dropped.deadline <= now else "the schedule no longer wants it running"
+        flags.append(Flag("shortfall", f"start came back short ({short}); no retry will run: {why}"))
     elif record is not None and any(o.outcome in ("partial", "failed") for o in record.last_outcomes):
         short = ", ".join(f"{o.group} {o.current} of {o.target}" for o in record.last_outcomes if o.current < o.target)
         flags.append(Flag("shortfall", f"last start came back short: {short}"))
@@ -310,6 +389,17 @@ def _latest_approval(record: ClusterRecord | None, now: datetime) -> Approval | 
         return None
     latest = record.approvals[-1]
     return latest.evolve(state=latest.state_at(now))
+
+
+def _stop_sent_nothing(lines: list[HistoryEntry]) -> bool:
+    """The last stop kept every group (protected capacity, ``keep``, the Slurm head with them): it sent
+    no update, the record says "stopped" so the schedule does not retry it, and yet every node runs.
+    A face that called this "stopped" would say something untrue (issue 27, item 2)."""
+    stop = _last(lines, "stop", ("ok", "noop", "failed"))
+    if stop is None or stop.outcome != "noop":
+        return False
+    outcomes = list(read_outcomes(stop.detail).values())
+    return bool(outcomes) and all(o.current > 0 for o in outcomes)
 
 
 def _state(record: ClusterRecord | None) -> str:
@@ -357,6 +447,9 @@ def state_text(row: StatusRow) -> str:
         text += f" · {kept} kept"
         if row.usd_per_hour:
             text += f" · {usd(row.usd_per_hour)}/h"
+    if row.state == "running" and any(f.kind == "kept" and "sent nothing" in f.text for f in row.flags):
+        kept = ", ".join(count_of(p.kept, p.instance_type) for p in row.protected)
+        text += f" · every group kept by the last stop ({kept})" if kept else " · every group kept by the last stop"
     if row.hold is None:
         return text
     until = f" until {row.hold.until.astimezone(UTC):%a %H:%M}Z" if row.hold.until else ""

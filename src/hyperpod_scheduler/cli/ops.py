@@ -478,18 +478,33 @@ def _status_listing(ctx: Context, rows: list[StatusRow]) -> Listing:
                 _outcome_text(r),
             ]
         )
-    return status_listing(now, out)
+    return status_listing(now, out, title=_status_title(now, rows))
 
 
-def show_status(config: str | None, state: str | None, fmt: Format, watch: bool, interval: float) -> None:
+def show_status(
+    config: str | None, state: str | None, fmt: Format, watch: bool, interval: float, at: str | None = None
+) -> None:
     """``status`` beyond "nothing configured" (cli.status answers that without this module)."""
-    ctx = make_context(config, state, fmt in ("json", "yaml"))
+    ctx = make_context(config, state, fmt in ("json", "yaml"), at)
     if ctx.paused is not None and fmt in ("table", "wide"):  # json/yaml: stays one document
         console.print(ctx.paused.line(), style="bold yellow", markup=False, highlight=False)
     if not watch:
         _print_status(ctx, fmt)
         return
     _watch_status(ctx, fmt, interval)
+
+
+def _status_title(now: datetime, rows: list[StatusRow]) -> str:
+    """Status reads the state store, not AWS: say how old the oldest record is rather than "as of now"
+    (a cluster whose ticks failed, AWS unreachable, would otherwise read as live)."""
+    dated = [r.recorded_at for r in rows if r.recorded_at is not None]
+    if not dated:
+        return f"hyperpod-scheduler status at {iso_minute(now)}: nothing recorded yet"
+    oldest = min(dated)
+    age = countdown(oldest - now)  # "5 min ago", or "now"
+    return (
+        f"hyperpod-scheduler status at {iso_minute(now)}: states as last recorded (oldest {iso_minute(oldest)}, {age})"
+    )
 
 
 def _print_status(ctx: Context, fmt: Format) -> None:
@@ -530,6 +545,9 @@ def _protection_rows(ctx: Context, g: Governed) -> dict[str, Any]:
     except (ClientError, BotoCoreError, HyperpodSchedulerError) as exc:
         row["error"] = str(exc)
         return row
+    from hyperpod_scheduler.engine.slurm_roles import remembered_roles
+
+    view = remembered_roles(view, ctx.store.get(g.ref.key), ctx.now())  # roles learned from the file
     hours = night_hours(g.schedule, ctx.now())
     row["night_hours"] = hours
     row["protected"] = []

@@ -27,16 +27,32 @@ def register(app: typer.Typer) -> None:
         output: str | None = output_option(),
         watch: bool = typer.Option(False, "--watch", "-w", help="Redraw every --interval seconds until Ctrl-C."),
         interval: float = typer.Option(5.0, "--interval", min=0.1, help="Seconds between redraws with --watch."),
+        at: str | None = typer.Option(
+            None, "--at", help="Show the status as of this ISO instant instead of now.", callback=_checked_instant
+        ),
     ) -> None:
         """Every cluster the config governs or the store remembers: state (and what still bills),
         schedule, next transition in the schedule's timezone, flags; -o wide adds sizes and outcomes."""
         fmt = output_format(output, as_json)
         if not watch and nothing_configured(config, state):
-            emit(status_listing(datetime.now(UTC), []), fmt, [])
+            emit(status_listing(_when(at), []), fmt, [])
             return
         from hyperpod_scheduler.cli import ops  # the engine, the store, botocore: only for clusters to show
 
-        ops.show_status(config, state, fmt, watch, interval)
+        ops.show_status(config, state, fmt, watch, interval, at)
+
+
+def _when(at: str | None) -> datetime:
+    from hyperpod_scheduler.app.instants import parse_instant
+
+    return parse_instant(at, "--at") if at else datetime.now(UTC)
+
+
+def _checked_instant(value: str | None) -> str | None:
+    """Checks --at as it is parsed, before any config is looked for."""
+    if value:
+        _when(value)
+    return value
 
 
 def nothing_configured(config: str | None, state: str | None) -> bool:
@@ -46,7 +62,7 @@ def nothing_configured(config: str | None, state: str | None) -> bool:
     return config_path(config) is None and nothing_stored(state)
 
 
-def status_listing(now: datetime, rows: Sequence[Sequence[str]]) -> Listing:
+def status_listing(now: datetime, rows: Sequence[Sequence[str]], title: str | None = None) -> Listing:
     """The status table around its rows (each already in words): the columns, the title, and what an
     empty table says."""
     from hyperpod_scheduler.app.wording import iso_minute
@@ -65,7 +81,7 @@ def status_listing(now: datetime, rows: Sequence[Sequence[str]]) -> Listing:
             Column("last outcome", wide_only=True),
         ],
         [list(r) for r in rows],
-        title=f"hyperpod-scheduler status, as of {iso_minute(now)}",
+        title=title or f"hyperpod-scheduler status at {iso_minute(now)}: nothing recorded yet",
         # An empty table alone reads as "broken"; say what makes a cluster show up.
         empty=f"no clusters: none is named in the config or tagged {SCHEDULE_TAG}=<schedule> in a target "
         "with tag_selector: true, and the state store has none from a manual stop or start",

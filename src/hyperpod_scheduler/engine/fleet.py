@@ -387,8 +387,18 @@ def plan(
                 if start <= issue < until:
                     steps.append(PlannedStep(issue, g.ref.name, action, g.schedule_label, why))
             elif t.at < until:
-                steps.append(PlannedStep(t.at, g.ref.name, action, g.schedule_label))
+                steps.append(PlannedStep(t.at, g.ref.name, action, g.schedule_label, _why(g.schedule, t.at, action)))
     return sorted(steps, key=lambda s: (s.at, s.cluster))
+
+
+def _why(schedule: Schedule, at: datetime, action: Action) -> str:
+    """The schedule's own reason for a step, in its own words and time zone (never an empty cell). The
+    reason comes first: a narrow table shortens the cell from its end, and the expression is the least
+    needed part of it."""
+    local = at.astimezone(schedule.timezone)
+    turn = "window ends" if action == "stop" else "window opens"
+    expression = f" ({schedule.expression})" if schedule.expression else ""
+    return f"{turn} {local:%a %H:%M} {local.tzname() or schedule.timezone.key}{expression}"
 
 
 def next_transition(schedule: Schedule, now: datetime) -> tuple[datetime, str] | None:

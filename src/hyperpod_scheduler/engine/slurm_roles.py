@@ -82,6 +82,18 @@ def _read(read: ReadFile | None, uri: str) -> Mapping[str, Role] | str:
         return f"{uri}: {type(exc).__name__}: {exc}"
 
 
+def remembered_roles(view: ClusterView, record: ClusterRecord | None, now: datetime) -> ClusterView:
+    """``view`` with the roles the record remembers (read from provisioning_parameters.json by an
+    earlier turn), when they still fit the cluster; reads nothing. For the faces (plan, status), so a
+    cluster without SlurmConfig gets the same head warning and protections as the engine's turn."""
+    remembered = record.slurm_roles if record is not None else None
+    if view.eks or remembered is None or not needing_roles({g.name: g.node_type for g in view.groups}):
+        return view
+    if not _fits(remembered, {g.name: lifecycle_source(g) for g in view.groups}, now):
+        return view
+    return view.with_roles(remembered.roles, remembered.unknown)
+
+
 def resolve_roles(view: ClusterView, record: ClusterRecord | None, read: ReadFile | None, now: datetime) -> Resolved:
     """``view`` with every group's Slurm role it can learn, what to remember, and the note to give."""
     slurm_config = {g.name: g.node_type for g in view.groups}

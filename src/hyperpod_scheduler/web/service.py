@@ -282,6 +282,13 @@ class Dashboard:
         blocked = next((f for f in r.flags if f.kind == "blocked"), None)
         if blocked is not None and r.state == "running" and not g.schedule.is_running(now):
             return _bill(stretch, r.usd_per_hour, f"still running: {blocked.text}")
+        if begin <= now and r.state in ("running", "starting") and not any(f.kind == "kept" for f in r.flags):
+            # Off its window and up (a Start now, a stop that did not go out): tonight follows the
+            # cluster, not the schedule; it bills until something stops it.
+            ahead = g.schedule.transitions(now, now + WEEK)
+            stop_at = next((t.at for t in ahead if t.state == "stopped"), None)
+            nxt = f"the schedule's next stop {clock(stop_at, zone)}" if stop_at else "no scheduled stop this week"
+            return _bill(stretch, r.usd_per_hour, f"{r.state} outside its window: bills until stopped ({nxt})")
         if not kept:
             stops = "stopped now" if begin <= now else f"stops {clock(begin, zone)}"
             return _bill(stretch, 0.0, f"{stops}; nothing but storage bills until {clock(end, zone)}")
