@@ -360,7 +360,11 @@ class Dashboard:
             held=hold is not None,
             held_until=hold.until if hold is not None else None,
             since=created,
-            stops_nothing=truth.stops_nothing(groups, protected),
+            stops_nothing=truth.stops_nothing(
+                groups,
+                protected,
+                {n: s.count for n, s in record.snapshot.sizes.items()} if record and record.snapshot else {},
+            ),
         )
         marks = markers(history, start, end)
         lead = ctx.lead_for(g) if g is not None else None

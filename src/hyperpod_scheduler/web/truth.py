@@ -31,13 +31,21 @@ def created_at(raw: Mapping[str, Any] | None) -> datetime | None:
     return None
 
 
-def stops_nothing(groups: Iterable[Mapping[str, Any]], protected: Iterable[Mapping[str, Any]]) -> bool:
+def stops_nothing(
+    groups: Iterable[Mapping[str, Any]],
+    protected: Iterable[Mapping[str, Any]],
+    recorded: Mapping[str, Any] | None = None,
+) -> bool:
     """True when a stop would send nothing: the cluster has nodes and every group with nodes is kept
     at (or above) its size by a protection. ``groups``: the context's ``groups`` (current, target);
-    ``protected``: its ``protected_groups`` (group, keep_at)."""
+    ``protected``: its ``protected_groups`` (group, keep_at); ``recorded``: its ``recorded_sizes``.
+    A group whose recorded size is above its nodes now was walked down by a stop: that stop sent
+    something, the cluster is stopped (a start restores it), whatever its protected groups still bill."""
     keep = {str(p["group"]): int(p.get("keep_at") or 0) for p in protected}
-    sized = [(str(g["group"]), max(int(g.get("current") or 0), int(g.get("target") or 0))) for g in groups]
-    with_nodes = [(name, n) for name, n in sized if n > 0]
+    sized = {str(g["group"]): max(int(g.get("current") or 0), int(g.get("target") or 0)) for g in groups}
+    if any(int(n or 0) > sized.get(str(name), 0) for name, n in (recorded or {}).items()):
+        return False
+    with_nodes = [(name, n) for name, n in sized.items() if n > 0]
     return bool(with_nodes) and all(keep.get(name, 0) >= n for name, n in with_nodes)
 
 
