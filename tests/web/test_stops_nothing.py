@@ -36,3 +36,29 @@ def test_a_cluster_whose_stop_sent_nothing_is_still_offered_what_a_running_one_i
         "hold": None,
     }
     assert "start" not in acting.for_row(row) and "stop" in acting.for_row(row)
+
+
+def test_the_schedules_page_does_not_call_a_walked_down_cluster_never_stopped() -> None:
+    """The schedules page's 'never stopped' reads the same truth: a cluster a stop walked down (workers
+    8 -> 0, its training-plan group still billing) is stopped by its schedule, not 'never stopped'."""
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    from hyperpod_scheduler.cluster.tiers import Tier
+    from hyperpod_scheduler.cluster.view import GroupView
+
+    def group(name: str, n: int, plan: str | None) -> GroupView:
+        return GroupView(name, n, n, None, "ml.p5.48xlarge", "InService", "Compute", plan, Tier.AMI, {})
+
+    view = SimpleNamespace(
+        groups=(group("plan", 4, "arn:aws:sagemaker:us-east-1:1:training-plan/p"), group("workers", 0, None))
+    )
+    g = cast(
+        Any,
+        SimpleNamespace(
+            ref=SimpleNamespace(name="c1"),
+            policy=SimpleNamespace(scarce_families=(), groups={}, release_scarce_capacity=False, keep_slurm_head=None),
+        ),
+    )
+    assert truth.never_stopped(lambda _: view, [g]) == ["c1"]  # what DescribeCluster alone shows
+    assert truth.never_stopped(lambda _: view, [g], lambda _: {"plan": 4, "workers": 8}) == []

@@ -49,10 +49,14 @@ def stops_nothing(
     return bool(with_nodes) and all(keep.get(name, 0) >= n for name, n in with_nodes)
 
 
-def never_stopped(describe: Callable[[Governed], Any], clusters: Iterable[Governed]) -> list[str]:
+def never_stopped(
+    describe: Callable[[Governed], Any],
+    clusters: Iterable[Governed],
+    recorded: Callable[[Governed], Mapping[str, Any]] | None = None,
+) -> list[str]:
     """The clusters among ``clusters`` whose stop would send nothing (``stops_nothing`` on what
-    DescribeCluster shows and their policy's protections); a cluster that cannot be described is left
-    out (not claimed either way)."""
+    DescribeCluster shows, their policy's protections and, with ``recorded``, the sizes their record
+    keeps); a cluster that cannot be described is left out (not claimed either way)."""
     out = []
     for g in clusters:
         view = describe(g)
@@ -60,7 +64,7 @@ def never_stopped(describe: Callable[[Governed], Any], clusters: Iterable[Govern
             continue
         groups = [{"group": v.name, "current": v.current, "target": v.target} for v in view.groups]
         kept = [{"group": p.group, "keep_at": p.keep_at} for p in protections(view.groups, g.policy)]
-        if stops_nothing(groups, kept):
+        if stops_nothing(groups, kept, recorded(g) if recorded is not None else None):
             out.append(g.ref.name)
     return out
 
