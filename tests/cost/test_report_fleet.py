@@ -140,3 +140,45 @@ def _notes(finder: reports.FileSystemFinder, keys: list[str]) -> list[str]:
     notes: list[str] = []
     finder(keys, notes)
     return notes
+
+
+@pytest.mark.parametrize(
+    ("variable", "first", "second"),
+    [
+        ("AWS_PROFILE", "staging", "prod"),  # another account's clusters of the same names
+        ("AWS_DEFAULT_REGION", "us-east-1", "eu-west-1"),  # a key without a region is found there
+        ("AWS_CONFIG_FILE", "/tmp/a/config", "/tmp/b/config"),  # a profile's own endpoint_url or role
+    ],
+)
+def test_a_kept_refresh_is_not_served_to_another_profile_region_or_aws_config(
+    monkeypatch: pytest.MonkeyPatch, variable: str, first: str, second: str
+) -> None:
+    """`report --fsx-max-age` run again with AWS_PROFILE=prod after AWS_PROFILE=staging talks to another
+    account: the refresh the first kept must not answer for the second (found now instead)."""
+    from types import SimpleNamespace
+    from typing import cast
+
+    from hyperpod_scheduler.cli import report as cli_report
+    from hyperpod_scheduler.cli.context import Context
+
+    ctx = cast(Context, SimpleNamespace(config=None))
+    monkeypatch.setenv(variable, first)
+    one = cli_report._identity(ctx, AwsClients())
+    monkeypatch.setenv(variable, second)
+    assert cli_report._identity(ctx, AwsClients()) != one
+
+
+def test_a_kept_refresh_file_holds_no_access_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the identity depends on is kept as a digest: the cache file never repeats an access key id."""
+    from types import SimpleNamespace
+    from typing import cast
+
+    from hyperpod_scheduler.cli import report as cli_report
+    from hyperpod_scheduler.cli.context import Context
+
+    ctx = cast(Context, SimpleNamespace(config=None))
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLEEXAMPLE01")
+    one = cli_report._identity(ctx, AwsClients())
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLEEXAMPLE02")
+    two = cli_report._identity(ctx, AwsClients())
+    assert one != two and "AKIA" not in one

@@ -7,6 +7,7 @@ A thin face: the figures come from ``app.report.build`` (the same computation th
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from datetime import UTC, datetime
@@ -75,14 +76,21 @@ def file_system_finder(ctx: Context, aws: AwsClients | None = None, max_age: flo
 
 
 FSX_CACHE_FILE = "fsx-discovery.json"
+# The access key id already names the account; a secret or a session token (new at every refresh of
+# temporary credentials) would only throw the kept refresh away.
+_SECRETS = frozenset({"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"})
 
 
 def _identity(ctx: Context, aws: AwsClients) -> str:
-    """What a discovery's answer depends on besides the cluster keys (see ``reports.SavedRefresh``)."""
-    endpoints = sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_ENDPOINT_URL"))
+    """What a discovery's answer depends on besides the cluster keys (see ``reports.SavedRefresh``): the
+    FSx settings, the targets' profiles, the endpoint, and every AWS_ variable, since AWS_PROFILE, the
+    default region, AWS_CONFIG_FILE or an access key choose which account and region a target without
+    its own profile talks to. Kept as a digest, so the cache file never repeats an access key id."""
+    aws_env = sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_") and k not in _SECRETS)
     targets = sorted({(str(t.region), str(t.profile)) for t in getattr(ctx.config, "targets", None) or []})
     fsx = reports.cost_settings(ctx.config).fsx.model_dump(mode="json")
-    return json.dumps([fsx, targets, endpoints, aws.endpoint_url], sort_keys=True, default=str)
+    text = json.dumps([fsx, targets, aws_env, aws.endpoint_url], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def make_report(

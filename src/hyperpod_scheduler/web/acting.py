@@ -42,14 +42,15 @@ def for_row(row: Mapping[str, Any]) -> list[str]:
     billing = list(row.get("billing") or [])
     groups = [{"group": b.get("group"), "current": b.get("count")} for b in billing]
     kept = [{"group": p.get("group"), "keep_at": p.get("kept")} for p in row.get("protected") or []]
-    state = "running" if truth.stops_nothing(groups, kept) else str(row.get("state") or "")
+    recorded = row.get("recorded_sizes") or {}
+    state = "running" if truth.stops_nothing(groups, kept, recorded) else str(row.get("state") or "")
     return buttons(state, bool(billing), row.get("hold") is not None)
 
 
 def for_cluster(c: Mapping[str, Any]) -> list[str]:
     """The cluster page's buttons: its own (``actions``), except that a cluster whose stop sends nothing
     (``groups``, ``protected_groups``) is offered what a running cluster is."""
-    if truth.stops_nothing(c.get("groups") or [], c.get("protected_groups") or []):
+    if truth.stops_nothing(c.get("groups") or [], c.get("protected_groups") or [], c.get("recorded_sizes") or {}):
         return buttons("running", True, c.get("hold") is not None)
     return list(c.get("actions") or [])
 

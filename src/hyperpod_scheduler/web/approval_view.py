@@ -16,8 +16,12 @@ from hyperpod_scheduler.cost.prices import PriceTable
 from hyperpod_scheduler.schedule import Schedule
 
 
-def _short(itype: str | None) -> str:
-    return (itype or "?").removeprefix("ml.")
+def _short(type_text: str | None) -> str:
+    """``p5.48xlarge``, or a flexible group's ``flexible p5.48xlarge|p4d.24xlarge`` (GroupView.type_text:
+    a group with InstanceRequirements has no InstanceType, and '4 × ?' told the approver nothing)."""
+    if not type_text:
+        return "type not known"
+    return " ".join("|".join(t.removeprefix("ml.") for t in word.split("|")) for word in type_text.split(" "))
 
 
 def figures(
@@ -46,7 +50,7 @@ def figures(
             hourly_total = None
         elif hourly_total is not None:
             hourly_total += hourly
-        nodes = f"{count} × {_short(itype)}" if count is not None else "node count not known"
+        nodes = f"{count} × {_short(g.type_text)}" if g is not None else "node count not known"
         rows.append({"group": name, "count": count, "instance_type": itype, "usd_per_hour": hourly, "nodes": nodes})
     start = (
         next((t.at for t in schedule.next_transitions(stop_at, 4) if t.state == "running"), None) if schedule else None

@@ -377,7 +377,11 @@ class Dashboard:
             held=hold is not None,
             held_until=hold.until if hold is not None else None,
             since=created,
-            stops_nothing=truth.stops_nothing(groups, protected),
+            stops_nothing=truth.stops_nothing(
+                groups,
+                protected,
+                {n: s.count for n, s in record.snapshot.sizes.items()} if record and record.snapshot else {},
+            ),
         )
         marks = markers(history, start, end)
         lead = ctx.lead_for(g) if g is not None else None
@@ -546,7 +550,7 @@ class Dashboard:
                     "stopped_pct": round(100 * (168 - running) / 168),
                     "releasable_usd_per_hour": round(_releasable(ctx, users.get(name, [])), 2),
                     "never_stopped": truth.never_stopped(
-                        lambda g: self.describe_cached(ctx, g.ref), users.get(name, [])
+                        lambda g: self.describe_cached(ctx, g.ref), users.get(name, []), lambda g: _recorded(ctx, g)
                     ),
                 }
             )
@@ -792,6 +796,12 @@ def _stopped_stretch(g: Governed, now: datetime) -> tuple[datetime, datetime] | 
         return None
     end = next((t.at for t in ahead if t.state == "running" and t.at > begin), now + WEEK)
     return begin, end
+
+
+def _recorded(ctx: Any, g: Governed) -> dict[str, int]:
+    """The sizes the cluster's record keeps (what a start restores), for ``truth.stops_nothing``."""
+    record = ctx.store.get(g.ref.key)
+    return {n: s.count for n, s in record.snapshot.sizes.items()} if record and record.snapshot else {}
 
 
 def _bill(stretch: tuple[datetime, datetime] | None, hourly: float | None, why: str) -> dict[str, Any]:
