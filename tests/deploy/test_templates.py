@@ -439,7 +439,8 @@ def test_the_spoke_reads_only_the_lifecycle_scripts_provisioning_parameters() ->
     assert not allowed(anywhere, "s3:GetObject", key.replace("provisioning_parameters.json", "on_create.sh"))
     assert not allowed(anywhere, "s3:PutObject", key)
     assert not allowed(anywhere, "s3:ListBucket", "arn:aws:s3:::sagemaker-lifecycle-999")
-    named = Template(spoke, {**SPOKE_PARAMS, "LifecycleBuckets": "sagemaker-*,ml-lifecycle"}).role_statements("SpokeRole")
+    buckets = {**SPOKE_PARAMS, "LifecycleBuckets": "sagemaker-*,ml-lifecycle"}
+    named = Template(spoke, buckets).role_statements("SpokeRole")
     assert allowed(named, "s3:GetObject", key)
     assert allowed(named, "s3:GetObject", "arn:aws:s3:::ml-lifecycle/provisioning_parameters.json")
     assert not allowed(named, "s3:GetObject", "arn:aws:s3:::other-bucket/x/provisioning_parameters.json")
