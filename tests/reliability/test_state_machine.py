@@ -77,6 +77,7 @@ class Landed:
     after: dict[str, int]
     held: str | None  # the hold in force when it landed
     at: datetime  # the engine's clock when it landed (stepped back or forward by the_clock_steps)
+    lived: datetime  # the latest clock reading the scheduler had seen by then
 
 
 class Fleet(RuleBasedStateMachine):
@@ -96,6 +97,7 @@ class Fleet(RuleBasedStateMachine):
         self.armed: str | None = None  # the crash point that kills the next engine reaching it
         self.drop: str | None = None  # "timeout" | "500": the next UpdateCluster's answer is lost
         self.skew = timedelta(0)  # the host's clock against the world's (NTP, a restored VM)
+        self.lived = self.emu.clock.now()
         self._ledger()
         session = shared_session()
         self.client = session.client("sagemaker", endpoint_url=self.emu.endpoint, config=TEST_RETRIES)
@@ -115,7 +117,9 @@ class Fleet(RuleBasedStateMachine):
     # ---- the rig ------------------------------------------------------------------------------------
     def now(self) -> datetime:
         """The scheduler's clock: the world's, stepped by ``skew``."""
-        return self.emu.clock.now() + self.skew
+        now = self.emu.clock.now() + self.skew
+        self.lived = max(self.lived, now)
+        return now
 
     def _engine(self) -> Engine:
         return Engine(self.store, lambda _ref: self.client, self.now, events=self.events, sleep=self.emu.advance)
@@ -143,7 +147,9 @@ class Fleet(RuleBasedStateMachine):
                 last = next((u.doing for u in reversed(self.landed) if u.cluster == name), None)
                 self.refused.append((name, self.doing, f"{exc.code} while busy with {last}'s update"))
                 raise
-            self.landed.append(Landed(name, self.doing, before, targets(name), self._held(name), self.now()))
+            self.landed.append(
+                Landed(name, self.doing, before, targets(name), self._held(name), self.now(), self.lived)
+            )
             return result
 
         self.emu.backend.dispatch = dispatch  # type: ignore[method-assign]
@@ -309,10 +315,16 @@ class Fleet(RuleBasedStateMachine):
     def a_stepped_clock_never_undoes_a_newer_transition(self) -> None:
         # A tick that reverses what a tick did at a later clock reading decided from a past the fleet has
         # already lived through: the extra start (or stop) of a clock stepped back across a transition.
+        schedule = self.governed[0].schedule
         for i, u in enumerate(self.landed):
             if u.doing != "tick" or u.held is not None:
                 continue
             up = any(u.after[g] > u.before.get(g, 0) for g in u.after)
+            then, newest = schedule_state(schedule, u.at).desired, schedule_state(schedule, u.lived).desired
+            if then != newest:  # behind a transition already lived through: acting on the old wish
+                assert (then == "running") != up, (
+                    f"{u.cluster}: a tick at {u.at} (lived {u.lived}) acted on the past: {u}"
+                )
             for v in self.landed[:i]:
                 if v.cluster != u.cluster or v.doing != "tick" or v.held is not None or v.at <= u.at:
                     continue
