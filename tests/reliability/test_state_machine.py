@@ -398,3 +398,19 @@ def _settings(slow: bool) -> settings:
 
 def test_the_scheduler_survives_a_hostile_world(pytestconfig: pytest.Config) -> None:
     run_state_machine_as_test(Fleet, settings=_settings(run_slow(pytestconfig)))
+
+
+def test_the_stepped_clock_rule_and_its_invariant_catch_an_extra_transition() -> None:
+    """The bounded draw may not string a step back right after a transition; this fixed path does:
+    the 08:00 start is ticked, the host's clock goes back an hour, and the next tick must not stop the
+    enforced sm-1 again (it would without the planner's stepped-back guard)."""
+    fleet = Fleet()
+    try:
+        fleet.the_clock_steps(-1, True)
+        fleet.a_tick(None)
+        fleet.emu.advance(600)
+        fleet.a_tick(None)
+        fleet.a_stepped_clock_never_undoes_a_newer_transition()
+        assert fleet._targets(NAMES[1])[1] == SIZES
+    finally:
+        fleet.stack.close()
