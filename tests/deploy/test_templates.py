@@ -422,7 +422,28 @@ def test_the_spoke_reaches_only_its_checkpoint_channel_bucket_and_only_when_aske
     assert "${CheckpointChannelBucket}/*" in by_sid["CheckpointChannelMessages"]["Resource"]["Fn::Sub"]
     assert actions(by_sid["CheckpointChannelMissingIsNotDenied"]) == ["s3:listbucket"]
     without = Template(spoke, SPOKE_PARAMS).role_statements("SpokeRole")
-    assert not any(a.startswith("s3:") for s in without for a in actions(s))  # no bucket given: no S3 at all
+    channel = [s for s in without if s.get("Sid") != "ReadSlurmRolesFromLifecycleScripts"]
+    assert not any(a.startswith("s3:") for s in channel for a in actions(s))  # no bucket given: no channel
+
+
+def test_the_spoke_reads_only_the_lifecycle_scripts_provisioning_parameters() -> None:
+    """The engine learns an old-style Slurm cluster's controller and login groups from the
+    provisioning_parameters.json at each group's LifeCycleConfig.SourceS3Uri: the spoke may read that
+    file, in the named buckets (any by default), and nothing else in them."""
+    spoke = load_template("spoke")
+    by_sid = {s["Sid"]: s for s in statements(spoke) if "Sid" in s}
+    assert actions(by_sid["ReadSlurmRolesFromLifecycleScripts"]) == ["s3:getobject"]
+    key = "arn:aws:s3:::sagemaker-lifecycle-999/LifecycleScripts/base-config/provisioning_parameters.json"
+    anywhere = Template(spoke, SPOKE_PARAMS).role_statements("SpokeRole")
+    assert allowed(anywhere, "s3:GetObject", key)
+    assert not allowed(anywhere, "s3:GetObject", key.replace("provisioning_parameters.json", "on_create.sh"))
+    assert not allowed(anywhere, "s3:PutObject", key)
+    assert not allowed(anywhere, "s3:ListBucket", "arn:aws:s3:::sagemaker-lifecycle-999")
+    buckets = {**SPOKE_PARAMS, "LifecycleBuckets": "sagemaker-*,ml-lifecycle"}
+    named = Template(spoke, buckets).role_statements("SpokeRole")
+    assert allowed(named, "s3:GetObject", key)
+    assert allowed(named, "s3:GetObject", "arn:aws:s3:::ml-lifecycle/provisioning_parameters.json")
+    assert not allowed(named, "s3:GetObject", "arn:aws:s3:::other-bucket/x/provisioning_parameters.json")
 
 
 def test_each_failing_cluster_has_its_own_failure_metric_from_the_workers_log() -> None:

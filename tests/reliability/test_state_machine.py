@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from contextlib import ExitStack
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -76,6 +76,8 @@ class Landed:
     before: dict[str, int]
     after: dict[str, int]
     held: str | None  # the hold in force when it landed
+    at: datetime  # the engine's clock when it landed (stepped back or forward by the_clock_steps)
+    lived: datetime  # the latest clock reading the scheduler had seen by then
 
 
 class Fleet(RuleBasedStateMachine):
@@ -94,6 +96,8 @@ class Fleet(RuleBasedStateMachine):
         self.refused: list[tuple[str, str, str]] = []
         self.armed: str | None = None  # the crash point that kills the next engine reaching it
         self.drop: str | None = None  # "timeout" | "500": the next UpdateCluster's answer is lost
+        self.skew = timedelta(0)  # the host's clock against the world's (NTP, a restored VM)
+        self.lived = self.emu.clock.now()
         self._ledger()
         session = shared_session()
         self.client = session.client("sagemaker", endpoint_url=self.emu.endpoint, config=TEST_RETRIES)
@@ -111,10 +115,14 @@ class Fleet(RuleBasedStateMachine):
         self.engine = self._engine()
 
     # ---- the rig ------------------------------------------------------------------------------------
+    def now(self) -> datetime:
+        """The scheduler's clock: the world's, stepped by ``skew``."""
+        now = self.emu.clock.now() + self.skew
+        self.lived = max(self.lived, now)
+        return now
+
     def _engine(self) -> Engine:
-        return Engine(
-            self.store, lambda _ref: self.client, self.emu.clock.now, events=self.events, sleep=self.emu.advance
-        )
+        return Engine(self.store, lambda _ref: self.client, self.now, events=self.events, sleep=self.emu.advance)
 
     def _reached(self, point: str) -> None:
         if self.armed == point:
@@ -139,7 +147,9 @@ class Fleet(RuleBasedStateMachine):
                 last = next((u.doing for u in reversed(self.landed) if u.cluster == name), None)
                 self.refused.append((name, self.doing, f"{exc.code} while busy with {last}'s update"))
                 raise
-            self.landed.append(Landed(name, self.doing, before, targets(name), self._held(name)))
+            self.landed.append(
+                Landed(name, self.doing, before, targets(name), self._held(name), self.now(), self.lived)
+            )
             return result
 
         self.emu.backend.dispatch = dispatch  # type: ignore[method-assign]
@@ -159,7 +169,7 @@ class Fleet(RuleBasedStateMachine):
 
     def _held(self, name: str) -> str | None:
         record = self._record(name)
-        return effective_hold(record, self.emu.clock.now())
+        return effective_hold(record, self.now())
 
     def _targets(self, name: str) -> tuple[str, dict[str, int]]:
         d = self.emu.backend.dispatch("DescribeCluster", {"ClusterName": name})
@@ -181,7 +191,7 @@ class Fleet(RuleBasedStateMachine):
     # ---- what the world does -------------------------------------------------------------------------
     @rule(kill_at=st.sampled_from(POINTS))
     def a_tick(self, kill_at: str | None) -> None:
-        self._run("tick", kill_at, lambda: tick(self.engine, self.governed, self.emu.clock.now()))
+        self._run("tick", kill_at, lambda: tick(self.engine, self.governed, self.now()))
 
     @rule(
         which=st.sampled_from(NAMES),
@@ -192,7 +202,7 @@ class Fleet(RuleBasedStateMachine):
     def a_manual_command(self, which: str, action: str, wait: bool, kill_at: str | None) -> None:
         ref = next(g.ref for g in self.governed if g.ref.name == which)
         engine = self._engine()  # a command is its own process
-        now = self.emu.clock.now()
+        now = self.now()
 
         def work() -> None:
             engine.act(ref, action, transition_id=f"manual-{action}@{now.isoformat()}", wait=wait, poll_seconds=30)  # type: ignore[arg-type]
@@ -204,7 +214,7 @@ class Fleet(RuleBasedStateMachine):
     )
     def a_hold(self, which: str, state: str, hours: int | None) -> None:
         ref = next(g.ref for g in self.governed if g.ref.name == which)
-        until = None if hours is None else self.emu.clock.now() + timedelta(hours=hours)
+        until = None if hours is None else self.now() + timedelta(hours=hours)
         self._run("hold", None, lambda: self._engine().set_hold(ref, state, until))  # type: ignore[arg-type]
 
     @rule(which=st.sampled_from(NAMES))
@@ -215,6 +225,20 @@ class Fleet(RuleBasedStateMachine):
     @rule(minutes=st.sampled_from([1, 5, 10, 20, 60, 240]))
     def time_passes(self, minutes: int) -> None:
         self.emu.advance(minutes * 60)
+
+    @rule(hours=st.sampled_from([-1, 1]), across=st.booleans())
+    def the_clock_steps(self, hours: int, across: bool) -> None:
+        """The host's clock is stepped an hour back or forward; ``across``: just after the next scheduled
+        transition was ticked, so the step crosses it. The emulator's (the world's) clock goes on as it
+        was. Bounded: the host is never more than an hour off."""
+        if across:
+            upcoming = self.governed[0].schedule.next_transition(self.now())
+            assert upcoming is not None
+            self.emu.advance((upcoming.at - self.now()).total_seconds() + 300)
+            for _ in range(3):  # the transition is sent and settles before the step
+                self.a_tick(None)
+                self.emu.advance(600)
+        self.skew = max(timedelta(hours=-1), min(timedelta(hours=1), self.skew + timedelta(hours=hours)))
 
     @rule(throttle=st.sampled_from([0.0, 0.3]), errors=st.sampled_from([0.0, 0.1, 0.4]), seed=st.integers(0, 2**16))
     def the_api_misbehaves(self, throttle: float, errors: float, seed: int) -> None:
@@ -287,6 +311,26 @@ class Fleet(RuleBasedStateMachine):
             if u.cluster == NAMES[1] and u.doing != "someone-else":
                 assert u.after.get("cpu", 1) >= 1 or u.before.get("cpu", 0) == 0, f"sm-1 zeroed past its floor: {u}"
 
+    @invariant()
+    def a_stepped_clock_never_undoes_a_newer_transition(self) -> None:
+        # A tick that reverses what a tick did at a later clock reading decided from a past the fleet has
+        # already lived through: the extra start (or stop) of a clock stepped back across a transition.
+        schedule = self.governed[0].schedule
+        for i, u in enumerate(self.landed):
+            if u.doing != "tick" or u.held is not None:
+                continue
+            up = any(u.after[g] > u.before.get(g, 0) for g in u.after)
+            then, newest = schedule_state(schedule, u.at).desired, schedule_state(schedule, u.lived).desired
+            if then != newest:  # behind a transition already lived through: acting on the old wish
+                assert (then == "running") != up, (
+                    f"{u.cluster}: a tick at {u.at} (lived {u.lived}) acted on the past: {u}"
+                )
+            for v in self.landed[:i]:
+                if v.cluster != u.cluster or v.doing != "tick" or v.held is not None or v.at <= u.at:
+                    continue
+                v_up = any(v.after[g] > v.before.get(g, 0) for g in v.after)
+                assert v_up == up, f"{u.cluster}: a tick at {u.at} reversed the tick at {v.at}: {u}"
+
     def teardown(self) -> None:
         try:
             self._converges()
@@ -303,16 +347,16 @@ class Fleet(RuleBasedStateMachine):
             self._engine().release(g.ref)
         self.emu.advance(LEASE_S + 60)
         schedule = self.governed[0].schedule
-        upcoming = schedule.next_transition(self.emu.clock.now())
+        upcoming = schedule.next_transition(self.now())
         assert upcoming is not None
-        self.emu.advance((upcoming.at - self.emu.clock.now()).total_seconds() + 60)
+        self.emu.advance((upcoming.at - self.now()).total_seconds() + 60)
         engine = self._engine()
         for _ in range(30):
-            tick(engine, self.governed, self.emu.clock.now())
-            if self._settled(schedule_state(schedule, self.emu.clock.now()).desired):
+            tick(engine, self.governed, self.now())
+            if self._settled(schedule_state(schedule, self.now()).desired):
                 return
             self.emu.advance(600)
-        wanted = schedule_state(schedule, self.emu.clock.now()).desired
+        wanted = schedule_state(schedule, self.now()).desired
         states = {n: (self._targets(n), self._record(n)) for n in NAMES}
         raise AssertionError(f"did not converge to {wanted} after the faults stopped: {states}")
 
@@ -354,3 +398,19 @@ def _settings(slow: bool) -> settings:
 
 def test_the_scheduler_survives_a_hostile_world(pytestconfig: pytest.Config) -> None:
     run_state_machine_as_test(Fleet, settings=_settings(run_slow(pytestconfig)))
+
+
+def test_the_stepped_clock_rule_and_its_invariant_catch_an_extra_transition() -> None:
+    """The bounded draw may not string a step back right after a transition; this fixed path does:
+    the 08:00 start is ticked, the host's clock goes back an hour, and the next tick must not stop the
+    enforced sm-1 again (it would without the planner's stepped-back guard)."""
+    fleet = Fleet()
+    try:
+        fleet.the_clock_steps(-1, True)
+        fleet.a_tick(None)
+        fleet.emu.advance(600)
+        fleet.a_tick(None)
+        fleet.a_stepped_clock_never_undoes_a_newer_transition()
+        assert fleet._targets(NAMES[1])[1] == SIZES
+    finally:
+        fleet.stack.close()
