@@ -1,5 +1,6 @@
 """Every backend runs the same contract: add a backend by adding a name to ``BACKENDS`` and a branch
-to ``open_backend``. DynamoDB runs under moto (``dynamodb_mock``), one table per test."""
+to ``open_backend``. DynamoDB runs under moto (``dynamodb_mock``): one table per module, emptied
+before each test (creating the table and moto's backend cost more than the test itself)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from hyperpod_scheduler.store.records import (
     PendingAction,
     Snapshot,
 )
-from tests.store.dynamodb_mock import DYNAMODB_TABLE, mocked_dynamodb, open_dynamodb
+from tests.store.dynamodb_mock import DYNAMODB_TABLE, clear_table, mocked_dynamodb, open_dynamodb
 
 BACKENDS = ["memory", "sqlite", "dynamodb"]
 T0 = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
@@ -34,14 +35,19 @@ def open_backend(name: str, tmp_path: Path) -> StateStore:
     raise AssertionError(name)
 
 
+@pytest.fixture(scope="module")
+def _shared_dynamodb() -> Iterator[None]:
+    with mocked_dynamodb(DYNAMODB_TABLE):
+        yield
+
+
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> Iterator[str]:
     name = str(request.param)
-    if name != "dynamodb":
-        yield name
-        return
-    with mocked_dynamodb(DYNAMODB_TABLE):
-        yield name
+    if name == "dynamodb":
+        request.getfixturevalue("_shared_dynamodb")  # only modules with a dynamodb test start moto
+        clear_table(DYNAMODB_TABLE)
+    yield name
 
 
 @pytest.fixture

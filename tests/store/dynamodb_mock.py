@@ -51,5 +51,15 @@ def mocked_dynamodb(table: str = DYNAMODB_TABLE) -> Iterator[None]:
         yield
 
 
+def clear_table(table: str = DYNAMODB_TABLE) -> None:
+    """Delete every item of ``table`` (a shared table between tests: each starts from an empty one)."""
+    client = boto3.client("dynamodb", region_name=REGION)
+    keys = [k["AttributeName"] for k in client.describe_table(TableName=table)["Table"]["KeySchema"]]
+    for page in client.get_paginator("scan").paginate(TableName=table, ProjectionExpression=", ".join(keys)):
+        for item in page["Items"]:
+            client.delete_item(TableName=table, Key={k: item[k] for k in keys})
+    assert client.scan(TableName=table, Select="COUNT")["Count"] == 0
+
+
 def open_dynamodb(table: str = DYNAMODB_TABLE) -> DynamoDBStore:
     return DynamoDBStore(table, client=boto3.client("dynamodb", region_name=REGION))
