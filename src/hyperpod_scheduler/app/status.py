@@ -97,6 +97,9 @@ class StatusRow:
     # When the record was last written: every figure here is the record's (status calls no AWS), so a
     # face says "as recorded at", never "as of now".
     recorded_at: datetime | None = None
+    # The applied state was "stopped" but the last stop kept every group (it sent nothing): the row
+    # reads running, and says why. A typed fact, not a flag's text read back.
+    stop_sent_nothing: bool = False
 
     @property
     def governed(self) -> bool:
@@ -129,6 +132,7 @@ class StatusRow:
             "retry_dropped": None if self.retry_dropped is None else self.retry_dropped.model_dump(mode="json"),
             "wants_now": self.wants_now,
             "recorded_at": None if self.recorded_at is None else self.recorded_at.isoformat(),
+            "stop_sent_nothing": self.stop_sent_nothing,
             "refused": None if self.refused is None else self.refused.model_dump(mode="json"),
             "ami_changes": [c.model_dump(mode="json") for c in self.ami_changes],
             "state_text": state_text(self),
@@ -229,6 +233,7 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
         wants_now=wants,
         retry_dropped=dropped,
         recorded_at=record.updated_at if record is not None else None,
+        stop_sent_nothing=sent_nothing,
     )
 
 
@@ -447,7 +452,7 @@ def state_text(row: StatusRow) -> str:
         text += f" · {kept} kept"
         if row.usd_per_hour:
             text += f" · {usd(row.usd_per_hour)}/h"
-    if row.state == "running" and any(f.kind == "kept" and "sent nothing" in f.text for f in row.flags):
+    if row.state == "running" and row.stop_sent_nothing:
         kept = ", ".join(count_of(p.kept, p.instance_type) for p in row.protected)
         text += f" · every group kept by the last stop ({kept})" if kept else " · every group kept by the last stop"
     if row.hold is None:
