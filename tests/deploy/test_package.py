@@ -23,7 +23,14 @@ def build(tmp_path: Path, **kw: object) -> package.Artefact:
     return package.build(tmp_path, **{"dependencies": False, "python": HERE, **kw})  # type: ignore[arg-type]
 
 
-def test_the_zip_holds_the_handlers_compiled_and_imports(tmp_path: Path) -> None:
+@pytest.mark.parametrize("prefix", [False, True], ids=["plain", "pycache-prefix"])
+def test_the_zip_holds_the_handlers_compiled_and_imports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prefix: bool
+) -> None:
+    if prefix:  # a machine that keeps its bytecode elsewhere must still ship it inside the zip
+        monkeypatch.setenv("PYTHONPYCACHEPREFIX", str(tmp_path / "elsewhere"))
+    else:
+        monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
     artefact = build(tmp_path / "out")
     names = zipfile.ZipFile(artefact.path).namelist()
     assert "hyperpod_scheduler/deploy/handlers.py" in names

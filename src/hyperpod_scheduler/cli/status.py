@@ -56,10 +56,15 @@ def _checked_instant(value: str | None) -> str | None:
 
 
 def nothing_configured(config: str | None, state: str | None) -> bool:
-    """No config file, and a store with no record for certain: nothing can have a row."""
-    from hyperpod_scheduler.config.paths import config_path, nothing_stored
+    """No config file, a store with no record for certain, and no setting in the environment: nothing
+    can have a row. A HYPERPOD_SCHEDULER_* setting (a webhook URL, an AWS deadline, ...) takes the full
+    path, which checks it: a bad one is refused there, never passed over by the quick answer."""
+    import os
 
-    return config_path(config) is None and nothing_stored(state)
+    from hyperpod_scheduler.config.paths import CONFIG_ENV, STATE_ENV, config_path, nothing_stored
+
+    settings = [k for k in os.environ if k.startswith("HYPERPOD_SCHEDULER_") and k not in (CONFIG_ENV, STATE_ENV)]
+    return not settings and config_path(config) is None and nothing_stored(state)
 
 
 def status_listing(now: datetime, rows: Sequence[Sequence[str]], title: str | None = None) -> Listing:

@@ -54,7 +54,10 @@ from pathlib import Path
 root = Path(sys.argv[1])
 for src in sorted(root.rglob("*.py")):
     rel = src.relative_to(root).as_posix()
-    py_compile.compile(str(src), dfile=rel, doraise=True,
+    # The pyc beside its source, named as the Lambda's import system looks for it, whatever
+    # PYTHONPYCACHEPREFIX (sys.pycache_prefix) says where this machine keeps its own bytecode.
+    pyc = src.parent / "__pycache__" / f"{src.stem}.{sys.implementation.cache_tag}.pyc"
+    py_compile.compile(str(src), cfile=str(pyc), dfile=rel, doraise=True,
                        invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
 """
 
@@ -278,6 +281,7 @@ def _compile(root: Path) -> None:
     # A fixed hash seed: set and frozenset constants would otherwise be marshalled in a different order
     # in every build, and the zip would never be the same twice.
     env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": ""}
+    env.pop("PYTHONPYCACHEPREFIX", None)  # the zip's bytecode goes in the zip, not this machine's cache
     for stale in root.rglob("__pycache__"):
         shutil.rmtree(stale)
     done = subprocess.run([sys.executable, "-c", _COMPILE, str(root)], capture_output=True, text=True, env=env)
