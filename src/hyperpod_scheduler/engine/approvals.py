@@ -13,7 +13,7 @@ import hmac
 import secrets
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import quote
 
 from hyperpod_scheduler.config.model import Policy
@@ -70,37 +70,57 @@ def ask_if_due(
     groups = needs_approval(engine.describe(known), policy)
     if not groups:
         return None
+    text = (
+        f"approval needed: the {stop_at:%a %H:%M}Z stop releases {', '.join(groups)} (scarce capacity may not "
+        f"come back in the morning). Without an approval by {stop_at:%H:%M}Z they are kept."
+    )
+    asked = lambda rec: any(a.transition_at == stop_at for a in rec.approvals)  # noqa: E731
+    return ask(engine, known, ref.name, "release", groups, stop_at, now, asked, text, {}, dashboard_url)
+
+
+def ask(
+    engine: Engine,
+    known: ClusterRef,
+    name: str,
+    kind: Literal["release", "image"],
+    groups: list[str],
+    transition_at: datetime,
+    now: datetime,
+    asked: Callable[[ClusterRecord], bool],
+    text: str,
+    details: dict[str, object],
+    dashboard_url: str | None,
+) -> Approval | None:
+    """Record a request for ``groups`` at ``transition_at`` (it expires then) with a fresh single-use
+    token, unless ``asked`` says the record already holds one, then notify with the link. The one way a
+    release or an AMI change is asked for; None when another runner asked first."""
     token = secrets.token_urlsafe(32)
     approval = Approval(
         id=secrets.token_hex(6),
         token_sha256=token_hash(token),
         groups=groups,
-        transition_at=stop_at,
+        transition_at=transition_at,
         asked_at=now,
-        expires_at=stop_at,
+        expires_at=transition_at,
+        kind=kind,
     )
-    line = _line(known, now, engine.actor, "asked", approval)
 
     def add(rec: ClusterRecord) -> ClusterRecord | None:
-        if any(a.transition_at == stop_at for a in rec.approvals):
+        if asked(rec):
             return None  # another runner asked first
         return rec.evolve(approvals=[*rec.approvals, approval][-MAX_APPROVALS:], updated_at=now)
 
-    if not _change(engine.store, known.key, now, add, line):
+    if not _change(engine.store, known.key, now, add, _line(known, now, engine.actor, "asked", approval)):
         return None
-    text = (
-        f"approval needed: the {stop_at:%a %H:%M}Z stop releases {', '.join(groups)} (scarce capacity may not "
-        f"come back in the morning). Without an approval by {stop_at:%H:%M}Z they are kept."
-    )
     # The link carries the token: only notification channels see it (never the log or --json output).
     engine.events(
         Event(
             now,
-            ref.name,
+            name,
             "approval",
             text,
-            {"approval": approval.id, "groups": groups, "expires": stop_at.isoformat()},
-            private=link(dashboard_url, ref.name, approval.id, token),
+            {"approval": approval.id, "groups": approval.groups, "expires": approval.expires_at.isoformat(), **details},
+            private=link(dashboard_url, name, approval.id, token),
         )
     )
     return approval

@@ -5,17 +5,15 @@ release a group ran well on (``rolled back``) needs no approval."""
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from hyperpod_scheduler.engine import image_update, images
-from hyperpod_scheduler.engine.approvals import DEFAULT_APPROVAL_MINUTES, _change, _line, link, token_hash
-from hyperpod_scheduler.engine.events import Event
+from hyperpod_scheduler.engine.approvals import DEFAULT_APPROVAL_MINUTES, ask
 from hyperpod_scheduler.engine.runner import ClusterRef, Engine
 from hyperpod_scheduler.guards.capacity import protections
 from hyperpod_scheduler.schedule import Schedule
-from hyperpod_scheduler.store.records import MAX_APPROVALS, Approval, ClusterRecord, ImageUpdate
+from hyperpod_scheduler.store.records import Approval, ClusterRecord, ImageUpdate
 
 
 def ask_if_due(
@@ -44,39 +42,13 @@ def ask_if_due(
     moves = [u for u in image_update.wanted(engine, known, record, view, asleep) if u.why != "rolled back"]
     if not moves:
         return None
-    token = secrets.token_urlsafe(32)
-    approval = Approval(
-        id=secrets.token_hex(6),
-        token_sha256=token_hash(token),
-        groups=[u.group for u in moves],
-        transition_at=start_at,
-        asked_at=now,
-        expires_at=start_at,
-        kind="image",
-    )
-
-    def add(rec: ClusterRecord) -> ClusterRecord | None:
-        if _asked(rec, start_at):
-            return None  # another runner asked first
-        return rec.evolve(approvals=[*rec.approvals, approval][-MAX_APPROVALS:], updated_at=now)
-
-    if not _change(engine.store, known.key, now, add, _line(known, now, engine.actor, "asked", approval)):
-        return None
     text = (
         f"approval needed: the {start_at:%a %H:%M}Z start first moves AMI releases while the cluster is at zero "
         f"({images.line(moves)}). Without an approval by {start_at:%H:%M}Z the groups stay pinned."
     )
-    engine.events(
-        Event(
-            now,
-            ref.name,
-            "approval",
-            text,
-            {"approval": approval.id, "groups": approval.groups, "expires": start_at.isoformat(), "image": True},
-            private=link(dashboard_url, ref.name, approval.id, token),
-        )
-    )
-    return approval
+    groups = [u.group for u in moves]
+    asked = lambda rec: _asked(rec, start_at)  # noqa: E731
+    return ask(engine, known, ref.name, "image", groups, start_at, now, asked, text, {"image": True}, dashboard_url)
 
 
 def approved(
