@@ -131,19 +131,8 @@ def walls_after(expr: str, since: datetime) -> Iterator[datetime]:
     fields = _daily_fields(expr)
     if fields is None:
         yield from _croniter_walls(expr, since, forward=True)
-        return
-    minutes, hours, weekdays = fields
-    day: date = since.date()
-    while True:
-        if day.isoweekday() in weekdays:
-            for h in hours:
-                for m in minutes:
-                    wall = datetime(day.year, day.month, day.day, h, m)
-                    if wall > since:
-                        yield wall
-        if day == date.max:
-            return
-        day += timedelta(days=1)
+    else:
+        yield from _daily_walls(fields, since, forward=True)
 
 
 def walls_before(expr: str, until: datetime) -> Iterator[datetime]:
@@ -151,19 +140,27 @@ def walls_before(expr: str, until: datetime) -> Iterator[datetime]:
     fields = _daily_fields(expr)
     if fields is None:
         yield from _croniter_walls(expr, until, forward=False)
-        return
+    else:
+        yield from _daily_walls(fields, until, forward=False)
+
+
+def _daily_walls(fields: _Fields, start: datetime, forward: bool) -> Iterator[datetime]:
+    """A daily form's firings day by day from ``start`` (strictly after it, or strictly before it going back)."""
     minutes, hours, weekdays = fields
-    day: date = until.date()
+    if not forward:
+        minutes, hours = minutes[::-1], hours[::-1]
+    step, last = (timedelta(days=1), date.max) if forward else (timedelta(days=-1), date.min)
+    day: date = start.date()
     while True:
         if day.isoweekday() in weekdays:
-            for h in reversed(hours):
-                for m in reversed(minutes):
+            for h in hours:
+                for m in minutes:
                     wall = datetime(day.year, day.month, day.day, h, m)
-                    if wall < until:
+                    if (wall > start) if forward else (wall < start):
                         yield wall
-        if day == date.min:
+        if day == last:
             return
-        day -= timedelta(days=1)
+        day += step
 
 
 def _croniter_walls(expr: str, start: datetime, *, forward: bool) -> Iterator[datetime]:
