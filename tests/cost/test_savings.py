@@ -282,10 +282,12 @@ def test_window_must_have_positive_length() -> None:
 
 
 def test_keep_cost_per_night() -> None:
-    assert keep_cost_per_night("ml.p5.48xlarge", 2, 12, bundled()) == pytest.approx(2 * 12 * 98.32)
-    assert keep_cost_per_night("ml.unknown.xlarge", 2, 12, bundled()) is None
+    # The group's types, as GroupSize.types gives them (a plain group has one).
+    cost = keep_cost_per_night(("ml.p5.48xlarge",), 2, 12, bundled())
+    assert cost is not None and cost.usd == pytest.approx(2 * 12 * 98.32) and not cost.upper_bound
+    assert keep_cost_per_night(("ml.unknown.xlarge",), 2, 12, bundled()) is None
     with pytest.raises(UsageError, match="count -1"):
-        keep_cost_per_night("ml.p5.48xlarge", -1, 12, bundled())
+        keep_cost_per_night(("ml.p5.48xlarge",), -1, 12, bundled())
 
 
 _gaps = st.lists(st.tuples(st.floats(0.1, 30), st.floats(0.1, 30), st.floats(0, 2)), min_size=0, max_size=12)

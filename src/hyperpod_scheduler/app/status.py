@@ -15,7 +15,7 @@ from typing import Any
 from hyperpod_scheduler.app.compose import Context
 from hyperpod_scheduler.app.history import sentence
 from hyperpod_scheduler.app.wording import count_of, usd, when
-from hyperpod_scheduler.cost.prices import PriceTable
+from hyperpod_scheduler.cost.prices import PriceTable, group_price
 from hyperpod_scheduler.cost.savings import keep_cost_per_night
 from hyperpod_scheduler.engine.fleet import Governed, next_transition, schedule_state
 from hyperpod_scheduler.engine.planner import effective_hold, live_retry
@@ -46,6 +46,12 @@ class KeptGroup:
     kept: int
     instance_type: str | None
     keep_cost_per_night_usd: float | None
+    price_is_upper_bound: bool = False  # a flexible group priced at its dearest type: "up to"
+    instance_types: tuple[str, ...] = ()  # every type it may run (several: a flexible group)
+
+    @property
+    def type_text(self) -> str | None:
+        return self.instance_type or _flexible(self.instance_types)
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,12 @@ class Billing:
     count: int
     instance_type: str | None
     usd_per_hour: float | None
+    price_is_upper_bound: bool = False  # a flexible group priced at its dearest type: "up to"
+    instance_types: tuple[str, ...] = ()  # every type it may run (several: a flexible group)
+
+    @property
+    def type_text(self) -> str | None:
+        return self.instance_type or _flexible(self.instance_types)
 
 
 @dataclass(frozen=True)
@@ -86,6 +98,8 @@ class StatusRow:
     ami_changes: tuple[AmiChange, ...] = ()  # groups the last start brought back on another AMI
     billing: tuple[Billing, ...] = ()  # what still runs while stopped (from the last stop's outcomes)
     usd_per_hour: float | None = None  # what the cluster bills now, by its recorded sizes and outcomes
+    # ``usd_per_hour`` prices a flexible group at the dearest type it may run: it bills up to that.
+    price_is_upper_bound: bool = False
     flags: tuple[Flag, ...] = ()
     timezone: str | None = None  # the schedule's, for local times beside UTC
     approval: Approval | None = None  # the latest request to approve a release (its token's hash never shown)
@@ -123,7 +137,9 @@ class StatusRow:
                     "group": p.group,
                     "kept": p.kept,
                     "instance_type": p.instance_type,
+                    "instance_types": list(p.instance_types),
                     "keep_cost_per_night_usd": p.keep_cost_per_night_usd,
+                    "price_is_upper_bound": p.price_is_upper_bound,
                 }
                 for p in self.protected
             ],
@@ -137,10 +153,18 @@ class StatusRow:
             "ami_changes": [c.model_dump(mode="json") for c in self.ami_changes],
             "state_text": state_text(self),
             "billing": [
-                {"group": b.group, "count": b.count, "instance_type": b.instance_type, "usd_per_hour": b.usd_per_hour}
+                {
+                    "group": b.group,
+                    "count": b.count,
+                    "instance_type": b.instance_type,
+                    "instance_types": list(b.instance_types),
+                    "usd_per_hour": b.usd_per_hour,
+                    "price_is_upper_bound": b.price_is_upper_bound,
+                }
                 for b in self.billing
             ],
             "usd_per_hour": None if self.usd_per_hour is None else round(self.usd_per_hour, 2),
+            "price_is_upper_bound": self.price_is_upper_bound,
             "flags": [{"kind": f.kind, "text": f.text} for f in self.flags],
             "timezone": self.timezone,
             "approval": None
@@ -200,6 +224,7 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
         state = "stopped"  # the start rolled back for capacity: no node runs, whatever the record applied
     prices = ctx.prices()
     billing = _billing(record, lines, prices) if state == "stopped" else ()
+    hourly_now = _hourly_now(state, record, lines, billing, prices)
     hold = record.hold if record is not None and effective_hold(record, now) else None
     wants = hold.state if hold is not None else (schedule_state(g.schedule, now).desired if g is not None else None)
     retry, dropped = _retry(record, g, wants, now)
@@ -225,7 +250,8 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
         refused=record.refused if record else None,
         ami_changes=tuple(record.ami_changes) if record else (),
         billing=billing,
-        usd_per_hour=_hourly_now(state, record, lines, billing, prices),
+        usd_per_hour=hourly_now[0] if hourly_now else None,
+        price_is_upper_bound=hourly_now[1] if hourly_now else False,
         flags=flags,
         timezone=g.schedule.timezone.key if g is not None else None,
         approval=approval,
@@ -241,18 +267,19 @@ def _approval_flag(approval: Approval, record: ClusterRecord | None, prices: Pri
     """A pending request to release scarce groups, with what it is about: nodes, and money per night
     (what releasing saves, and refusing keeps billing)."""
     sizes = record.snapshot.sizes if record is not None and record.snapshot is not None else {}
-    parts, hourly, priced = [], 0.0, True
+    parts, hourly, priced, bound = [], 0.0, True, False
     for group in approval.groups:
         size = sizes.get(group)
         if size is None:
             parts.append(group)
             priced = False
             continue
-        parts.append(f"{group} ({count_of(size.count, size.instance_type)})")
-        cost = _hourly(prices, size.instance_type, size.count)
+        parts.append(f"{group} ({count_of(size.count, size.instance_type or _flexible(size.types))})")
+        cost = _hourly(prices, size.types, size.count)
         priced = priced and cost is not None
-        hourly += cost or 0.0
-    money = f", {usd(hourly * hours)} per night" if priced and hours else ""
+        hourly += cost[0] if cost else 0.0
+        bound = bound or (cost is not None and cost[1])
+    money = f", {usd(hourly * hours, up_to=bound)} per night" if priced and hours else ""
     return Flag(
         "approval",
         f"release of {', '.join(parts)} awaits approval until {when(approval.expires_at)}{money}",
@@ -289,21 +316,40 @@ def _last(lines: list[HistoryEntry], action: str, outcomes: tuple[str, ...]) -> 
     return next((e for e in lines if e.action == action and e.outcome in outcomes), None)  # newest first
 
 
-def _line_types(line: HistoryEntry | None, record: ClusterRecord | None) -> dict[str, str | None]:
-    types: dict[str, str | None] = {}
+def _flexible(types: Sequence[str]) -> str | None:
+    """A group's types for people when it has no one InstanceType: ``flexible p5.48xlarge|p4d.24xlarge``."""
+    if not types:
+        return None
+    return types[0] if len(types) == 1 else "flexible " + "|".join(t.removeprefix("ml.") for t in types)
+
+
+def _line_types(line: HistoryEntry | None, record: ClusterRecord | None) -> dict[str, tuple[str, ...]]:
+    """Every type each group may run, from the snapshot and the stop line's sizes (the line wins)."""
+    types: dict[str, tuple[str, ...]] = {}
     if record is not None and record.snapshot is not None:
-        types.update({n: s.instance_type for n, s in record.snapshot.sizes.items()})
+        types.update({n: s.types for n, s in record.snapshot.sizes.items()})
     sizes = line.detail.get("sizes") if line is not None else None
     if isinstance(sizes, Mapping):
         for n, v in sizes.items():
-            if isinstance(v, Mapping) and isinstance(v.get("instance_type"), str):
-                types[str(n)] = v["instance_type"]
+            if not isinstance(v, Mapping):
+                continue
+            listed = v.get("instance_types")
+            if isinstance(listed, list) and listed and all(isinstance(t, str) and t for t in listed):
+                types[str(n)] = tuple(listed)
+            elif isinstance(v.get("instance_type"), str):
+                types[str(n)] = (v["instance_type"],)
     return types
 
 
-def _hourly(prices: PriceTable, instance_type: str | None, count: int) -> float | None:
-    price = prices.instance(instance_type) if instance_type else None
-    return None if price is None else price.usd * count
+def _type_of(types: Sequence[str]) -> str | None:
+    """The one type a group runs; None for a flexible group of several (``instance_types`` lists them)."""
+    return types[0] if len(types) == 1 else None
+
+
+def _hourly(prices: PriceTable, types: Sequence[str], count: int) -> tuple[float, bool] | None:
+    """(USD an hour for ``count`` nodes, whether that is an upper bound), from ``group_price``."""
+    price = group_price(types, prices)
+    return None if price is None else (price.times(count), price.upper_bound)
 
 
 def _billing(record: ClusterRecord | None, lines: list[HistoryEntry], prices: PriceTable) -> tuple[Billing, ...]:
@@ -316,8 +362,10 @@ def _billing(record: ClusterRecord | None, lines: list[HistoryEntry], prices: Pr
     out = []
     for o in read_outcomes(line.detail).values():
         if o.current > 0:
-            itype = types.get(o.group)
-            out.append(Billing(o.group, o.current, itype, _hourly(prices, itype, o.current)))
+            itypes = types.get(o.group, ())
+            cost = _hourly(prices, itypes, o.current)
+            bound = cost is not None and cost[1]
+            out.append(Billing(o.group, o.current, _type_of(itypes), cost[0] if cost else None, bound, itypes))
     return tuple(sorted(out, key=lambda b: -(b.usd_per_hour or 0.0)))  # what costs most first
 
 
@@ -327,9 +375,10 @@ def _hourly_now(
     lines: list[HistoryEntry],
     billing: tuple[Billing, ...],
     prices: PriceTable,
-) -> float | None:
+) -> tuple[float, bool] | None:
+    """What the cluster bills an hour now, and whether that is an upper bound (a flexible group)."""
     if state == "stopped":
-        return sum(b.usd_per_hour or 0.0 for b in billing)
+        return sum(b.usd_per_hour or 0.0 for b in billing), any(b.price_is_upper_bound for b in billing)
     if state != "running":
         return None
     # Running: the sizes the last stop recorded (or what the last start restored), priced.
@@ -345,8 +394,10 @@ def _hourly_now(
     if not sizes:
         return None
     types = _line_types(stop, record)
-    hourly = [_hourly(prices, types.get(n), c) for n, c in sizes.items() if c]
-    return None if any(h is None for h in hourly) else sum(h or 0.0 for h in hourly)
+    hourly = [_hourly(prices, types.get(n, ()), c) for n, c in sizes.items() if c]
+    if any(h is None for h in hourly):
+        return None
+    return sum(h[0] for h in hourly if h), any(h[1] for h in hourly if h)
 
 
 def _flags(
@@ -366,7 +417,7 @@ def _flags(
         until = f" until {when(hold.until)}" if hold.until else " until released"
         flags.append(Flag("held", f"held {hold.state}{until} by {hold.by}"))
     if billing:
-        flags.append(Flag("kept", "kept overnight: " + ", ".join(count_of(b.count, b.instance_type) for b in billing)))
+        flags.append(Flag("kept", "kept overnight: " + ", ".join(count_of(b.count, b.type_text) for b in billing)))
     stop = _last(lines, "stop", ("ok", "noop", "blocked", "failed", "refused"))
     if stop is not None and stop.outcome == "blocked":
         flags.append(Flag("blocked", f"stop blocked {when(stop.at)}: {sentence(stop).text.split(': ', 1)[-1]}"))
@@ -428,9 +479,18 @@ def _kept(
     hours = night_hours(schedule, now) if schedule is not None else 0.0
     out = []
     for group, count in kept.items():
-        itype = types.get(group)
-        cost = keep_cost_per_night(itype, count, hours, ctx.prices()) if itype and hours else None
-        out.append(KeptGroup(group, count, itype, None if cost is None else round(cost, 2)))
+        itypes = types.get(group, ())
+        cost = keep_cost_per_night(itypes, count, hours, ctx.prices()) if hours else None
+        out.append(
+            KeptGroup(
+                group,
+                count,
+                _type_of(itypes),
+                None if cost is None else round(cost.usd, 2),
+                cost is not None and cost.upper_bound,
+                itypes,
+            )
+        )
     return tuple(out)
 
 
@@ -448,12 +508,12 @@ def state_text(row: StatusRow) -> str:
     ``stopped · 4 × p5.48xlarge kept · $393.28/h`` or ``running (held running until Mon 08:00Z)``."""
     text = row.state
     if row.state == "stopped" and row.billing:
-        kept = ", ".join(count_of(b.count, b.instance_type) for b in row.billing)
+        kept = ", ".join(count_of(b.count, b.type_text) for b in row.billing)
         text += f" · {kept} kept"
         if row.usd_per_hour:
-            text += f" · {usd(row.usd_per_hour)}/h"
+            text += f" · {usd(row.usd_per_hour, up_to=row.price_is_upper_bound)}/h"
     if row.state == "running" and row.stop_sent_nothing:
-        kept = ", ".join(count_of(p.kept, p.instance_type) for p in row.protected)
+        kept = ", ".join(count_of(p.kept, p.type_text) for p in row.protected)
         text += f" · every group kept by the last stop ({kept})" if kept else " · every group kept by the last stop"
     if row.hold is None:
         return text

@@ -53,13 +53,16 @@ def countdown(delta: timedelta) -> str:
     return f"in {text}" if seconds > 0 else f"{text} ago"
 
 
-def usd(value: float | None, *, cents: bool = True) -> str:
+def usd(value: float | None, *, cents: bool = True, up_to: bool = False) -> str:
     """``$1,234.57``; a negative figure reads ``−$130.57``; None (no price) reads ``-``, and so does a
-    figure that is not a number (prices are checked where they enter; this keeps ``$inf`` off a page)."""
+    figure that is not a number (prices are checked where they enter; this keeps ``$inf`` off a page).
+    ``up_to``: the figure is an upper bound (a flexible group priced at its dearest type,
+    ``cost.prices.GroupPrice``) and reads ``up to $1,234.57``."""
     if value is None or not math.isfinite(value):
         return "-"
     shown = f"${abs(value):,.2f}" if cents else f"${abs(value):,.0f}"
-    return ("\u2212" + shown) if value < 0 and shown.strip("$0.,") else shown
+    shown = ("\u2212" + shown) if value < 0 and shown.strip("$0.,") else shown
+    return f"up to {shown}" if up_to else shown
 
 
 def count_of(count: int, instance_type: str | None) -> str:

@@ -118,15 +118,16 @@ def report_listing(report: Report) -> Listing:
     for name, entry in [(c["cluster"], c) for c in doc["clusters"]] + [("TOTAL", doc["total"])]:
         for period in PERIODS:
             f = entry[period]
+            bound = bool(entry["price_is_upper_bound"])  # a flexible group priced at its dearest type
             rows.append(
                 [
                     name,
                     period.replace("_", " "),
                     str(entry["nights"]) if period == "window" else "",
                     f"{f['avoided_node_hours']:,.1f}",
-                    usd(f["saving"]),
+                    usd(f["saving"], up_to=bound),
                     usd(f["fsx_while_stopped"]),
-                    usd(f["kept_cost"]),
+                    usd(f["kept_cost"], up_to=bound),
                     str(entry["shortfall_nodes"]) if period == "window" else "",
                 ]
             )
@@ -149,7 +150,15 @@ def detail_lines(doc: dict[str, Any]) -> list[str]:
         kept = c["per_night"]["kept_cost"]
         if kept > 0:
             groups = sorted({g for n in c["stopped_intervals"] for g, v in n["groups"].items() if v["running"] > 0})
-            lines.append(f"{c['cluster']}: kept {usd(kept)} a night (not saved): {', '.join(groups)} stayed up")
+            lines.append(
+                f"{c['cluster']}: kept {usd(kept, up_to=c['price_is_upper_bound'])} a night (not saved): "
+                f"{', '.join(groups)} stayed up"
+            )
+        if c["price_is_upper_bound"]:
+            lines.append(
+                f"{c['cluster']}: {', '.join(c['upper_bound_groups'])} may run several instance types "
+                "(flexible): priced at the dearest, so its figures are upper bounds"
+            )
         for fs in c["file_systems"]:
             lines.append(
                 f"{c['cluster']}: {fs['label']} {fs['id']}, {fs['storage_gib']:,} GiB (found by "

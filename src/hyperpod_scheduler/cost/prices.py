@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
 from importlib import resources
@@ -87,6 +87,35 @@ class PriceTable:
         storage = next(((k, self.fsx_gb_month[k]) for k in keys if k in self.fsx_gb_month), None)
         throughput = next(((k, self.fsx_mbps_month[k]) for k in keys if k in self.fsx_mbps_month), None)
         return (storage, throughput) if storage is not None and throughput is not None else None
+
+
+class GroupPrice(NamedTuple):
+    """What one node of an instance group bills an hour. A flexible group (InstanceRequirements) may
+    run any of several types and the bill depends on which it got: it is priced at the dearest of them,
+    the bound on what bills, and ``upper_bound`` says so, so every face writes "up to $X/h"."""
+
+    usd: float
+    upper_bound: bool
+    instance_type: str  # the type whose price this is (the dearest of a flexible group's)
+    price: Price
+
+    def times(self, nodes: float) -> float:
+        return self.usd * nodes
+
+
+def group_price(types: Iterable[str | None], table: PriceTable) -> GroupPrice | None:
+    """The hourly price of one node of a group that may run ``types`` (``GroupView.instance_types``,
+    ``GroupSize.types``): the one place a group is priced. None when no type is known or any one of
+    them has no price: the unpriced one may be the dearest, so the known ones are no bound, and $0
+    would be a lie."""
+    named = list(dict.fromkeys(t for t in types if t))
+    if not named:
+        return None
+    priced = [(t, table.instance(t)) for t in named]
+    if any(p is None for _, p in priced):
+        return None
+    itype, price = max(((t, p) for t, p in priced if p is not None), key=lambda tp: tp[1].usd)
+    return GroupPrice(price.usd, len(named) > 1, itype, price)
 
 
 def fsx_key(deployment_type: str, throughput: int | None) -> str:

@@ -35,9 +35,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from hyperpod_scheduler.cost.fsx import FileSystem
-from hyperpod_scheduler.cost.prices import HOURS_PER_MONTH, Price, PriceTable
+from hyperpod_scheduler.cost.prices import HOURS_PER_MONTH, Price, PriceTable, group_price
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.store.outcomes import read_outcomes
 from hyperpod_scheduler.store.records import ClusterRecord, HistoryEntry
@@ -46,12 +47,20 @@ SETTLED = ("ok", "failed")
 PERIODS = ("window", "per_night", "per_month")
 
 
-def keep_cost_per_night(instance_type: str, count: int, hours: float, prices: PriceTable) -> float | None:
-    """What keeping ``count`` nodes of ``instance_type`` for ``hours`` costs (USD); None if unpriced."""
+class KeepCost(NamedTuple):
+    usd: float
+    upper_bound: bool  # a flexible group priced at its dearest type: "up to" this much
+
+
+def keep_cost_per_night(
+    instance_types: str | Iterable[str | None], count: int, hours: float, prices: PriceTable
+) -> KeepCost | None:
+    """What keeping ``count`` nodes of a group that may run ``instance_types`` (one type, or the
+    group's ``instance_types``) for ``hours`` costs (USD, priced by ``group_price``); None if unpriced."""
     if count < 0 or hours < 0:
         raise UsageError(f"keep cost: count {count} and hours {hours} must be 0 or more")
-    price = prices.instance(instance_type)
-    return None if price is None else price.usd * count * hours
+    price = group_price((instance_types,) if isinstance(instance_types, str) else instance_types, prices)
+    return None if price is None else KeepCost(price.times(count) * hours, price.upper_bound)
 
 
 @dataclass(frozen=True)
@@ -61,6 +70,18 @@ class GroupNight:
     recorded: int  # nodes before the stop
     running: int  # nodes still running while stopped (kept, floor, failed scale-in)
     outcome: str  # stopped / kept / failed / ... as the engine recorded it
+    # Every type the group may run (a flexible group has no ``instance_type``); empty: ``instance_type``.
+    instance_types: tuple[str, ...] = ()
+
+    @property
+    def types(self) -> tuple[str, ...]:
+        return self.instance_types or ((self.instance_type,) if self.instance_type else ())
+
+    @property
+    def type_text(self) -> str | None:
+        if self.instance_type is not None or len(self.types) < 2:
+            return self.instance_type or (self.types[0] if self.types else None)
+        return "flexible " + "|".join(self.types)
 
 
 @dataclass(frozen=True)
@@ -110,6 +131,8 @@ class Figures:
 class NightCost:
     night: Night
     figures: Figures
+    # A group of the night was flexible and priced at its dearest type: the figures are "up to".
+    price_is_upper_bound: bool = False
 
 
 @dataclass(frozen=True)
@@ -138,6 +161,12 @@ class ClusterCost:
     unpriced: set[str] = field(default_factory=set)
     fsx_hourly: float = 0.0  # what the priced file systems bill per hour, stopped or not
     prices_used: dict[str, Price] = field(default_factory=dict)
+    # Groups priced at the dearest of their flexible types: the saving and kept cost are "up to".
+    upper_bound_groups: set[str] = field(default_factory=set)
+
+    @property
+    def price_is_upper_bound(self) -> bool:
+        return bool(self.upper_bound_groups)
 
     @property
     def name(self) -> str:
@@ -193,6 +222,11 @@ class Report:
         return sum(c.shortfall_nodes for c in self.clusters)
 
     @property
+    def price_is_upper_bound(self) -> bool:
+        """A figure of the report priced a flexible group at its dearest type: totals are "up to"."""
+        return any(c.price_is_upper_bound for c in self.clusters)
+
+    @property
     def prices_used(self) -> dict[str, Price]:
         """Every price a figure of the report used, by what it prices (for naming each one's source)."""
         out: dict[str, Price] = {}
@@ -201,19 +235,27 @@ class Report:
         return dict(sorted(out.items()))
 
 
-def _sizes(entry: HistoryEntry, record: ClusterRecord | None) -> tuple[dict[str, tuple[int, str | None]], str]:
+Sized = tuple[int, str | None, tuple[str, ...]]  # count, instance type, every type it may run
+
+
+def _line_types(size: Mapping[str, object]) -> tuple[str, ...]:
+    raw = size.get("instance_types")
+    return tuple(t for t in raw if isinstance(t, str) and t) if isinstance(raw, list) else ()
+
+
+def _sizes(entry: HistoryEntry, record: ClusterRecord | None) -> tuple[dict[str, Sized], str]:
     raw = entry.detail.get("sizes")
     if isinstance(raw, Mapping) and raw:
-        out: dict[str, tuple[int, str | None]] = {}
+        out: dict[str, Sized] = {}
         for group, size in raw.items():
             count = size.get("count") if isinstance(size, Mapping) else None
             if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
                 itype = size.get("instance_type")
-                out[str(group)] = (count, str(itype) if itype else None)
+                out[str(group)] = (count, str(itype) if itype else None, _line_types(size))
         if out:
             return out, "stop"
     if record is not None and record.snapshot is not None:
-        return {g: (s.count, s.instance_type) for g, s in record.snapshot.sizes.items()}, "snapshot"
+        return {g: (s.count, s.instance_type, s.types) for g, s in record.snapshot.sizes.items()}, "snapshot"
     return {}, "none"
 
 
@@ -222,12 +264,12 @@ def _groups(entry: HistoryEntry, record: ClusterRecord | None) -> tuple[tuple[Gr
     outcomes = read_outcomes(entry.detail)
     groups: list[GroupNight] = []
     for name in [*sizes, *(g for g in outcomes if g not in sizes)]:
-        recorded, itype = sizes.get(name, (0, None))
+        recorded, itype, itypes = sizes.get(name, (0, None, ()))
         o = outcomes.get(name)
         kind, running = (o.outcome, o.current) if o is not None else ("stopped", 0)
         if name not in sizes:
             recorded = running  # only known from the outcome: nothing avoided, its nodes kept running
-        groups.append(GroupNight(name, itype, max(recorded, running), running, kind))
+        groups.append(GroupNight(name, itype, max(recorded, running), running, kind, itypes))
     return tuple(groups), sizes_from
 
 
@@ -301,23 +343,27 @@ def _shortfalls(entry: HistoryEntry, record: ClusterRecord | None) -> list[Short
     ]
 
 
-def _night_figures(night: Night, fsx_hourly: float, prices: PriceTable, cost: ClusterCost) -> Figures:
+def _night_figures(night: Night, fsx_hourly: float, prices: PriceTable, cost: ClusterCost) -> NightCost:
     hours = night.hours
     avoided_h = kept_h = saving = kept_cost = 0.0
+    bound = False
     for g in night.groups:
         avoided = max(g.recorded - g.running, 0)
         avoided_h += avoided * hours
         kept_h += g.running * hours
-        price = prices.instance(g.instance_type) if g.instance_type else None
+        price = group_price(g.types, prices)
         if price is None:
             if avoided or g.running:
-                cost.unpriced.add(g.instance_type or f"group '{g.group}' (instance type unknown)")
+                cost.unpriced.add(g.type_text or f"group '{g.group}' (instance type unknown)")
             continue
         if avoided or g.running:
-            cost.prices_used[f"instance_hourly {g.instance_type}"] = price
-        saving += price.usd * avoided * hours
-        kept_cost += price.usd * g.running * hours
-    return Figures(hours, avoided_h, saving, fsx_hourly * hours, kept_h, kept_cost)
+            cost.prices_used[f"instance_hourly {price.instance_type}"] = price.price
+            if price.upper_bound:
+                cost.upper_bound_groups.add(g.group)
+                bound = True
+        saving += price.times(avoided) * hours
+        kept_cost += price.times(g.running) * hours
+    return NightCost(night, Figures(hours, avoided_h, saving, fsx_hourly * hours, kept_h, kept_cost), bound)
 
 
 def cost_of(
@@ -337,7 +383,7 @@ def cost_of(
             continue
         cost.fsx_hourly += priced[0]
         cost.prices_used.update(priced[1])
-    cost.nights = [NightCost(n, _night_figures(n, cost.fsx_hourly, prices, cost)) for n in nights]
+    cost.nights = [_night_figures(n, cost.fsx_hourly, prices, cost) for n in nights]
     window = sum((n.figures for n in cost.nights), Figures())
     per_night = window.scaled(1 / len(cost.nights)) if cost.nights else Figures()
     per_month = window.scaled(HOURS_PER_MONTH / window_hours) if window_hours > 0 else Figures()
@@ -382,6 +428,7 @@ __all__ = [
     "ClusterCost",
     "Figures",
     "GroupNight",
+    "KeepCost",
     "Night",
     "NightCost",
     "Periods",

@@ -44,6 +44,9 @@ def _cluster(c: ClusterCost) -> dict[str, Any]:
         "cluster": c.name,
         "nights": c.night_count,
         "released_anything": c.released_anything,
+        # A flexible group was priced at the dearest type it may run: saving and kept cost are "up to".
+        "price_is_upper_bound": c.price_is_upper_bound,
+        "upper_bound_groups": sorted(c.upper_bound_groups),
         **periods(c.periods),
         "shortfall_nodes": c.shortfall_nodes,
         "fsx_per_month": round(c.fsx_hourly * HOURS_PER_MONTH, 2),
@@ -77,10 +80,12 @@ def _cluster(c: ClusterCost) -> dict[str, Any]:
                 "hours": round(n.night.hours, 2),
                 "ongoing": n.night.ongoing,
                 "sizes_from": n.night.sizes_from,
+                "price_is_upper_bound": n.price_is_upper_bound,
                 **figures(n.figures),
                 "groups": {
                     g.group: {
                         "instance_type": g.instance_type,
+                        "instance_types": list(g.types),
                         "recorded": g.recorded,
                         "running": g.running,
                         "outcome": g.outcome,
@@ -118,6 +123,7 @@ def as_document(report: Report) -> dict[str, Any]:
         "clusters": [_cluster(c) for c in report.clusters],
         "total": {
             "nights": report.nights,
+            "price_is_upper_bound": report.price_is_upper_bound,
             **periods(report.total),
             "shortfall_nodes": report.shortfall_nodes,
             "fsx_per_month": round(sum(c.fsx_hourly for c in report.clusters) * HOURS_PER_MONTH, 2),

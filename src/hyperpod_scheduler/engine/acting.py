@@ -428,5 +428,12 @@ def _everything_kept(view: ClusterView) -> dict[str, Any]:
         GroupOutcome(group=g.name, outcome="kept" if g.target else "stopped", current=g.current, target=g.target)
         for g in view.groups
     ]
-    sizes = {g.name: {"count": max(g.current, g.target), "instance_type": g.instance_type} for g in view.groups}
+    sizes = {
+        g.name: {
+            "count": max(g.current, g.target),
+            "instance_type": g.instance_type,
+            "instance_types": list(g.instance_types),
+        }
+        for g in view.groups
+    }
     return {"outcomes": outcomes_detail(kept), "sizes": sizes}

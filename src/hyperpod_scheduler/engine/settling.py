@@ -164,7 +164,8 @@ def settle(eng: Engine, ref: ClusterRef, record: ClusterRecord, verdict: planner
     if pending.action == "stop" and record.snapshot is not None:
         # What this night held back, for cost reports (the record's snapshot may change later).
         extra["sizes"] = {
-            n: {"count": sz.count, "instance_type": sz.instance_type} for n, sz in record.snapshot.sizes.items()
+            n: {"count": sz.count, "instance_type": sz.instance_type, "instance_types": list(sz.types)}
+            for n, sz in record.snapshot.sizes.items()
         }
         extra["kept"] = dict(record.snapshot.kept)
     if pending.action == "stop" and view.orchestrator == "Eks":
