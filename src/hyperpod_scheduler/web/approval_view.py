@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from hyperpod_scheduler.app.wording import when
-from hyperpod_scheduler.cost.prices import PriceTable
+from hyperpod_scheduler.cost.prices import PriceTable, group_price
 from hyperpod_scheduler.schedule import Schedule
 
 
@@ -40,18 +40,30 @@ def figures(
     rows: list[dict[str, Any]] = []
     known = not isinstance(view, Exception) and view is not None
     hourly_total: float | None = 0.0
+    bound = False  # a flexible group priced at its dearest type: the figures are "up to"
     for name in names:
         g = view.group(name) if known else None
         count = max(g.current, g.target) if g is not None else None
         itype = g.instance_type if g is not None else None
-        price = prices.instance(itype) if itype else None
-        hourly = round(price.usd * count, 2) if price is not None and count is not None else None
+        price = group_price(g.instance_types or (itype,), prices) if g is not None else None
+        hourly = round(price.times(count), 2) if price is not None and count is not None else None
+        bound = bound or (price is not None and price.upper_bound)
         if hourly is None:
             hourly_total = None
         elif hourly_total is not None:
             hourly_total += hourly
         nodes = f"{count} × {_short(g.type_text)}" if g is not None else "node count not known"
-        rows.append({"group": name, "count": count, "instance_type": itype, "usd_per_hour": hourly, "nodes": nodes})
+        rows.append(
+            {
+                "group": name,
+                "count": count,
+                "instance_type": itype,
+                "instance_types": list(g.instance_types) if g is not None else [],
+                "usd_per_hour": hourly,
+                "price_is_upper_bound": price is not None and price.upper_bound,
+                "nodes": nodes,
+            }
+        )
     start = (
         next((t.at for t in schedule.next_transitions(stop_at, 4) if t.state == "running"), None) if schedule else None
     )
@@ -64,6 +76,7 @@ def figures(
         "night_hours": hours,
         "restart": start.isoformat() if start is not None else None,
         "usd_per_night": night,
+        "price_is_upper_bound": bound,
         # In the schedule's zone without JavaScript; app.js rewrites it in the viewer's own zone.
         "stop_local": when(stop_at, zone),
         "expires_local": when(expires_at or stop_at, zone),
