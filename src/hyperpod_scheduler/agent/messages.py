@@ -68,6 +68,18 @@ class GroupReadiness(_Message):
     not_ready: list[str] = Field(default_factory=list)
 
 
+class SlurmShape(_Message):
+    """Which instance groups the agent on the controller sees in which Slurm role (``agent.shape``):
+    from the node's own resource_config.json (groups and their hosts) and Slurm's node list. The
+    scheduler reads it when neither SlurmConfig nor provisioning_parameters.json names a group's role."""
+
+    controller: str = Field(min_length=1)  # the group holding the agent's own host
+    compute: list[str] = Field(default_factory=list)  # groups with a host Slurm lists as a node
+    others: list[str] = Field(default_factory=list)  # neither (login nodes, a group at zero): not said
+    cluster_arn: str | None = None  # ClusterConfig.ClusterArn: the cluster this view is of
+    seen_at: AwareDatetime
+
+
 class AgentVerdict(_Message):
     intent_id: str
     phase: VerdictPhase
@@ -83,3 +95,6 @@ class AgentVerdict(_Message):
     resumed: list[str] = Field(default_factory=list)
     ready: bool | None = None
     readiness: dict[str, GroupReadiness] = Field(default_factory=dict)
+    # The Slurm roles of the cluster's groups as the agent sees them; None from an agent older than
+    # this field, or one that could not read resource_config.json.
+    shape: SlurmShape | None = None

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from hyperpod_scheduler.agent.audit import is_instance_local, jobs_on, judge, locate, nodes_for, summary
 from hyperpod_scheduler.agent.finder import CheckpointFinder
-from hyperpod_scheduler.agent.messages import AgentVerdict, Intent, JobAudit
+from hyperpod_scheduler.agent.messages import AgentVerdict, Intent, JobAudit, SlurmShape
 from hyperpod_scheduler.agent.readiness import readiness
 from hyperpod_scheduler.agent.settings import DRAIN_REASON
+from hyperpod_scheduler.agent.shape import local_shape
 from hyperpod_scheduler.errors import HyperpodSchedulerError
 from hyperpod_scheduler.slurm.commands import Slurm
 from hyperpod_scheduler.slurm.model import SlurmJob
@@ -35,6 +36,17 @@ class SlurmSide:
     now: Callable[[], datetime] = utc_now
     sleep: Callable[[float], None] = time.sleep
     name: str = "in-process"
+    # The cluster's shape as this node sees it (``agent.shape``), given Slurm's node names and the time.
+    shape_of: Callable[[Iterable[str], datetime], SlurmShape | None] = local_shape
+
+    def shape(self) -> SlurmShape | None:
+        """Which groups are the controller and compute here; None when it cannot be told (never an error:
+        the verdict it rides on matters more)."""
+        try:
+            return self.shape_of([n.name for n in self.slurm.nodes()], self.now())
+        except HyperpodSchedulerError as exc:
+            log.warning("cluster shape not read: %s", exc)
+            return None
 
     def handle(self, intent: Intent) -> AgentVerdict:
         """The verdict on ``intent``; a failure of Slurm or storage becomes a block, never a silent allow."""
@@ -158,6 +170,7 @@ class SlurmSide:
                 "reason": reason,
                 "at": self.now(),
                 "agent": self.name,
+                "shape": self.shape(),
                 **fields,
             }
         )

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient
 
     from hyperpod_scheduler.agent.channel import Channel
+    from hyperpod_scheduler.agent.messages import SlurmShape
     from hyperpod_scheduler.agent.settings import CheckpointSettings
     from hyperpod_scheduler.engine.fleet import AccountLookup, Fleet, Governed, Pool
     from hyperpod_scheduler.engine.readiness import Lead
@@ -206,6 +207,7 @@ class Context:
             retry=defaults.retry,
             read_file=self.read_file,
             releases=releases_for,
+            slurm_shape=self.slurm_shape,
         )
 
     def read_file(self, ref: ClusterRef, uri: str) -> bytes:
@@ -268,20 +270,34 @@ class Context:
         return list(record.approvals) if record else []
 
     def _checkpoint_guard(self, ref: ClusterRef, settings: CheckpointSettings, keep_head: bool | None) -> StopGuard:
+        from hyperpod_scheduler.guards.checkpoints import CheckpointGuard
+
+        link, now = self._agent_link(ref, settings)
+        return CheckpointGuard(settings, link, keep_slurm_head=keep_head, now=now)
+
+    def _agent_link(self, ref: ClusterRef, settings: CheckpointSettings) -> tuple[AgentLink, Callable[[], datetime]]:
+        """How ``ref``'s Slurm side is reached, and the clock its answers are timed by."""
         from hyperpod_scheduler.agent.worker import SlurmSide
-        from hyperpod_scheduler.guards.checkpoints import ChannelLink, CheckpointGuard, LocalLink
+        from hyperpod_scheduler.guards.checkpoints import ChannelLink, LocalLink
         from hyperpod_scheduler.slurm.commands import SubprocessSlurm
 
         if self.agent is not None:
-            link = self.agent.link_for(ref, settings)
-            return CheckpointGuard(settings, link, keep_slurm_head=keep_head, now=self.agent.now)
+            return self.agent.link_for(ref, settings), self.agent.now
         if settings.channel:
             # The agent on the controller answers in its own (real) time, whatever clock drives the
             # engine: the wait for it is measured on the wall clock.
-            channel_link: AgentLink = ChannelLink(self._channel(ref, settings.channel))
-            return CheckpointGuard(settings, channel_link, keep_slurm_head=keep_head, now=_wall_clock)
+            return ChannelLink(self._channel(ref, settings.channel)), _wall_clock
         # No channel: the scheduler runs on the controller, so Slurm's commands are right here.
-        return CheckpointGuard(settings, LocalLink(SlurmSide(SubprocessSlurm())), keep_slurm_head=keep_head)
+        return LocalLink(SlurmSide(SubprocessSlurm())), _wall_clock
+
+    def slurm_shape(self, ref: ClusterRef) -> SlurmShape | None:
+        """The Slurm agent's latest view of ``ref``'s groups (its controller group, its compute groups),
+        through the cluster's own checkpoint channel; None when the cluster has no agent."""
+        settings = ref.settings.checkpoints
+        if settings is None:
+            return None
+        link, _ = self._agent_link(ref, settings)
+        return link.shape(ref.key)
 
     def _channel(self, ref: ClusterRef, url: str) -> Channel:
         from hyperpod_scheduler.agent.channel import StoreChannel, open_channel

@@ -112,10 +112,16 @@ def act(
         record = eng.store.get(ref.key)
         view = None
     view = view or eng.describe(ref)
-    # The cluster's Slurm roles from its real shape: SlurmConfig, else provisioning_parameters.json
-    # (read once and remembered in the record).
-    read = eng.read_file
-    roles = resolve_roles(view, record, None if read is None else lambda uri: read(ref, uri), eng.now())
+    # The cluster's Slurm roles from its real shape: SlurmConfig, else provisioning_parameters.json,
+    # else the Slurm agent's view (read once and remembered in the record).
+    read, seen = eng.read_file, eng.slurm_shape
+    roles = resolve_roles(
+        view,
+        record,
+        None if read is None else lambda uri: read(ref, uri),
+        eng.now(),
+        None if seen is None else lambda: seen(ref),
+    )
     view = roles.view
     if roles.note:
         eng.emit(ref, "note", roles.note)

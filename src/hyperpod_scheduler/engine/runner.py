@@ -38,6 +38,7 @@ from hyperpod_scheduler.store.records import ClusterRecord, HistoryEntry, cluste
 if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient
 
+    from hyperpod_scheduler.agent.messages import SlurmShape
     from hyperpod_scheduler.store.base import StateStore
 
 
@@ -57,6 +58,7 @@ class Engine:
         retry: Retry | None = None,
         read_file: Callable[[ClusterRef, str], bytes] | None = None,
         releases: Releases | None = None,
+        slurm_shape: Callable[[ClusterRef], SlurmShape | None] | None = None,
     ) -> None:
         self.store = store
         self.client_for = client_for
@@ -75,6 +77,9 @@ class Engine:
         # Reads a cluster's provisioning_parameters.json (s3://...) for its Slurm roles; None: roles that
         # only that file names stay unknown, and the head is kept with any compute kept.
         self.read_file = read_file
+        # The Slurm agent's latest view of a cluster's groups (``agent.shape``), for roles neither
+        # SlurmConfig nor that file gives; None: no agent is asked.
+        self.slurm_shape = slurm_shape
         # The HyperPod AMI releases known for a cluster (engine.images); None: no group changes release.
         self.releases = releases
         self.accounts = Accounts(store, now, self.entry, lambda ref, m: self.emit(ref, "note", m))

@@ -1,12 +1,17 @@
 """The engine's one hook for Slurm roles: a described cluster's groups get their roles from SlurmConfig,
-else from the provisioning_parameters.json at their lifecycle source (``cluster.slurm_roles``), so the
-capacity guard's head logic works for clusters built from the aws-samples lifecycle scripts too.
+else from the provisioning_parameters.json at their lifecycle source (``cluster.slurm_roles``), else
+from the Slurm agent's view (``agent.shape``: the controller's own group, and the groups with Slurm
+nodes, read from its latest verdict on the checkpoint channel), so the capacity guard's head logic
+works for clusters built from the aws-samples lifecycle scripts too.
 
 The file is read once and remembered in the cluster's record (``SlurmRoles``); it is read again when
 the cluster's groups or their lifecycle sources change, and, if it could not be read, after
 ``RETRY_UNREADABLE``. A file that cannot be read (denied, missing, malformed) leaves those groups'
 roles unknown: the capacity guard then keeps them with any compute that stays (any may be the
-controller), and the note says why. EKS clusters have no Slurm head: nothing is read.
+controller), and the note says why. The agent's view is asked only for those groups, and what it
+names is remembered with the file's reading (and dropped when the file is read again). An agent that
+says nothing (older than the field, or no verdict yet) changes nothing. EKS clusters have no Slurm
+head: nothing is read.
 
 ``read_s3_file`` is the edge (one bounded s3:GetObject); ``resolve_roles`` is pure given its reader.
 """
@@ -38,11 +43,14 @@ from hyperpod_scheduler.store.errors import ConflictError
 from hyperpod_scheduler.store.records import ClusterRecord, HistoryEntry, SlurmRoles
 
 if TYPE_CHECKING:
+    from hyperpod_scheduler.agent.messages import SlurmShape
     from hyperpod_scheduler.store.base import StateStore
 
 RETRY_UNREADABLE = timedelta(hours=1)
 MAX_SOURCES = 10  # distinct lifecycle sources read for one cluster (real clusters have one or two)
 ReadFile = Callable[[str], bytes]
+ReadShape = Callable[[], "SlurmShape | None"]
+AGENT_SOURCE = "the Slurm agent"  # ``GroupView.role_source`` of a role the agent's view gave
 
 
 class FileUnreadable(Exception):
@@ -91,11 +99,49 @@ def remembered_roles(view: ClusterView, record: ClusterRecord | None, now: datet
         return view
     if not _fits(remembered, {g.name: lifecycle_source(g) for g in view.groups}, now):
         return view
-    return view.with_roles(remembered.roles, remembered.unknown)
+    return _applied(view, remembered.roles, remembered.unknown, remembered.agent)
 
 
-def resolve_roles(view: ClusterView, record: ClusterRecord | None, read: ReadFile | None, now: datetime) -> Resolved:
-    """``view`` with every group's Slurm role it can learn, what to remember, and the note to give."""
+def _applied(
+    view: ClusterView, roles: Mapping[str, str], unknown: Mapping[str, str], agent: Mapping[str, str]
+) -> ClusterView:
+    """The file's roles first, then the agent's for the groups the file left unknown."""
+    left = {g: why for g, why in unknown.items() if g not in agent}
+    return view.with_roles(roles, left).with_roles(agent, {}, source=AGENT_SOURCE)
+
+
+def _from_agent(view: ClusterView, unknown: Mapping[str, str], shape: ReadShape | None) -> tuple[dict[str, Role], str]:
+    """The roles the agent's view gives the ``unknown`` groups, and why it gave none (or "")."""
+    if shape is None or not unknown:
+        return {}, ""
+    try:
+        seen = shape()
+    except Exception as exc:  # a channel that cannot be read: the roles stay unknown, the head kept
+        return {}, f"the Slurm agent's view could not be read ({type(exc).__name__}: {exc})"
+    if seen is None:
+        return {}, "the Slurm agent has reported no view of the cluster"
+    if seen.cluster_arn is not None and seen.cluster_arn != view.arn:
+        return {}, f"the Slurm agent's view is of {seen.cluster_arn}, not this cluster"
+    if view.group(seen.controller) is None:
+        return {}, f"the Slurm agent names a controller group '{seen.controller}' this cluster does not have"
+    roles: dict[str, Role] = {}
+    for g in unknown:
+        if g == seen.controller:
+            roles[g] = "Controller"
+        elif g in seen.compute:
+            roles[g] = "Compute"
+    return roles, "" if roles else "the Slurm agent's view names none of these groups"
+
+
+def resolve_roles(
+    view: ClusterView,
+    record: ClusterRecord | None,
+    read: ReadFile | None,
+    now: datetime,
+    shape: ReadShape | None = None,
+) -> Resolved:
+    """``view`` with every group's Slurm role it can learn, what to remember, and the note to give.
+    ``shape``: the Slurm agent's latest view, asked only when the file leaves a group unknown."""
     slurm_config = {g.name: g.node_type for g in view.groups}
     needing = needing_roles(slurm_config)
     if view.eks or not needing:
@@ -106,6 +152,7 @@ def resolve_roles(view: ClusterView, record: ClusterRecord | None, read: ReadFil
     if remembered is not None and _fits(remembered, sources, now):
         roles: Mapping[str, str] = remembered.roles
         unknown: Mapping[str, str] = remembered.unknown
+        agent: Mapping[str, str] = remembered.agent
     else:
         files = {g: file_uri(sources[g]) for g in needing if sources[g]}
         uris = distinct(files.values())
@@ -116,19 +163,35 @@ def resolve_roles(view: ClusterView, record: ClusterRecord | None, read: ReadFil
         # Every group asked about had no SlurmConfig, so each role found came from a file: a ``Role``.
         learned = cast(dict[str, Role], roles)
         change = SlurmRoles(roles=learned, unknown=dict(unknown), sources=sources, read_at=now)
-    resolved = view.with_roles(roles, unknown)
-    return Resolved(resolved, change, _note(resolved, unknown, change))
+        agent = {}
+    fresh = change is not None  # the file was read this turn (else its reading was remembered)
+    left = {g: why for g, why in unknown.items() if g not in agent}
+    told, silent = _from_agent(view, left, shape)
+    base = change if change is not None else remembered
+    if told and base is not None:
+        change = base.evolve(agent={**base.agent, **told}, agent_seen_at=now)
+        agent = change.agent
+        left = {g: why for g, why in left.items() if g not in told}
+    if silent:
+        left = {g: f"{why}; {silent}" for g, why in left.items()}
+    resolved = _applied(view, roles, left, agent)
+    return Resolved(resolved, change, _note(resolved, left, fresh, bool(told)))
 
 
-def _note(view: ClusterView, unknown: Mapping[str, str], change: SlurmRoles | None) -> str | None:
+def _note(view: ClusterView, unknown: Mapping[str, str], fresh: bool, told: bool) -> str | None:
+    """One line: the roles learned this turn and from where (the file, the agent), and why any is unknown."""
+    parts = []
+    for source, learned in ((FILE_NAME, fresh), (AGENT_SOURCE, told)):
+        said = ", ".join(f"'{g.name}' {g.node_type}" for g in view.groups if g.role_source == source)
+        if learned and said:
+            parts.append(f"Slurm roles from {source}: {said}")
     if unknown:
         reasons = "; ".join(distinct(unknown.values()))
         names = ", ".join(f"'{g}'" for g in unknown)
-        return f"Slurm roles unknown: {reasons}; {names} kept with any compute kept (one may be the Slurm controller)"
-    if change is None:
-        return None  # remembered: said when it was read
-    said = ", ".join(f"'{g.name}' {g.node_type}" for g in view.groups if g.role_source == FILE_NAME)
-    return f"Slurm roles from {FILE_NAME}: {said}"
+        parts.append(
+            f"Slurm roles unknown: {reasons}; {names} kept with any compute kept (one may be the Slurm controller)"
+        )
+    return "; ".join(parts) or None  # remembered and complete: said when it was read
 
 
 def remember_roles(
@@ -143,12 +206,14 @@ def remember_roles(
     change = resolved.record_change
     if change is None:
         return record
+    unknown = {g: why for g, why in change.unknown.items() if g not in change.agent}
     line = entry(
         "slurm-roles",
-        "unknown" if change.unknown else "read",
+        "unknown" if unknown else "read",
         reason=resolved.note or "",
         roles=dict(change.roles),
-        unknown=dict(change.unknown),
+        unknown=unknown,
+        **({"agent": dict(change.agent)} if change.agent else {}),
     )
     base = record or ClusterRecord.new(key, change.read_at)
     with contextlib.suppress(ConflictError):

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from hyperpod_scheduler.agent.channel import Channel, open_channel
-from hyperpod_scheduler.agent.messages import AgentVerdict, Intent, NodeSelector
+from hyperpod_scheduler.agent.messages import AgentVerdict, Intent, NodeSelector, SlurmShape
 from hyperpod_scheduler.agent.settings import CheckpointSettings
 from hyperpod_scheduler.agent.worker import SlurmSide
 from hyperpod_scheduler.cluster.view import ClusterView
@@ -30,6 +30,11 @@ class AgentLink(Protocol):
         """The agent's final verdict, or None when it stayed silent past its timeout."""
         ...
 
+    def shape(self, cluster: str) -> SlurmShape | None:
+        """The cluster's Slurm roles as the agent last saw them (its latest verdict's ``shape``); None
+        when it has said none (an older agent, or no verdict yet). Asks nothing: reads what was said."""
+        ...
+
 
 class LocalLink:
     """The scheduler runs on the controller: no channel, the Slurm side runs right here."""
@@ -39,6 +44,9 @@ class LocalLink:
 
     def ask(self, intent: Intent) -> AgentVerdict | None:
         return self.side.handle(intent)
+
+    def shape(self, cluster: str) -> SlurmShape | None:
+        return self.side.shape()
 
 
 class ChannelLink:
@@ -73,6 +81,10 @@ class ChannelLink:
             if now >= intent.expires_at + timeout:
                 return None
             self.sleep(poll)
+
+    def shape(self, cluster: str) -> SlurmShape | None:
+        verdict = self.channel.read_verdict(cluster)
+        return verdict.shape if verdict is not None else None
 
 
 def work_budget(settings: CheckpointSettings, action: str) -> timedelta:

@@ -408,6 +408,10 @@ class SlurmRoles(Stored):
     unknown: dict[str, Text] = Field(default_factory=dict)  # group -> why its role could not be learned
     sources: dict[str, str] = Field(default_factory=dict)  # every group -> its SourceS3Uri ("" for none)
     read_at: AwareDatetime
+    # Roles the Slurm agent on the controller gave (``agent.shape``) for groups the file left unknown;
+    # dropped with the rest when the file is read again. Empty in rows written before this field.
+    agent: dict[str, SlurmRole] = Field(default_factory=dict)
+    agent_seen_at: AwareDatetime | None = None  # when the agent saw them
 
 
 class ClusterRecord(Stored):
