@@ -85,16 +85,19 @@ def _protection_rows(ctx: Context, g: Governed) -> dict[str, Any]:
     row["night_hours"] = hours
     row["protected"] = []
     for p in protections(view.groups, g.policy):
-        itype = (view.group(p.group) or view.groups[0]).instance_type
-        cost = keep_cost_per_night(itype, p.keep_at, hours, ctx.prices()) if itype and hours else None
+        group = view.group(p.group) or view.groups[0]
+        # Every type the group may run: a flexible group is priced at its dearest, as an upper bound.
+        cost = keep_cost_per_night(group.instance_types, p.keep_at, hours, ctx.prices()) if hours else None
         row["protected"].append(
             {
                 "group": p.group,
                 "keep_at": p.keep_at,
-                "instance_type": itype,
+                "instance_type": group.instance_type,
+                "instance_types": list(group.instance_types),
                 "reason": p.reason,
                 "overridable": p.overridable,
-                "keep_cost_per_night_usd": None if cost is None else round(cost, 2),
+                "keep_cost_per_night_usd": None if cost is None else round(cost.usd, 2),
+                "price_is_upper_bound": cost is not None and cost.upper_bound,
             }
         )
     warning = head_warning(view.groups, g.policy)
@@ -120,7 +123,8 @@ def _protection_lines(row: dict[str, Any]) -> list[str]:
     lines = []
     for p in row["protected"]:
         cost = p["keep_cost_per_night_usd"]
-        priced = f" (about {usd(cost, cents=False)} per {row['night_hours']:.0f} h night)" if cost is not None else ""
+        about = "up to" if p["price_is_upper_bound"] else "about"
+        priced = f" ({about} {usd(cost, cents=False)} per {row['night_hours']:.0f} h night)" if cost is not None else ""
         lines.append(f"{row['cluster']} keeps {p['group']} at {p['keep_at']}{priced}: {p['reason']}")
     lines.extend(f"{row['cluster']}: {w}" for w in row["warnings"])
     if row.get("error"):

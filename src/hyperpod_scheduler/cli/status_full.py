@@ -96,7 +96,7 @@ def _zone(name: str | None) -> Any:
 
 def _kept_text(p: KeptGroup) -> str:
     cost = p.keep_cost_per_night_usd
-    return f"{p.group}={p.kept}" + (f" ({usd(cost, cents=False)}/night)" if cost else "")
+    return f"{p.group}={p.kept}" + (f" ({usd(cost, cents=False, up_to=p.price_is_upper_bound)}/night)" if cost else "")
 
 
 def _outcome_text(r: StatusRow) -> str:

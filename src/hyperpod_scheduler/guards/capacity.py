@@ -138,7 +138,9 @@ def _head_protections(
         size = max(g.current, g.target)
         if size > 0:
             role = (g.node_type or "head").lower()
-            out.append(Protection(g.name, size, why.format(role=role), overridable=overridable))
+            # Where the role came from when SlurmConfig does not say it (the file, the Slurm agent).
+            known_by = f"; its role from {g.role_source}" if g.role_source not in (None, "SlurmConfig") else ""
+            out.append(Protection(g.name, size, why.format(role=role) + known_by, overridable=overridable))
     return out
 
 

@@ -29,6 +29,7 @@ def fleet(
     ctx = ctx or dash.context()
     doc = month if month is not None else dash.this_month(ctx)
     saved = {c["key"]: c["window"]["saving"] for c in doc["clusters"]}
+    bounded = {c["key"] for c in doc["clusters"] if c.get("price_is_upper_bound")}
     found = governed_fleet(ctx) if found is None else found
     governed = {g.ref.key: g for g in found}
     rows = []
@@ -36,7 +37,7 @@ def fleet(
         g = governed.get(r.key)
         rows.append(
             {
-                **fleet_row_of(r, saved.get(r.key, 0.0 if g is not None else None), ctx.now()),
+                **fleet_row_of(r, saved.get(r.key, 0.0 if g is not None else None), ctx.now(), r.key in bounded),
                 "tonight": tonight(dash, ctx, g, r),
                 "actions": available_actions(r),
             }
@@ -88,16 +89,20 @@ def week(ctx: Context, rows: list[dict[str, Any]], now: datetime) -> list[dict[s
     ]
 
 
-def fleet_row_of(r: StatusRow, month_saving: float | None, now: datetime | None = None) -> dict[str, Any]:
+def fleet_row_of(
+    r: StatusRow, month_saving: float | None, now: datetime | None = None, saving_bound: bool = False
+) -> dict[str, Any]:
     """A status row as the pages show it: the document ``status --json`` prints, this month's saving, and
-    the next transition in the schedule's own timezone with a countdown."""
+    the next transition in the schedule's own timezone with a countdown. ``saving_bound``: the saving
+    prices a flexible group at its dearest type (``up to``)."""
     nxt = r.next_transition
     zone = iana_zone(r.timezone) if r.timezone else None
     local = f"{clock(nxt[0], zone)}" + (f" ({countdown(nxt[0] - now)})" if now is not None else "") if nxt else ""
     return {
         **r.document(),
         "month_saving_usd": None if month_saving is None else round(month_saving, 2),
-        "month_saving_text": usd(month_saving),
+        "month_saving_text": usd(month_saving, up_to=saving_bound),
+        "month_saving_is_upper_bound": saving_bound,
         "next_local": local,
     }
 
@@ -148,6 +153,8 @@ def fleet_summary(
     transitions.sort(key=lambda t: t["at"])
     clusters = month.get("clusters", [])
     saving = sum(c["window"]["saving"] for c in clusters)
+    saving_bound = any(c.get("price_is_upper_bound") for c in clusters)
+    hourly_bound = any(r["price_is_upper_bound"] for r in rows if r["usd_per_hour"] is not None)
     fsx_month = sum(c.get("fsx_per_month") or 0.0 for c in clusters)
     billing = [r for r in rows if r["tonight"]["bills"]]
     return {
@@ -155,11 +162,13 @@ def fleet_summary(
         "stopped": stopped,
         "kept": kept,
         "usd_per_hour": round(sum(hourly), 2),
-        "usd_per_hour_text": usd(sum(hourly)),
+        "usd_per_hour_text": usd(sum(hourly), up_to=hourly_bound),
+        "price_is_upper_bound": hourly_bound,
         "unpriced": unknown,
         "transitions": transitions,
         "month_saving": round(saving, 2),
-        "month_saving_text": usd(saving),
+        "month_saving_text": usd(saving, up_to=saving_bound),
+        "month_saving_is_upper_bound": saving_bound,
         "fsx_per_month": round(fsx_month, 2),
         "fsx_per_month_text": usd(fsx_month),
         "billing_tonight": [r["cluster"] for r in billing],

@@ -7,6 +7,7 @@ from typing import Any
 from hyperpod_scheduler.app.compose import Context
 from hyperpod_scheduler.app.instants import parse_instant
 from hyperpod_scheduler.app.wording import when
+from hyperpod_scheduler.cost.prices import group_price
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.guards.capacity import protections
 from hyperpod_scheduler.store.records import HistoryEntry
@@ -31,6 +32,7 @@ def preview(dash: DashboardCore, name: str, action: str) -> dict[str, Any]:
     kept = {p.group: p for p in protections(view.groups, policy)}
     recorded = record.snapshot.sizes if record is not None and record.snapshot is not None else {}
     saved = still = 0.0
+    bound = False  # a flexible group that changes size is priced at its dearest type: "up to"
     for v in view.groups:
         now_count = max(v.current, v.target)
         if action == "stop":
@@ -41,8 +43,9 @@ def preview(dash: DashboardCore, name: str, action: str) -> dict[str, Any]:
             size = recorded.get(v.name)
             after = size.count if size is not None else now_count
             change = f"back to {after}" if size is not None and after != now_count else "as it is"
-        price = prices.instance(v.instance_type) if v.instance_type else None
+        price = group_price(v.instance_types, prices)  # a flexible group: its dearest type, an upper bound
         hourly = None if price is None else price.usd
+        bound = bound or (price is not None and price.upper_bound and (now_count > 0 or after > 0))
         if hourly is not None:
             saved += hourly * max(now_count - after, 0)
             still += hourly * after
@@ -54,6 +57,7 @@ def preview(dash: DashboardCore, name: str, action: str) -> dict[str, Any]:
                 "after": after,
                 "change": change,
                 "usd_per_hour_each": hourly,
+                "price_is_upper_bound": price is not None and price.upper_bound,
             }
         )
     if action == "stop" and not any(x["now"] > x["after"] for x in out["groups"]):
@@ -68,6 +72,7 @@ def preview(dash: DashboardCore, name: str, action: str) -> dict[str, Any]:
         out["nothing"] = "already at the recorded sizes: nothing would be sent"
     out["usd_per_hour_saved"] = round(saved, 2) if action == "stop" else None
     out["usd_per_hour_after"] = round(still, 2)
+    out["price_is_upper_bound"] = bound
     out["checkpoints"] = action == "stop" and ref.settings.checkpoints is not None
     return out
 

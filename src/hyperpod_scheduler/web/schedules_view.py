@@ -7,6 +7,7 @@ from typing import Any
 
 from hyperpod_scheduler.app.compose import Context
 from hyperpod_scheduler.app.status import status_row
+from hyperpod_scheduler.cost.prices import group_price
 from hyperpod_scheduler.engine.fleet import Governed
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.web import grid as grids
@@ -42,6 +43,7 @@ def schedules(dash: DashboardCore, tz: str | None) -> dict[str, Any]:
         upcoming = grids.holiday_names(calendars, now.astimezone(own).date(), now.date() + timedelta(days=60))
         grid = grids.grid_for(pattern, own, monday)
         running = sum(sum(row) for row in grid) / 4
+        releasable = _releasable(ctx, users.get(name, []))
         out.append(
             {
                 "name": name,
@@ -64,7 +66,8 @@ def schedules(dash: DashboardCore, tz: str | None) -> dict[str, Any]:
                 "hours_running": running,
                 "hours_stopped": 168 - running,
                 "stopped_pct": round(100 * (168 - running) / 168),
-                "releasable_usd_per_hour": round(_releasable(ctx, users.get(name, [])), 2),
+                "releasable_usd_per_hour": round(releasable[0], 2),
+                "releasable_is_upper_bound": releasable[1],
                 "never_stopped": truth.never_stopped(
                     lambda g: dash.describe_cached(ctx, g.ref), users.get(name, []), lambda g: _recorded(ctx, g)
                 ),
@@ -99,18 +102,21 @@ def _recorded(ctx: Any, g: Governed) -> dict[str, int]:
     return {n: s.count for n, s in record.snapshot.sizes.items()} if record and record.snapshot else {}
 
 
-def _releasable(ctx: Context, clusters: list[Governed]) -> float:
+def _releasable(ctx: Context, clusters: list[Governed]) -> tuple[float, bool]:
     """What the clusters on a schedule bill an hour while running, less what their stops keep: the
-    figure a stopped hour saves (from recorded sizes; a cluster never stopped yet counts nothing)."""
+    figure a stopped hour saves (from recorded sizes; a cluster never stopped yet counts nothing), and
+    whether it is an upper bound (a flexible group priced at its dearest type)."""
     prices = ctx.prices()
-    total = 0.0
+    total, bound = 0.0, False
     for g in clusters:
         record = ctx.store.get(g.ref.key)
         row = status_row(ctx, g)
         sizes = record.snapshot.sizes if record is not None and record.snapshot is not None else {}
         kept = {k.group: k.kept for k in row.protected}
         for group, size in sizes.items():
-            price = prices.instance(size.instance_type) if size.instance_type else None
+            price = group_price(size.types, prices)  # a flexible group: its dearest type
             if price is not None:
-                total += price.usd * max(size.count - kept.get(group, 0), 0)
-    return total
+                released = max(size.count - kept.get(group, 0), 0)
+                total += price.times(released)
+                bound = bound or (price.upper_bound and released > 0)
+    return total, bound

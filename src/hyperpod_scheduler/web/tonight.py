@@ -8,6 +8,7 @@ from typing import Any
 from hyperpod_scheduler.app.compose import Context
 from hyperpod_scheduler.app.status import StatusRow
 from hyperpod_scheduler.app.wording import clock, count_of, when
+from hyperpod_scheduler.cost.prices import group_price
 from hyperpod_scheduler.engine.fleet import Governed
 from hyperpod_scheduler.guards.capacity import protections
 from hyperpod_scheduler.web.core import WEEK, DashboardCore
@@ -19,33 +20,43 @@ def tonight(dash: DashboardCore, ctx: Context, g: Governed | None, r: StatusRow)
     if g is None:
         hourly = r.usd_per_hour
         why = "not governed: no schedule stops it" if r.state != "stopped" else "stopped by hand"
-        return {"bills": bool(hourly), "usd": None, "usd_per_hour": hourly, "why": why, "from": None, "to": None}
+        return {
+            "bills": bool(hourly),
+            "usd": None,
+            "usd_per_hour": hourly,
+            "price_is_upper_bound": r.price_is_upper_bound,
+            "why": why,
+            "from": None,
+            "to": None,
+        }
+    bound = r.price_is_upper_bound  # the row's hourly figure prices a flexible group at its dearest type
     stretch = stopped_stretch(g, now)
     zone = g.schedule.timezone
     if r.hold is not None and r.hold.state == "running":
         hourly = r.usd_per_hour
         until = f" until {when(r.hold.until, zone)}" if r.hold.until else " until released"
-        return _bill(stretch, hourly, f"held running by {r.hold.by}{until}: everything bills")
+        return _bill(stretch, hourly, f"held running by {r.hold.by}{until}: everything bills", bound)
     if stretch is None:
-        return _bill(None, r.usd_per_hour, "the schedule does not stop it in the coming week")
+        return _bill(None, r.usd_per_hour, "the schedule does not stop it in the coming week", bound)
     begin, end = stretch
     kept, why = kept_tonight(dash, ctx, g, r)
     blocked = next((f for f in r.flags if f.kind == "blocked"), None)
     if blocked is not None and r.state == "running" and not g.schedule.is_running(now):
-        return _bill(stretch, r.usd_per_hour, f"still running: {blocked.text}")
+        return _bill(stretch, r.usd_per_hour, f"still running: {blocked.text}", bound)
     if begin <= now and r.state in ("running", "starting") and not any(f.kind == "kept" for f in r.flags):
         # Off its window and up (a Start now, a stop that did not go out): tonight follows the
         # cluster, not the schedule; it bills until something stops it.
         ahead = g.schedule.transitions(now, now + WEEK)
         stop_at = next((t.at for t in ahead if t.state == "stopped"), None)
         nxt = f"the schedule's next stop {clock(stop_at, zone)}" if stop_at else "no scheduled stop this week"
-        return _bill(stretch, r.usd_per_hour, f"{r.state} outside its window: bills until stopped ({nxt})")
+        return _bill(stretch, r.usd_per_hour, f"{r.state} outside its window: bills until stopped ({nxt})", bound)
     if not kept:
         stops = "stopped now" if begin <= now else f"stops {clock(begin, zone)}"
         return _bill(stretch, 0.0, f"{stops}; nothing but storage bills until {clock(end, zone)}")
     hourly = sum(k["usd_per_hour"] or 0.0 for k in kept)
-    groups = ", ".join(count_of(k["count"], k["instance_type"]) for k in kept)
-    return {**_bill(stretch, hourly, f"{groups} kept: {why}"), "kept": kept}
+    groups = ", ".join(count_of(k["count"], k["type_text"]) for k in kept)
+    bounded = any(k["price_is_upper_bound"] for k in kept)
+    return {**_bill(stretch, hourly, f"{groups} kept: {why}", bounded), "kept": kept}
 
 
 def kept_tonight(dash: DashboardCore, ctx: Context, g: Governed, r: StatusRow) -> tuple[list[dict[str, Any]], str]:
@@ -55,7 +66,14 @@ def kept_tonight(dash: DashboardCore, ctx: Context, g: Governed, r: StatusRow) -
     view = dash.describe_cached(ctx, g.ref)
     if isinstance(view, Exception):
         kept = [
-            {"group": b.group, "count": b.count, "instance_type": b.instance_type, "usd_per_hour": b.usd_per_hour}
+            {
+                "group": b.group,
+                "count": b.count,
+                "instance_type": b.instance_type,
+                "type_text": b.type_text,
+                "usd_per_hour": b.usd_per_hour,
+                "price_is_upper_bound": b.price_is_upper_bound,
+            }
             for b in r.billing
         ]
         return kept, "as the last stop kept them (cannot describe the cluster now)"
@@ -63,14 +81,17 @@ def kept_tonight(dash: DashboardCore, ctx: Context, g: Governed, r: StatusRow) -
     for p in protections(view.groups, g.policy):
         group = view.group(p.group)
         itype = group.instance_type if group is not None else None
-        price = prices.instance(itype) if itype else None
+        # Every type the group may run: a flexible group is priced at its dearest, as an upper bound.
+        price = group_price(group.instance_types, prices) if group is not None else None
         if p.keep_at > 0:
             kept.append(
                 {
                     "group": p.group,
                     "count": p.keep_at,
                     "instance_type": itype,
-                    "usd_per_hour": None if price is None else round(price.usd * p.keep_at, 2),
+                    "type_text": group.type_text if group is not None else None,
+                    "usd_per_hour": None if price is None else round(price.times(p.keep_at), 2),
+                    "price_is_upper_bound": price is not None and price.upper_bound,
                     "reason": p.reason,
                 }
             )
@@ -92,12 +113,16 @@ def stopped_stretch(g: Governed, now: datetime) -> tuple[datetime, datetime] | N
     return begin, end
 
 
-def _bill(stretch: tuple[datetime, datetime] | None, hourly: float | None, why: str) -> dict[str, Any]:
+def _bill(
+    stretch: tuple[datetime, datetime] | None, hourly: float | None, why: str, bound: bool = False
+) -> dict[str, Any]:
+    """``bound``: ``hourly`` prices a flexible group at its dearest type, so the stretch bills up to it."""
     hours = (stretch[1] - stretch[0]).total_seconds() / 3600 if stretch else 0.0
     total = None if hourly is None else round(hourly * hours, 2)
     return {
         "bills": bool(hourly),
         "usd_per_hour": None if hourly is None else round(hourly, 2),
+        "price_is_upper_bound": bound and bool(hourly),
         "usd": total,
         "hours": round(hours, 1),
         "from": stretch[0].isoformat() if stretch else None,
