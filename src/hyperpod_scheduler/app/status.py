@@ -378,6 +378,8 @@ def _hourly_now(
 ) -> tuple[float, bool] | None:
     """What the cluster bills an hour now, and whether that is an upper bound (a flexible group)."""
     if state == "stopped":
+        if any(b.usd_per_hour is None for b in billing):
+            return None  # a group with no price: what bills is not known, not $0 for it
         return sum(b.usd_per_hour or 0.0 for b in billing), any(b.price_is_upper_bound for b in billing)
     if state != "running":
         return None
