@@ -14,7 +14,7 @@ from hyperpod_scheduler.app.wording import usd
 from hyperpod_scheduler.cli.report import report_listing
 from hyperpod_scheduler.cost.prices import Price, PriceTable, group_price
 from hyperpod_scheduler.cost.savings import build_report, keep_cost_per_night
-from hyperpod_scheduler.cost.summary import as_document
+from hyperpod_scheduler.cost.summary import as_document, csv_rows
 from hyperpod_scheduler.store.records import HistoryEntry
 
 KEY = "default/us-east-1/flex"
@@ -94,6 +94,7 @@ def test_a_report_saves_up_to_the_dearest_type_and_says_so_in_every_form() -> No
     listing = report_listing(rep)
     assert f"up to {usd(4 * 10 * 98.32)}" in [cell for row in listing.rows for cell in row]
     assert any("priced at the dearest" in n for n in listing.notes)
+    assert {r["price_is_upper_bound"] for r in csv_rows(rep)} == {True}  # the cluster's rows and TOTAL's
 
 
 def test_a_plain_report_has_no_bound() -> None:

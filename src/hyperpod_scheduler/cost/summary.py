@@ -21,6 +21,7 @@ CSV_COLUMNS = (
     "kept_node_hours",
     "kept_usd",
     "shortfall_nodes",
+    "price_is_upper_bound",  # saving_usd and kept_usd price a flexible group at its dearest type
 )
 UNITS = {
     "instance_hourly": "USD per node-hour",
@@ -147,8 +148,9 @@ def as_document(report: Report) -> dict[str, Any]:
 def csv_rows(report: Report) -> list[dict[str, Any]]:
     """One row per cluster and period, then the total's rows (cluster ``TOTAL``)."""
     rows: list[dict[str, Any]] = []
-    named = [(c.name, c.periods, c.night_count, c.shortfall_nodes) for c in report.clusters]
-    for name, p, nights, short in [*named, ("TOTAL", report.total, report.nights, report.shortfall_nodes)]:
+    named = [(c.name, c.periods, c.night_count, c.shortfall_nodes, c.price_is_upper_bound) for c in report.clusters]
+    total = ("TOTAL", report.total, report.nights, report.shortfall_nodes, report.price_is_upper_bound)
+    for name, p, nights, short, bound in [*named, total]:
         for period in PERIODS:
             values = figures(p.get(period))
             rows.append(
@@ -163,6 +165,7 @@ def csv_rows(report: Report) -> list[dict[str, Any]]:
                     "kept_node_hours": values["kept_node_hours"],
                     "kept_usd": values["kept_cost"],
                     "shortfall_nodes": short,
+                    "price_is_upper_bound": bound,
                 }
             )
     return rows
