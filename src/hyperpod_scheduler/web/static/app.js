@@ -58,6 +58,8 @@
     if (!boxes.length) { return; }
     var SLOTS = 96, painting = null, active = 0;
     var hourly = parseFloat(form.getAttribute("data-hourly") || "0");
+    // A flexible group priced at its dearest type: the figure is an upper bound.
+    var about = form.hasAttribute("data-upper-bound") ? "up to" : "about";
     var out = form.querySelector(".hours");
     function box(d, s) { return boxes[d * SLOTS + s]; }
     function where(b) { var i = boxes.indexOf(b); return [Math.floor(i / SLOTS), i % SLOTS]; }
@@ -77,7 +79,7 @@
         // Its clusters stop nothing (every group protected): the schedule's hours are not stopped hours.
         text = "running " + running + " h a week; the schedule would stop it " + stopped + " h (" + pct + "%), but " +
           idle + " stops nothing: every group with nodes is protected";
-      } else if (hourly > 0) { text += " · about $" + Math.round(hourly * stopped).toLocaleString("en-US") + " a week not billed"; }
+      } else if (hourly > 0) { text += " · " + about + " $" + Math.round(hourly * stopped).toLocaleString("en-US") + " a week not billed"; }
       if (out) { out.textContent = text; }
     }
     function set(b, value) { if (b.checked !== value) { b.checked = value; } }
