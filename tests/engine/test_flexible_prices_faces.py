@@ -154,9 +154,15 @@ def test_every_face_prices_a_kept_flexible_group_at_its_dearest_type_as_an_upper
 
     # The dashboard's API: the same row as status, and tonight's bill "up to".
     dash = Dashboard(config_file=str(world.config), state=str(world.state), now=world.emu.clock.now)
-    rows = TestClient(create_app(dash, allowed_hosts=["testserver"])).get("/api/fleet").json()
+    web = TestClient(create_app(dash, allowed_hosts=["testserver"]))
+    rows = web.get("/api/fleet").json()
+    page = web.get("/").text
     dash.close()
     (api,) = [r for r in rows if r["cluster"] == "flex"]
     assert api["billing"] == status["billing"] and api["price_is_upper_bound"] == status["price_is_upper_bound"]
     if each is not None:
         assert api["tonight"]["price_is_upper_bound"] is True
+        assert "bills up to $" in page  # the Fleet page's "tonight" cell
+    else:  # it bills (the group is kept), an amount not known: not the controller's price alone
+        assert api["tonight"]["bills"] is True and api["tonight"]["usd"] is None
+        assert "bills an unknown amount" in page and "up to $" not in page

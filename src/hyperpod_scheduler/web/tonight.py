@@ -53,10 +53,12 @@ def tonight(dash: DashboardCore, ctx: Context, g: Governed | None, r: StatusRow)
     if not kept:
         stops = "stopped now" if begin <= now else f"stops {clock(begin, zone)}"
         return _bill(stretch, 0.0, f"{stops}; nothing but storage bills until {clock(end, zone)}")
-    hourly = sum(k["usd_per_hour"] or 0.0 for k in kept)
+    # A kept group with no price: what bills is not known (not that group at $0), yet it bills.
+    unpriced = any(k["usd_per_hour"] is None for k in kept)
+    hourly = None if unpriced else sum(k["usd_per_hour"] for k in kept)
     groups = ", ".join(count_of(k["count"], k["type_text"]) for k in kept)
     bounded = any(k["price_is_upper_bound"] for k in kept)
-    return {**_bill(stretch, hourly, f"{groups} kept: {why}", bounded), "kept": kept}
+    return {**_bill(stretch, hourly, f"{groups} kept: {why}", bounded), "bills": True, "kept": kept}
 
 
 def kept_tonight(dash: DashboardCore, ctx: Context, g: Governed, r: StatusRow) -> tuple[list[dict[str, Any]], str]:
