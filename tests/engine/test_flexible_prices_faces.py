@@ -157,12 +157,15 @@ def test_every_face_prices_a_kept_flexible_group_at_its_dearest_type_as_an_upper
     web = TestClient(create_app(dash, allowed_hosts=["testserver"]))
     rows = web.get("/api/fleet").json()
     page = web.get("/").text
+    confirm = web.get("/clusters/flex/actions/start").text  # the manual start's confirmation
     dash.close()
     (api,) = [r for r in rows if r["cluster"] == "flex"]
     assert api["billing"] == status["billing"] and api["price_is_upper_bound"] == status["price_is_upper_bound"]
     if each is not None:
         assert api["tonight"]["price_is_upper_bound"] is True
         assert "bills up to $" in page  # the Fleet page's "tonight" cell
+        assert "Bills <strong>up to $" in confirm
     else:  # it bills (the group is kept), an amount not known: not the controller's price alone
         assert api["tonight"]["bills"] is True and api["tonight"]["usd"] is None
         assert "bills an unknown amount" in page and "up to $" not in page
+        assert "What this bills is not known: no price for gpu" in confirm

@@ -33,6 +33,7 @@ def preview(dash: DashboardCore, name: str, action: str) -> dict[str, Any]:
     recorded = record.snapshot.sizes if record is not None and record.snapshot is not None else {}
     saved = still = 0.0
     bound = False  # a flexible group that changes size is priced at its dearest type: "up to"
+    unpriced: list[str] = []  # groups with nodes and no price: the figures are not known, not $0 for them
     for v in view.groups:
         now_count = max(v.current, v.target)
         if action == "stop":
@@ -45,6 +46,8 @@ def preview(dash: DashboardCore, name: str, action: str) -> dict[str, Any]:
             change = f"back to {after}" if size is not None and after != now_count else "as it is"
         price = group_price(v.instance_types, prices)  # a flexible group: its dearest type, an upper bound
         hourly = None if price is None else price.usd
+        if price is None and (now_count > 0 or after > 0):
+            unpriced.append(v.name)
         bound = bound or (price is not None and price.upper_bound and (now_count > 0 or after > 0))
         if hourly is not None:
             saved += hourly * max(now_count - after, 0)
@@ -70,8 +73,9 @@ def preview(dash: DashboardCore, name: str, action: str) -> dict[str, Any]:
         out["nothing"] = "no sizes recorded for this cluster: a start would do nothing"
     elif action == "start" and all(x["now"] == x["after"] for x in out["groups"]):
         out["nothing"] = "already at the recorded sizes: nothing would be sent"
-    out["usd_per_hour_saved"] = round(saved, 2) if action == "stop" else None
-    out["usd_per_hour_after"] = round(still, 2)
+    out["usd_per_hour_saved"] = round(saved, 2) if action == "stop" and not unpriced else None
+    out["usd_per_hour_after"] = round(still, 2) if not unpriced else None
+    out["unpriced"] = unpriced
     out["price_is_upper_bound"] = bound
     out["checkpoints"] = action == "stop" and ref.settings.checkpoints is not None
     return out
