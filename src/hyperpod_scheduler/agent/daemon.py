@@ -46,6 +46,7 @@ def _answer(channel: Channel, side: SlurmSide, cluster: str, intent: Intent) -> 
             reason="intent expired before the agent saw it",
             at=now,
             agent=side.name,
+            shape=side.shape(),  # the latest verdict is where the scheduler reads the agent's view
         )
         channel.post_verdict(cluster, verdict)
         return verdict
