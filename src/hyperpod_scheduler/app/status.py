@@ -6,7 +6,6 @@ Nothing here calls AWS: a status row is the record, the schedule and the clock.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -16,6 +15,7 @@ from hyperpod_scheduler.app.compose import Context
 from hyperpod_scheduler.app.history import sentence
 from hyperpod_scheduler.app.wording import count_of, usd, when
 from hyperpod_scheduler.cost.prices import PriceTable
+from hyperpod_scheduler.cost.rates import money
 from hyperpod_scheduler.cost.savings import keep_cost_per_night
 from hyperpod_scheduler.engine.fleet import Governed, next_transition, schedule_state
 from hyperpod_scheduler.engine.planner import effective_hold, live_retry
@@ -207,8 +207,8 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
     approval = _latest_approval(record, now)
     flags = _flags(record, lines, hold, billing, now, sent_nothing, retry, dropped)
     if approval is not None and approval.state == "pending":
-        hours = night_hours(g.schedule, now) if g is not None else 0.0
-        flags = (_approval_flag(approval, record, prices, hours), *flags)  # a decision waits: first
+        schedule = g.schedule if g is not None else None
+        flags = (_approval_flag(approval, record, prices, schedule, now), *flags)  # a decision waits: first
     return StatusRow(
         key=record_key,
         cluster=g.ref.name if g is not None else record_key.rsplit("/", 1)[-1],
@@ -237,7 +237,9 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
     )
 
 
-def _approval_flag(approval: Approval, record: ClusterRecord | None, prices: PriceTable, hours: float) -> Flag:
+def _approval_flag(
+    approval: Approval, record: ClusterRecord | None, prices: PriceTable, schedule: Schedule | None, now: datetime
+) -> Flag:
     """A pending request to release scarce groups, with what it is about: nodes, and money per night
     (what releasing saves, and refusing keeps billing)."""
     sizes = record.snapshot.sizes if record is not None and record.snapshot is not None else {}
@@ -252,10 +254,11 @@ def _approval_flag(approval: Approval, record: ClusterRecord | None, prices: Pri
         cost = _hourly(prices, size.instance_type, size.count)
         priced = priced and cost is not None
         hourly += cost or 0.0
-    money = f", {usd(hourly * hours)} per night" if priced and hours else ""
+    night = money(hourly, schedule, now).per_night if priced else None
+    said = f", {usd(night)} per night" if night else ""
     return Flag(
         "approval",
-        f"release of {', '.join(parts)} awaits approval until {when(approval.expires_at)}{money}",
+        f"release of {', '.join(parts)} awaits approval until {when(approval.expires_at)}{said}",
     )
 
 
@@ -425,22 +428,18 @@ def _kept(
     if not kept:
         return ()
     types = _line_types(stop, record)
-    hours = night_hours(schedule, now) if schedule is not None else 0.0
     out = []
     for group, count in kept.items():
         itype = types.get(group)
-        cost = keep_cost_per_night(itype, count, hours, ctx.prices()) if itype and hours else None
+        cost = keep_cost_per_night(itype, count, schedule, now, ctx.prices()) if itype else None
         out.append(KeptGroup(group, count, itype, None if cost is None else round(cost, 2)))
     return tuple(out)
 
 
 def night_hours(schedule: Schedule, now: datetime) -> float:
-    """Length of the next stopped stretch (stop to following start), for per-night cost figures."""
-    upcoming = schedule.next_transitions(now, 3)
-    for first, second in itertools.pairwise(upcoming):
-        if first.state == "stopped" and second.state == "running":
-            return (second.at - first.at).total_seconds() / 3600
-    return 0.0
+    """The length of the schedule's night (``cost.rates``: in progress or next, whole), for per-night
+    cost figures."""
+    return money(None, schedule, now).night_hours
 
 
 def state_text(row: StatusRow) -> str:

@@ -86,7 +86,7 @@ def _protection_rows(ctx: Context, g: Governed) -> dict[str, Any]:
     row["protected"] = []
     for p in protections(view.groups, g.policy):
         itype = (view.group(p.group) or view.groups[0]).instance_type
-        cost = keep_cost_per_night(itype, p.keep_at, hours, ctx.prices()) if itype and hours else None
+        cost = keep_cost_per_night(itype, p.keep_at, g.schedule, ctx.now(), ctx.prices()) if itype else None
         row["protected"].append(
             {
                 "group": p.group,

@@ -17,7 +17,7 @@ from typing import Any
 import typer
 
 from hyperpod_scheduler.app import report as reports
-from hyperpod_scheduler.app.wording import iso_minute, usd
+from hyperpod_scheduler.app.wording import hours, iso_minute, usd
 from hyperpod_scheduler.aws.clients import AwsClients
 from hyperpod_scheduler.cli.context import Context, make_context, parse_instant
 from hyperpod_scheduler.cli.output import (
@@ -123,7 +123,7 @@ def report_listing(report: Report) -> Listing:
                     name,
                     period.replace("_", " "),
                     str(entry["nights"]) if period == "window" else "",
-                    f"{f['avoided_node_hours']:,.1f}",
+                    hours(f["avoided_node_hours"]),
                     usd(f["saving"]),
                     usd(f["fsx_while_stopped"]),
                     usd(f["kept_cost"]),

@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from hyperpod_scheduler import __version__
+from hyperpod_scheduler.app import wording
 from hyperpod_scheduler.errors import HyperpodSchedulerError
 from hyperpod_scheduler.inputs.redact import scrub
 from hyperpod_scheduler.inputs.text import clean
@@ -109,6 +110,7 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
         read_only=lambda: dash.read_only,
     )
     templates = Jinja2Templates(directory=str(HERE / "templates"))
+    templates.env.globals["hours"] = wording.hours  # the CLI's way of writing hours, on the pages too
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
 
     def zone_of(request: Request) -> ZoneInfo | None:
