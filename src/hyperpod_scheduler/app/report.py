@@ -318,11 +318,11 @@ def build(
     since: datetime,
     until: datetime,
     notes: Sequence[str] = (),
-    schedules: Callable[[Sequence[str]], Mapping[str, Schedule]] | None = None,
+    config: Config | Any = None,
 ) -> Report:
     """The report over ``[since, until)``: every cluster with a night, a shortfall or a file system.
-    ``schedules``: the clusters' schedules by key (their per-month figures, ``cost.rates``); every face
-    passes the same (``schedules_for`` the config), so a month is one figure everywhere."""
+    ``config``: where the clusters' schedules come from (``schedules_for``: their per-month figures,
+    ``cost.rates``); every face passes its config, so a month is one figure everywhere."""
     if until <= since:
         raise UsageError(f"--until {until.isoformat()} must be after --since {since.isoformat()}")
     # From the beginning: a night that began before ``since`` still counts from ``since`` on.
@@ -331,7 +331,7 @@ def build(
     records = {k: store.get(k) for k in keys}
     said = list(notes)
     systems = file_systems(keys, said)
-    governing = schedules(keys) if schedules is not None else {}
+    governing = schedules_for(config, keys) if config is not None else {}
     report = build_report(entries, records, systems, table, since, until, said, governing)
     # Beside the saving: reserved hours paid for and not used (clusters with a watched training plan).
     planned = sorted({e.key for e in entries if e.action == "plan"})

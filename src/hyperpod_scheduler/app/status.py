@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from hyperpod_scheduler.app.compose import Context
+from hyperpod_scheduler.app.freshness import reads_document, unreachable_text
 from hyperpod_scheduler.app.history import sentence
 from hyperpod_scheduler.app.wording import count_of, usd, when
 from hyperpod_scheduler.cost.prices import PriceTable
@@ -24,6 +25,7 @@ from hyperpod_scheduler.store.outcomes import read_outcomes
 from hyperpod_scheduler.store.records import (
     AmiChange,
     Approval,
+    AwsReads,
     ClusterRecord,
     GroupOutcome,
     HistoryEntry,
@@ -100,6 +102,13 @@ class StatusRow:
     # The applied state was "stopped" but the last stop kept every group (it sent nothing): the row
     # reads running, and says why. A typed fact, not a flag's text read back.
     stop_sent_nothing: bool = False
+    # How the engine's last DescribeCluster reads went (engine.reads): failing, every figure above is
+    # as of ``reads.sizes_as_of``, and the row says since when AWS has not answered.
+    reads: AwsReads | None = None
+
+    @property
+    def aws_unreachable(self) -> bool:
+        return self.reads is not None and self.reads.failing
 
     @property
     def governed(self) -> bool:
@@ -133,6 +142,7 @@ class StatusRow:
             "wants_now": self.wants_now,
             "recorded_at": None if self.recorded_at is None else self.recorded_at.isoformat(),
             "stop_sent_nothing": self.stop_sent_nothing,
+            "aws": reads_document(self.reads),
             "refused": None if self.refused is None else self.refused.model_dump(mode="json"),
             "ami_changes": [c.model_dump(mode="json") for c in self.ami_changes],
             "state_text": state_text(self),
@@ -206,6 +216,9 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
     parts = record_key.split("/")
     approval = _latest_approval(record, now)
     flags = _flags(record, lines, hold, billing, now, sent_nothing, retry, dropped)
+    reads = record.reads if record is not None else None
+    if reads is not None and reads.failing:
+        flags = (Flag("stale", unreachable_text(reads)), *flags)  # nothing here is live: say so first
     if approval is not None and approval.state == "pending":
         schedule = g.schedule if g is not None else None
         flags = (_approval_flag(approval, record, prices, schedule, now), *flags)  # a decision waits: first
@@ -234,6 +247,7 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
         retry_dropped=dropped,
         recorded_at=record.updated_at if record is not None else None,
         stop_sent_nothing=sent_nothing,
+        reads=reads,
     )
 
 
@@ -454,6 +468,8 @@ def state_text(row: StatusRow) -> str:
     if row.state == "running" and row.stop_sent_nothing:
         kept = ", ".join(count_of(p.kept, p.instance_type) for p in row.protected)
         text += f" · every group kept by the last stop ({kept})" if kept else " · every group kept by the last stop"
+    if row.aws_unreachable:
+        text += " (last known)"  # the flag says since when AWS has not answered
     if row.hold is None:
         return text
     until = f" until {row.hold.until.astimezone(UTC):%a %H:%M}Z" if row.hold.until else ""

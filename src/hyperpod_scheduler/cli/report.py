@@ -108,7 +108,7 @@ def make_report(
     notes: list[str] = []
     table = reports.prices(settings.prices, ctx.now(), aws or AwsClients(), notes)
     finder = file_system_finder(ctx, aws, fsx_max_age) if with_fsx else reports.none_found
-    return reports.build(ctx.store, table, finder, start, end, notes)
+    return reports.build(ctx.store, table, finder, start, end, notes, ctx.config)
 
 
 def report_listing(report: Report) -> Listing:

@@ -287,13 +287,14 @@ def tick(
                 lambda: image_approval.ask_if_due(engine, g.ref, g.schedule, now, dashboard_url),
             )
         failed = caught(engine, g.ref, now, None, one_turn)
-        if failed is not None:
-            return failed
-        if not dry_run:
+        if failed is None and not dry_run:
             if g.policy.approve_release:
                 caught(engine, g.ref, now, "approval", lambda: lapse_due(engine, g.ref, now))
             caught(engine, g.ref, now, "training plan watch", lambda: watch_plans(engine, g.ref, now))
-        return outcome[0]
+        # How the turn's DescribeCluster reads went, onto the record (a face then says since when AWS
+        # has not answered, engine.reads): after the turn, never inside its compare-and-sets.
+        caught(engine, g.ref, now, "reads", lambda: engine.keep_reads(g.ref, write=not dry_run))
+        return failed or outcome[0]
 
     return (pool or threads(concurrency))(one, list(governed))
 
@@ -342,6 +343,7 @@ def turn(
         None,
         lambda: out.append(engine.reconcile(ref, state, enforced=enforced, dry_run=dry_run)),
     )
+    caught(engine, ref, engine.now(), "reads", lambda: engine.keep_reads(ref, write=not dry_run))
     return failed or out[0]
 
 

@@ -159,7 +159,15 @@ class DashboardCore:
         settings = self.cost or reports.cost_settings(ctx.config)
         notes: list[str] = []
         table = reports.prices(settings.prices, ctx.now(), self.aws, notes)
-        return reports.build(ctx.store, table, self._systems(ctx), since, until, notes)
+        return reports.build(
+            ctx.store,
+            table,
+            self._systems(ctx),
+            since,
+            until,
+            notes,
+            ctx.config,
+        )
 
     def _systems(self, ctx: Context) -> reports.FileSystemSource:
         if self.file_systems is not None:

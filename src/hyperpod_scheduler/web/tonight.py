@@ -8,8 +8,10 @@ from typing import Any
 from hyperpod_scheduler.app.compose import Context
 from hyperpod_scheduler.app.status import StatusRow
 from hyperpod_scheduler.app.wording import clock, count_of, when
+from hyperpod_scheduler.cost.rates import money
 from hyperpod_scheduler.engine.fleet import Governed
 from hyperpod_scheduler.guards.capacity import protections
+from hyperpod_scheduler.schedule import Schedule
 from hyperpod_scheduler.web.core import WEEK, DashboardCore
 
 
@@ -20,32 +22,33 @@ def tonight(dash: DashboardCore, ctx: Context, g: Governed | None, r: StatusRow)
         hourly = r.usd_per_hour
         why = "not governed: no schedule stops it" if r.state != "stopped" else "stopped by hand"
         return {"bills": bool(hourly), "usd": None, "usd_per_hour": hourly, "why": why, "from": None, "to": None}
-    stretch = stopped_stretch(g, now)
+    schedule = g.schedule
+    stretch = money(None, schedule, now).night  # the night in progress or the next one, whole (cost.rates)
     zone = g.schedule.timezone
     if r.hold is not None and r.hold.state == "running":
         hourly = r.usd_per_hour
         until = f" until {when(r.hold.until, zone)}" if r.hold.until else " until released"
-        return _bill(stretch, hourly, f"held running by {r.hold.by}{until}: everything bills")
+        return _bill(schedule, now, hourly, f"held running by {r.hold.by}{until}: everything bills")
     if stretch is None:
-        return _bill(None, r.usd_per_hour, "the schedule does not stop it in the coming week")
+        return _bill(schedule, now, r.usd_per_hour, "the schedule does not stop it in the coming week")
     begin, end = stretch
     kept, why = kept_tonight(dash, ctx, g, r)
     blocked = next((f for f in r.flags if f.kind == "blocked"), None)
     if blocked is not None and r.state == "running" and not g.schedule.is_running(now):
-        return _bill(stretch, r.usd_per_hour, f"still running: {blocked.text}")
+        return _bill(schedule, now, r.usd_per_hour, f"still running: {blocked.text}")
     if begin <= now and r.state in ("running", "starting") and not any(f.kind == "kept" for f in r.flags):
         # Off its window and up (a Start now, a stop that did not go out): tonight follows the
         # cluster, not the schedule; it bills until something stops it.
         ahead = g.schedule.transitions(now, now + WEEK)
         stop_at = next((t.at for t in ahead if t.state == "stopped"), None)
         nxt = f"the schedule's next stop {clock(stop_at, zone)}" if stop_at else "no scheduled stop this week"
-        return _bill(stretch, r.usd_per_hour, f"{r.state} outside its window: bills until stopped ({nxt})")
+        return _bill(schedule, now, r.usd_per_hour, f"{r.state} outside its window: bills until stopped ({nxt})")
     if not kept:
         stops = "stopped now" if begin <= now else f"stops {clock(begin, zone)}"
-        return _bill(stretch, 0.0, f"{stops}; nothing but storage bills until {clock(end, zone)}")
+        return _bill(schedule, now, 0.0, f"{stops}; nothing but storage bills until {clock(end, zone)}")
     hourly = sum(k["usd_per_hour"] or 0.0 for k in kept)
     groups = ", ".join(count_of(k["count"], k["instance_type"]) for k in kept)
-    return {**_bill(stretch, hourly, f"{groups} kept: {why}"), "kept": kept}
+    return {**_bill(schedule, now, hourly, f"{groups} kept: {why}"), "kept": kept}
 
 
 def kept_tonight(dash: DashboardCore, ctx: Context, g: Governed, r: StatusRow) -> tuple[list[dict[str, Any]], str]:
@@ -78,30 +81,19 @@ def kept_tonight(dash: DashboardCore, ctx: Context, g: Governed, r: StatusRow) -
     return kept, "; ".join(dict.fromkeys(reasons))
 
 
-def stopped_stretch(g: Governed, now: datetime) -> tuple[datetime, datetime] | None:
-    """The schedule's coming (or current) stopped stretch, within a week."""
-    schedule = g.schedule
-    ahead = schedule.transitions(now, now + WEEK)
-    if not schedule.is_running(now):
-        end = next((t.at for t in ahead if t.state == "running"), now + WEEK)
-        return now, end
-    begin = next((t.at for t in ahead if t.state == "stopped"), None)
-    if begin is None:
-        return None
-    end = next((t.at for t in ahead if t.state == "running" and t.at > begin), now + WEEK)
-    return begin, end
-
-
-def _bill(stretch: tuple[datetime, datetime] | None, hourly: float | None, why: str) -> dict[str, Any]:
-    hours = (stretch[1] - stretch[0]).total_seconds() / 3600 if stretch else 0.0
-    total = None if hourly is None else round(hourly * hours, 2)
+def _bill(schedule: Schedule, now: datetime, hourly: float | None, why: str) -> dict[str, Any]:
+    """What ``hourly`` comes to over the schedule's night (``cost.rates.money``: the formula of every
+    per-night figure, so this and ``status``'s kept cost per night are one figure)."""
+    m = money(hourly, schedule, now)
+    night = m.night
+    total = None if hourly is None else round(m.per_night or 0.0, 2)
     return {
         "bills": bool(hourly),
         "usd_per_hour": None if hourly is None else round(hourly, 2),
         "usd": total,
-        "hours": round(hours, 1),
-        "from": stretch[0].isoformat() if stretch else None,
-        "to": stretch[1].isoformat() if stretch else None,
+        "hours": round(m.night_hours, 1),
+        "from": night[0].isoformat() if night else None,
+        "to": night[1].isoformat() if night else None,
         "why": why,
     }
 
