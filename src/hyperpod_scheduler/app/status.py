@@ -347,7 +347,9 @@ def _hourly_now(
 ) -> float | None:
     if state == "stopped":
         return sum(b.usd_per_hour or 0.0 for b in billing)
-    if state != "running":
+    if state == "starting" and record is not None and record.pending is not None:
+        return _hourly_starting(record, lines, prices)
+    if state not in ("running", "stopping"):  # stopping: every node bills until it is terminated
         return None
     # Running: the sizes the last stop recorded (or what the last start restored), priced.
     stop = _last(lines, "stop", ("ok", "noop", "failed"))
@@ -364,6 +366,30 @@ def _hourly_now(
     types = _line_types(stop, record)
     hourly = [_hourly(prices, types.get(n), c) for n, c in sizes.items() if c]
     return None if any(h is None for h in hourly) else sum(h or 0.0 for h in hourly)
+
+
+def _hourly_starting(record: ClusterRecord, lines: list[HistoryEntry], prices: PriceTable) -> float | None:
+    """A start in flight bills every node launched so far: per group, the nodes its latest look found
+    launched (in lifecycle setup, in health checks, running), and never fewer than the last stop kept
+    up (a group kept at a floor bills while the rest comes back). A group with nodes and no price makes
+    the figure unknown (None), as for a running cluster."""
+    pending = record.pending
+    assert pending is not None
+    stop = _last(lines, "stop", ("ok", "noop", "failed"))
+    kept = {o.group: o.current for o in read_outcomes(stop.detail).values()} if stop is not None else {}
+    types = _line_types(stop, record)
+    total = 0.0
+    for group in dict.fromkeys([*kept, *pending.targets]):
+        phases = pending.phases.get(group)
+        launched = phases.in_setup + phases.in_checks + phases.running if phases is not None else 0
+        count = max(kept.get(group, 0), launched)
+        if not count:
+            continue
+        hourly = _hourly(prices, types.get(group), count)
+        if hourly is None:
+            return None
+        total += hourly
+    return total
 
 
 def _flags(

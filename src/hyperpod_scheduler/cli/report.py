@@ -52,6 +52,9 @@ COLUMNS = (
 CAPTION = (
     "saving = what the nodes the schedule turned off would have billed. FSx bills whether or not the cluster "
     "is stopped, and kept groups were kept on purpose: both are shown beside the saving, never subtracted."
+    " Per night: the window over its nights. Per month: the saving (and FSx, kept) per stopped hour, times the"
+    " stopped hours the cluster's schedule has in the 730 hours after the window (a cluster no schedule governs:"
+    " the window's share of 730 hours), so the range picked does not change it."
 )
 
 
