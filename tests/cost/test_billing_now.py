@@ -73,7 +73,7 @@ def _phases(group: str, target: int, *, in_setup: int = 0, running: int = 0) -> 
     return GroupPhases(group=group, target=target, requested=NOW, in_setup=in_setup, running=running, seen_at=NOW)
 
 
-def test_a_starting_cluster_bills_the_nodes_launched_so_far() -> None:
+def test_a_starting_cluster_bills_the_nodes_come_up_so_far() -> None:
     p5, m5 = bundled().instance(P5), bundled().instance(M5)
     assert p5 is not None and m5 is not None
     hourly = _row(0, {"gpu": _phases("gpu", 4, in_setup=2, running=1), "ctl": _phases("ctl", 1, running=1)})

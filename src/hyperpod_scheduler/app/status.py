@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from hyperpod_scheduler.app.billing import Billing, hourly_now, hourly_of, last_line, left_billing, line_types
 from hyperpod_scheduler.app.compose import Context
 from hyperpod_scheduler.app.freshness import reads_document, unreachable_text
 from hyperpod_scheduler.app.history import sentence
@@ -48,17 +49,6 @@ class KeptGroup:
     kept: int
     instance_type: str | None
     keep_cost_per_night_usd: float | None
-
-
-@dataclass(frozen=True)
-class Billing:
-    """A group with nodes while its cluster is stopped (kept by a guard or a policy, or a scale-in that
-    did not finish): what still bills, and its price per hour (None when unpriced)."""
-
-    group: str
-    count: int
-    instance_type: str | None
-    usd_per_hour: float | None
 
 
 @dataclass(frozen=True)
@@ -209,7 +199,7 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
     elif state == "running" and record is not None and _came_back_empty(record):
         state = "stopped"  # the start rolled back for capacity: no node runs, whatever the record applied
     prices = ctx.prices()
-    billing = _billing(record, lines, prices) if state == "stopped" else ()
+    billing = left_billing(record, lines, prices) if state == "stopped" else ()
     hold = record.hold if record is not None and effective_hold(record, now) else None
     wants = hold.state if hold is not None else (schedule_state(g.schedule, now).desired if g is not None else None)
     retry, dropped = _retry(record, g, wants, now)
@@ -238,7 +228,7 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
         refused=record.refused if record else None,
         ami_changes=tuple(record.ami_changes) if record else (),
         billing=billing,
-        usd_per_hour=_hourly_now(state, record, lines, billing, prices),
+        usd_per_hour=hourly_now(state, record, lines, billing, prices),
         flags=flags,
         timezone=g.schedule.timezone.key if g is not None else None,
         approval=approval,
@@ -265,7 +255,7 @@ def _approval_flag(
             priced = False
             continue
         parts.append(f"{group} ({count_of(size.count, size.instance_type)})")
-        cost = _hourly(prices, size.instance_type, size.count)
+        cost = hourly_of(prices, size.instance_type, size.count)
         priced = priced and cost is not None
         hourly += cost or 0.0
     night = money(hourly, schedule, now).per_night if priced else None
@@ -302,96 +292,6 @@ def _retry(
 HISTORY_LOOKBACK = 60
 
 
-def _last(lines: list[HistoryEntry], action: str, outcomes: tuple[str, ...]) -> HistoryEntry | None:
-    return next((e for e in lines if e.action == action and e.outcome in outcomes), None)  # newest first
-
-
-def _line_types(line: HistoryEntry | None, record: ClusterRecord | None) -> dict[str, str | None]:
-    types: dict[str, str | None] = {}
-    if record is not None and record.snapshot is not None:
-        types.update({n: s.instance_type for n, s in record.snapshot.sizes.items()})
-    sizes = line.detail.get("sizes") if line is not None else None
-    if isinstance(sizes, Mapping):
-        for n, v in sizes.items():
-            if isinstance(v, Mapping) and isinstance(v.get("instance_type"), str):
-                types[str(n)] = v["instance_type"]
-    return types
-
-
-def _hourly(prices: PriceTable, instance_type: str | None, count: int) -> float | None:
-    price = prices.instance(instance_type) if instance_type else None
-    return None if price is None else price.usd * count
-
-
-def _billing(record: ClusterRecord | None, lines: list[HistoryEntry], prices: PriceTable) -> tuple[Billing, ...]:
-    """The groups the last stop left with nodes (a stop that kept everything sent nothing, and its line
-    still says what stayed up)."""
-    line = _last(lines, "stop", ("ok", "noop", "failed"))
-    if line is None:
-        return ()
-    types = _line_types(line, record)
-    out = []
-    for o in read_outcomes(line.detail).values():
-        if o.current > 0:
-            itype = types.get(o.group)
-            out.append(Billing(o.group, o.current, itype, _hourly(prices, itype, o.current)))
-    return tuple(sorted(out, key=lambda b: -(b.usd_per_hour or 0.0)))  # what costs most first
-
-
-def _hourly_now(
-    state: str,
-    record: ClusterRecord | None,
-    lines: list[HistoryEntry],
-    billing: tuple[Billing, ...],
-    prices: PriceTable,
-) -> float | None:
-    if state == "stopped":
-        return sum(b.usd_per_hour or 0.0 for b in billing)
-    if state == "starting" and record is not None and record.pending is not None:
-        return _hourly_starting(record, lines, prices)
-    if state not in ("running", "stopping"):  # stopping: every node bills until it is terminated
-        return None
-    # Running: the sizes the last stop recorded (or what the last start restored), priced.
-    stop = _last(lines, "stop", ("ok", "noop", "failed"))
-    sizes: dict[str, int] = {}
-    if record is not None and record.snapshot is not None:
-        sizes = {n: s.count for n, s in record.snapshot.sizes.items()}
-    elif stop is not None and isinstance(stop.detail.get("sizes"), Mapping):
-        sizes = {str(n): int(v.get("count", 0)) for n, v in stop.detail["sizes"].items() if isinstance(v, Mapping)}
-    start = _last(lines, "start", ("ok", "failed"))
-    if start is not None:
-        sizes.update({o.group: o.current for o in read_outcomes(start.detail).values()})
-    if not sizes:
-        return None
-    types = _line_types(stop, record)
-    hourly = [_hourly(prices, types.get(n), c) for n, c in sizes.items() if c]
-    return None if any(h is None for h in hourly) else sum(h or 0.0 for h in hourly)
-
-
-def _hourly_starting(record: ClusterRecord, lines: list[HistoryEntry], prices: PriceTable) -> float | None:
-    """A start in flight bills every node launched so far: per group, the nodes its latest look found
-    launched (in lifecycle setup, in health checks, running), and never fewer than the last stop kept
-    up (a group kept at a floor bills while the rest comes back). A group with nodes and no price makes
-    the figure unknown (None), as for a running cluster."""
-    pending = record.pending
-    assert pending is not None
-    stop = _last(lines, "stop", ("ok", "noop", "failed"))
-    kept = {o.group: o.current for o in read_outcomes(stop.detail).values()} if stop is not None else {}
-    types = _line_types(stop, record)
-    total = 0.0
-    for group in dict.fromkeys([*kept, *pending.targets]):
-        phases = pending.phases.get(group)
-        launched = phases.in_setup + phases.in_checks + phases.running if phases is not None else 0
-        count = max(kept.get(group, 0), launched)
-        if not count:
-            continue
-        hourly = _hourly(prices, types.get(group), count)
-        if hourly is None:
-            return None
-        total += hourly
-    return total
-
-
 def _flags(
     record: ClusterRecord | None,
     lines: list[HistoryEntry],
@@ -410,7 +310,7 @@ def _flags(
         flags.append(Flag("held", f"held {hold.state}{until} by {hold.by}"))
     if billing:
         flags.append(Flag("kept", "kept overnight: " + ", ".join(count_of(b.count, b.instance_type) for b in billing)))
-    stop = _last(lines, "stop", ("ok", "noop", "blocked", "failed", "refused"))
+    stop = last_line(lines, "stop", ("ok", "noop", "blocked", "failed", "refused"))
     if stop is not None and stop.outcome == "blocked":
         flags.append(Flag("blocked", f"stop blocked {when(stop.at)}: {sentence(stop).text.split(': ', 1)[-1]}"))
     if retry is not None:
@@ -443,7 +343,7 @@ def _stop_sent_nothing(lines: list[HistoryEntry]) -> bool:
     """The last stop kept every group (protected capacity, ``keep``, the Slurm head with them): it sent
     no update, the record says "stopped" so the schedule does not retry it, and yet every node runs.
     A face that called this "stopped" would say something untrue (issue 27, item 2)."""
-    stop = _last(lines, "stop", ("ok", "noop", "failed"))
+    stop = last_line(lines, "stop", ("ok", "noop", "failed"))
     if stop is None or stop.outcome != "noop":
         return False
     outcomes = list(read_outcomes(stop.detail).values())
@@ -462,12 +362,12 @@ def _kept(
     """What the last stop kept: the snapshot's ``kept``, or (a stop that kept every group sends nothing
     and records no snapshot) the groups its history line says stayed up."""
     kept: dict[str, int] = dict(record.snapshot.kept) if record is not None and record.snapshot is not None else {}
-    stop = _last(lines, "stop", ("ok", "noop", "failed"))
+    stop = last_line(lines, "stop", ("ok", "noop", "failed"))
     if not kept and stop is not None:
         kept = {o.group: o.current for o in read_outcomes(stop.detail).values() if o.current > 0}
     if not kept:
         return ()
-    types = _line_types(stop, record)
+    types = line_types(stop, record)
     out = []
     for group, count in kept.items():
         itype = types.get(group)
