@@ -11,6 +11,7 @@ import json
 import re
 from typing import Any
 
+import boto3
 import pytest
 from fastapi.testclient import TestClient
 
@@ -170,3 +171,45 @@ def test_a_target_whose_role_cannot_be_assumed_is_one_line_and_the_other_account
     )
     stops = [line for line in ran.out.splitlines() if re.search(r"\btrain\s+stop\b", line)]
     assert len(stops) >= 2, ran.out  # both accounts' clusters are still planned
+
+
+def test_the_stacks_scheduling_active_no_is_seen_from_the_laptop_as_recorded_by_the_orchestrator(
+    fleet: FleetWorld,
+) -> None:
+    from dataclasses import replace
+
+    from hyperpod_scheduler.deploy import pause_record
+
+    active = fleet.runtime()
+    paused = replace(active, scheduling_active=False)  # the stack updated with SchedulingActive=No
+    orchestrator({}, None, active)
+    ddb = boto3.client("dynamodb", region_name=HERE)
+    assert pause_record.read(ddb, TABLE) is None  # never paused: nothing written
+    orchestrator({}, None, paused)
+    first = fleet.now
+    fleet.advance(300)
+    orchestrator({}, None, paused)  # still paused: the record keeps its first instant (not rewritten)
+    said = (
+        "scheduling PAUSED by the stack parameter SchedulingActive=No (as the orchestrator recorded it) "
+        f"since {first:%Y-%m-%d %H:%M}Z"
+    )
+    ran = cli("status", "--config", FLEET)
+    assert ran.code == 0, ran.err
+    assert said in ran.out
+    rows = _status()
+    assert {r["paused"] for r in rows} == {said + ": no cluster is stopped or started"}
+    dash = Dashboard(source=fleet_sources(FLEET, None))
+    with TestClient(create_app(dash, allowed_hosts=["testserver"])) as client:
+        assert "scheduling PAUSED by the stack parameter SchedulingActive=No" in client.get("/").text
+        assert client.get("/api/fleet/summary").json()["paused"].startswith(said)
+    # Both settings: the line names both, since the earlier.
+    config_store.write_text(LOCATION, _config("hub: {paused: true}\n"))
+    orchestrator({}, None, paused)
+    both = cli("status", "--config", FLEET)
+    assert "SchedulingActive=No (as the orchestrator recorded it) and the fleet config's hub.paused" in both.out
+    # Active again, and the config's pause cleared: the next tick says so and the laptop sees no pause.
+    config_store.write_text(LOCATION, _config())
+    orchestrator({}, None, active)
+    again = cli("status", "--config", FLEET)
+    assert again.code == 0 and "PAUSED" not in again.out
+    assert {r["paused"] for r in _status()} == {None}

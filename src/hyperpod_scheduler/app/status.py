@@ -22,6 +22,7 @@ from hyperpod_scheduler.engine.planner import effective_hold, live_retry
 from hyperpod_scheduler.schedule import Schedule
 from hyperpod_scheduler.store.outcomes import read_outcomes
 from hyperpod_scheduler.store.records import (
+    LEGACY_ACCOUNT,
     AmiChange,
     Approval,
     ClusterRecord,
@@ -100,6 +101,10 @@ class StatusRow:
     # The applied state was "stopped" but the last stop kept every group (it sent nothing): the row
     # reads running, and says why. A typed fact, not a flag's text read back.
     stop_sent_nothing: bool = False
+    # The account the cluster is in (None: not known yet, a record from before account keys).
+    account: str | None = None
+    # The fleet's pause switch is on (``Pause.line``): this cluster is neither stopped nor started.
+    paused: str | None = None
 
     @property
     def governed(self) -> bool:
@@ -111,7 +116,9 @@ class StatusRow:
         return {
             "key": self.key,
             "cluster": self.cluster,
+            "account": self.account,
             "region": self.region,
+            "paused": self.paused,
             "schedule": self.schedule,
             "schedule_expression": self.schedule_expression,
             "state": self.state,
@@ -234,6 +241,10 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
         retry_dropped=dropped,
         recorded_at=record.updated_at if record is not None else None,
         stop_sent_nothing=sent_nothing,
+        account=g.ref.account
+        if g is not None
+        else (parts[0] if len(parts) >= 3 and parts[0] != LEGACY_ACCOUNT else None),
+        paused=ctx.paused.line() if ctx.paused is not None else None,
     )
 
 
