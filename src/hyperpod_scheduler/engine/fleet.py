@@ -367,6 +367,9 @@ class PlannedStep:
     action: Action
     schedule: str
     why: str = ""
+    # Where the cluster is: two targets' clusters of one name are two steps a reader must tell apart.
+    account: str | None = None
+    region: str | None = None
 
 
 def plan(
@@ -377,6 +380,7 @@ def plan(
     steps: list[PlannedStep] = []
     for g in governed:
         lead = (leads or {}).get(g.ref.key)
+        place = (g.ref.account, g.ref.region)
         for t in g.schedule.transitions(start, until + (lead.lead if lead else timedelta())):
             action: Action = "start" if t.state == "running" else "stop"
             if not g.schedule.allows(action):
@@ -385,10 +389,11 @@ def plan(
                 issue = t.at - lead.lead
                 why = f"ready by {t.at:%a %H:%M}Z: starts {lead.lead.total_seconds() / 60:.0f} min early ({lead.why})"
                 if start <= issue < until:
-                    steps.append(PlannedStep(issue, g.ref.name, action, g.schedule_label, why))
+                    steps.append(PlannedStep(issue, g.ref.name, action, g.schedule_label, why, *place))
             elif t.at < until:
-                steps.append(PlannedStep(t.at, g.ref.name, action, g.schedule_label, _why(g.schedule, t.at, action)))
-    return sorted(steps, key=lambda s: (s.at, s.cluster))
+                said = _why(g.schedule, t.at, action)
+                steps.append(PlannedStep(t.at, g.ref.name, action, g.schedule_label, said, *place))
+    return sorted(steps, key=lambda s: (s.at, s.cluster, s.account or "", s.region or ""))
 
 
 def _why(schedule: Schedule, at: datetime, action: Action) -> str:
