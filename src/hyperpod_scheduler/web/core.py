@@ -30,6 +30,8 @@ from hyperpod_scheduler.engine.fleet import OUTSIDE, Governed
 from hyperpod_scheduler.engine.runner import ClusterRef
 from hyperpod_scheduler.errors import HyperpodSchedulerError
 from hyperpod_scheduler.store import open_store
+from hyperpod_scheduler.web import places
+from hyperpod_scheduler.web.places import ANYWHERE, Place
 
 if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient
@@ -124,22 +126,47 @@ class DashboardCore:
             raise Refused("access token missing or wrong: action refused", 401)
 
     # ---- reads -----------------------------------------------------------------------------------
-    def governed(self, ctx: Context, name: str) -> Governed:
-        g = ctx.fleet().find(name)
+    def governed(self, ctx: Context, name: str, place: Place = ANYWHERE, holding: str | None = None) -> Governed:
+        """The governed cluster ``name`` at ``place`` (two targets' clusters of one name: the address must
+        say which, else ``Ambiguous`` naming each). ``holding``: an approval id, which also tells two
+        namesakes apart (the link a notification carried names the cluster only)."""
+        found = [(place_of(g.ref), g) for g in ctx.fleet().governed() if g.ref.name == name]
+        try:
+            g = places.one(name, place, found)
+        except places.Ambiguous:
+            if holding is None:
+                raise
+            g = places.one(name, place, [(p, x) for p, x in found if _holds(ctx, x.ref, holding)])
         if g is None:
-            raise NotFound(f"cluster: {name!r} is not governed by the config")
+            where = f" in {place.text()}" if place.asked else ""
+            raise NotFound(f"cluster: {name!r} is not governed by the config{where}")
         return g
 
-    def target(self, ctx: Context, name: str) -> tuple[Governed | None, ClusterRef]:
+    def target(self, ctx: Context, name: str, place: Place = ANYWHERE) -> tuple[Governed | None, ClusterRef]:
         """A governed cluster, or one the store remembers (a manual stop outside the config)."""
-        g = ctx.fleet().find(name)
+        governed = ctx.fleet().governed()
+        g = places.one(name, place, [(place_of(x.ref), x) for x in governed if x.ref.name == name])
         if g is not None:
             return g, g.ref
-        for key in ctx.store.list_keys():
-            if key.rsplit("/", 1)[-1] == name and not key.startswith("agent/"):
-                region, _ = reports.split_key(key)
-                return None, ClusterRef(key, name, region).governed(ctx.fleet().settings(OUTSIDE))
-        raise NotFound(f"cluster: {name!r} is not governed by the config and not in the state store")
+        known = {x.ref.key for x in governed}
+        remembered = [
+            (places.Place.of_key(key), key)
+            for key in ctx.store.list_keys()
+            if key.rsplit("/", 1)[-1] == name and not key.startswith("agent/") and key not in known
+        ]
+        key = places.one(name, place, remembered)
+        if key is not None:
+            region, _ = reports.split_key(key)
+            return None, ClusterRef(key, name, region).governed(ctx.fleet().settings(OUTSIDE))
+        where = f" in {place.text()}" if place.asked else ""
+        raise NotFound(f"cluster: {name!r} is not governed by the config and not in the state store{where}")
+
+    def address(self, ctx: Context, name: str, ref: ClusterRef) -> str:
+        """The query a page's links to cluster ``name`` carry: empty while the name is unique, its
+        account and region while another governed or remembered cluster has the name too."""
+        keys = {g.ref.key for g in ctx.fleet().governed() if g.ref.name == name}
+        keys |= {k for k in ctx.store.list_keys() if k.rsplit("/", 1)[-1] == name and not k.startswith("agent/")}
+        return place_of(ref).query() if len(keys | {ref.key}) > 1 else ""
 
     def describe_cached(self, ctx: Context, ref: ClusterRef) -> Any:
         """DescribeCluster through the engine (answers checked), or the exception it raised; reused for
@@ -176,3 +203,13 @@ class DashboardCore:
         now = ctx.now()
         month = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
         return summary.as_document(self.report(ctx, month, now)) if now > month else {"clusters": []}
+
+
+def place_of(ref: ClusterRef) -> Place:
+    """Where a governed cluster is: its account (when known), region, and the profile that reaches it."""
+    return Place(ref.account, ref.region, ref.profile)
+
+
+def _holds(ctx: Context, ref: ClusterRef, approval_id: str) -> bool:
+    record = ctx.store.get((ctx.engine().accounts.known(ref) or ref).key)
+    return record is not None and any(a.id == approval_id for a in record.approvals)

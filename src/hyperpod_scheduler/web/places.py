@@ -65,6 +65,9 @@ class Place:
         return any((self.account, self.region, self.profile))
 
 
+ANYWHERE = Place()
+
+
 def asked(account: str | None, region: str | None, profile: str | None) -> Place:
     """The place an address names, each part checked (a bad one is a 400 naming the parameter)."""
     account, region, profile = (v.strip() if v else None for v in (account, region, profile))
