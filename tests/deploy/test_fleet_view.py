@@ -163,14 +163,16 @@ def test_a_target_whose_role_cannot_be_assumed_is_one_line_and_the_other_account
     monkeypatch.setattr(credentials, "assume", assume)
     ran = cli("plan", "--config", FLEET)  # describes each cluster through its target's role
     assert ran.code == 0 and "Traceback" not in ran.err
-    said = [line for line in ran.out.splitlines() if line.startswith("train: ")]
+    # Each note names its cluster's account (two accounts' `train`).
+    said = [line for line in ran.out.splitlines() if line.startswith(f"train (account {A}): ")]
     # Account A was described (what its stop loses is named); B's failure is one line naming its role.
     assert any("zeroes the Slurm controller" in line for line in said)
     assert (
-        f"train: cannot describe: account {B}: cannot assume arn:aws:iam::{B}:role/hyperpod-scheduler-spoke" in ran.out
+        f"train (account {B}): cannot describe: account {B}: cannot assume "
+        f"arn:aws:iam::{B}:role/hyperpod-scheduler-spoke" in ran.out
     )
-    stops = [line for line in ran.out.splitlines() if re.search(r"\btrain\s+stop\b", line)]
-    assert len(stops) >= 2, ran.out  # both accounts' clusters are still planned
+    for account in (A, B):  # both accounts' clusters are still planned, each row naming its account
+        assert re.search(rf"\btrain\s+{account}\s+stop\b", ran.out), ran.out
 
 
 def test_the_stacks_scheduling_active_no_is_seen_from_the_laptop_as_recorded_by_the_orchestrator(
@@ -310,3 +312,39 @@ def test_an_approval_link_names_the_cluster_only_and_reaches_the_account_that_as
         assert other is not None and not other.approvals
         # Asked for under the other account, the same link is not found.
         assert client.get(f"/clusters/train/approvals/abc123def456?{_at(A)}&t=single-use").status_code == 404
+
+
+def _header(out: str) -> list[str]:
+    return next(line for line in out.splitlines() if line.startswith(("WHEN", "CLUSTER"))).split()
+
+
+def test_plan_and_status_name_each_rows_account_when_the_fleet_spans_several(fleet: FleetWorld) -> None:
+    for fmt in ("table", "wide"):
+        plan = cli("plan", "--config", FLEET, "--no-describe", "-o", fmt)
+        assert plan.code == 0, plan.err
+        assert _header(plan.out)[4] == "ACCOUNT" and "REGION" not in _header(plan.out)  # one region
+        for account in (A, B):
+            assert re.search(rf"\btrain\s+{account}\s+stop\b", plan.out), plan.out
+        status = cli("status", "--config", FLEET, "-o", fmt)
+        assert _header(status.out)[:2] == ["CLUSTER", "ACCOUNT"], status.out
+        assert all(re.search(rf"^train\s+{account}\s", status.out, re.M) for account in (A, B)), status.out
+    steps = json.loads(cli("plan", "--config", FLEET, "--no-describe", "-o", "json").out)["steps"]
+    assert {(st["account"], st["region"]) for st in steps} == {(A, HERE), (B, HERE)}
+    assert {r["account"] for r in _status()} == {A, B}
+
+
+def test_one_accounts_plan_and_status_stay_as_they_were_and_two_regions_show_the_region(fleet: FleetWorld) -> None:
+    one = "schedules: {office: 'Mon-Fri 08:00-18:00 UTC'}\ndefaults: {schedule: office}\n"
+    config_store.write_text(LOCATION, one + f"targets: [{{account: '{A}', region: {HERE}, clusters: [train]}}]\n")
+    plan = cli("plan", "--config", FLEET, "--no-describe")
+    assert _header(plan.out) == ["WHEN", "(UTC)", "LOCAL", "CLUSTER", "ACTION", "WHY"], plan.out
+    status = cli("status", "--config", FLEET)
+    assert _header(status.out)[:2] == ["CLUSTER", "STATE"], status.out
+    steps = json.loads(cli("plan", "--config", FLEET, "--no-describe", "-o", "json").out)["steps"]
+    assert {(st["account"], st["region"]) for st in steps} == {(A, HERE)}  # JSON always says where
+    two = f"targets:\n  - {{account: '{A}', region: {HERE}, clusters: [train]}}\n"
+    two += f"  - {{account: '{A}', region: eu-west-1, clusters: [train]}}\n"
+    config_store.write_text(LOCATION, one + two)
+    plan = cli("plan", "--config", FLEET, "--no-describe")
+    assert _header(plan.out)[3:6] == ["CLUSTER", "REGION", "ACTION"], plan.out
+    assert re.search(r"\btrain\s+eu-west-1\s+stop\b", plan.out) and re.search(r"\btrain\s+us-east-1\s+stop\b", plan.out)

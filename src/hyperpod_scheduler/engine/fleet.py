@@ -432,8 +432,18 @@ def _first(*values: Any) -> bool:
 
 
 def as_mapping(steps: Iterable[PlannedStep]) -> list[Mapping[str, Any]]:
+    """The steps as JSON; every step names its account and region (null: not known yet), one fleet or
+    many, so a reader's parser does not change with the fleet's shape."""
     return [
-        {"at": s.at.isoformat(), "cluster": s.cluster, "action": s.action, "schedule": s.schedule, "why": s.why}
+        {
+            "at": s.at.isoformat(),
+            "cluster": s.cluster,
+            "account": s.account,
+            "region": s.region,
+            "action": s.action,
+            "schedule": s.schedule,
+            "why": s.why,
+        }
         for s in steps
     ]
 
