@@ -93,7 +93,9 @@ def cluster(
     used = {seg.kind for x in rows for seg in x.segments}
     return {
         **row,
-        "where": dash.address(ctx, name, ref),  # what its links carry when another cluster has its name
+        "where": dash.address(
+            ctx, name, ref, governed=g is not None
+        ),  # what its links carry when another cluster has its name
         "governed": g is not None,
         "groups": groups,
         "protected_groups": protected,

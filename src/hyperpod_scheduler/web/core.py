@@ -9,7 +9,9 @@ them together for the app.
 from __future__ import annotations
 
 import hmac
+import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
 
     from hyperpod_scheduler.store.base import StateStore
 
+_MEMO_LOCK = threading.Lock()
 DESCRIBE_CACHE_S = 60.0  # the fleet page describes each cluster for its "why"; a minute-old answer will do
 WEEK = timedelta(days=7)
 ActionName = Literal["hold", "release", "stop", "start"]
@@ -78,6 +81,9 @@ class DashboardCore:
         default_factory=dict
     )
     _describe_cache: dict[str, tuple[float, Any]] = field(default_factory=dict)
+    # The governed fleet as one request's context read it: finding it again is discovery again
+    # (ListClusters and tags), and a page asks for a cluster and then for its namesakes.
+    _governed_in: weakref.WeakKeyDictionary[Context, list[Governed]] = field(default_factory=weakref.WeakKeyDictionary)
 
     @property
     def read_only(self) -> bool:
@@ -130,7 +136,7 @@ class DashboardCore:
         """The governed cluster ``name`` at ``place`` (two targets' clusters of one name: the address must
         say which, else ``Ambiguous`` naming each). ``holding``: an approval id, which also tells two
         namesakes apart (the link a notification carried names the cluster only)."""
-        found = [(place_of(g.ref), g) for g in ctx.fleet().governed() if g.ref.name == name]
+        found = [(place_of(g.ref), g) for g in self.all_governed(ctx) if g.ref.name == name]
         try:
             g = places.one(name, place, found)
         except places.Ambiguous:
@@ -144,7 +150,7 @@ class DashboardCore:
 
     def target(self, ctx: Context, name: str, place: Place = ANYWHERE) -> tuple[Governed | None, ClusterRef]:
         """A governed cluster, or one the store remembers (a manual stop outside the config)."""
-        governed = ctx.fleet().governed()
+        governed = self.all_governed(ctx)
         g = places.one(name, place, [(place_of(x.ref), x) for x in governed if x.ref.name == name])
         if g is not None:
             return g, g.ref
@@ -161,11 +167,23 @@ class DashboardCore:
         where = f" in {place.text()}" if place.asked else ""
         raise NotFound(f"cluster: {name!r} is not governed by the config and not in the state store{where}")
 
-    def address(self, ctx: Context, name: str, ref: ClusterRef) -> str:
-        """The query a page's links to cluster ``name`` carry: empty while the name is unique, its
-        account and region while another governed or remembered cluster has the name too."""
-        keys = {g.ref.key for g in ctx.fleet().governed() if g.ref.name == name}
-        keys |= {k for k in ctx.store.list_keys() if k.rsplit("/", 1)[-1] == name and not k.startswith("agent/")}
+    def all_governed(self, ctx: Context) -> list[Governed]:
+        """``ctx``'s governed fleet, read once per request context."""
+        with _MEMO_LOCK:
+            hit = self._governed_in.get(ctx)
+        if hit is None:
+            hit = ctx.fleet().governed()
+            with _MEMO_LOCK:
+                self._governed_in[ctx] = hit
+        return hit
+
+    def address(self, ctx: Context, name: str, ref: ClusterRef, governed: bool = True) -> str:
+        """The query a page's links to cluster ``name`` carry: empty while the name alone finds it (a
+        bare name finds the one governed cluster of that name first), its account and region while it
+        does not (another governed cluster has the name; for one only the store remembers, any other)."""
+        keys = {g.ref.key for g in self.all_governed(ctx) if g.ref.name == name}
+        if not governed:
+            keys |= {k for k in ctx.store.list_keys() if k.rsplit("/", 1)[-1] == name and not k.startswith("agent/")}
         return place_of(ref).query() if len(keys | {ref.key}) > 1 else ""
 
     def describe_cached(self, ctx: Context, ref: ClusterRef) -> Any:
