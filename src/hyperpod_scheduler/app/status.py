@@ -24,6 +24,7 @@ from hyperpod_scheduler.engine.planner import effective_hold, live_retry
 from hyperpod_scheduler.schedule import Schedule
 from hyperpod_scheduler.store.outcomes import read_outcomes
 from hyperpod_scheduler.store.records import (
+    LEGACY_ACCOUNT,
     AmiChange,
     Approval,
     AwsReads,
@@ -95,6 +96,10 @@ class StatusRow:
     # How the engine's last DescribeCluster reads went (engine.reads): failing, every figure above is
     # as of ``reads.sizes_as_of``, and the row says since when AWS has not answered.
     reads: AwsReads | None = None
+    # The account the cluster is in (None: not known yet, a record from before account keys).
+    account: str | None = None
+    # The fleet's pause switch is on (``Pause.line``): this cluster is neither stopped nor started.
+    paused: str | None = None
 
     @property
     def aws_unreachable(self) -> bool:
@@ -110,7 +115,9 @@ class StatusRow:
         return {
             "key": self.key,
             "cluster": self.cluster,
+            "account": self.account,
             "region": self.region,
+            "paused": self.paused,
             "schedule": self.schedule,
             "schedule_expression": self.schedule_expression,
             "state": self.state,
@@ -238,6 +245,10 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
         recorded_at=record.updated_at if record is not None else None,
         stop_sent_nothing=sent_nothing,
         reads=reads,
+        account=g.ref.account
+        if g is not None
+        else (parts[0] if len(parts) >= 3 and parts[0] != LEGACY_ACCOUNT else None),
+        paused=ctx.paused.line() if ctx.paused is not None else None,
     )
 
 

@@ -48,31 +48,47 @@ def register(app: typer.Typer) -> None:
         governed = governed_clusters(ctx, config, "plan")
         leads = {g.ref.key: ctx.lead_for(g) for g in governed if g.schedule.ready_by}
         steps = plan(governed, now, end, leads)
+        # Two targets' clusters of one name are two rows: with several accounts (regions) each row says which.
+        accounts = len({g.ref.account for g in governed if g.ref.account}) > 1
+        regions = len({g.ref.region for g in governed if g.ref.region}) > 1
         guarded = [_protection_rows(ctx, g) for g in governed] if describe else []
-        zones = {g.ref.name: g.schedule.timezone for g in governed}
+        zones = {(g.ref.name, g.ref.account, g.ref.region): g.schedule.timezone for g in governed}
         listing = Listing(
             [
                 Column("when (UTC)", keep=True),
                 Column("local"),
                 Column("cluster", keep=True),
+                *([Column("account", keep=True)] if accounts else []),
+                *([Column("region")] if regions else []),
                 Column("action", keep=True),
                 Column("schedule", wide_only=True),
                 Column("why"),
             ],
             [
-                [iso_minute(s.at), clock(s.at, zones.get(s.cluster)), s.cluster, s.action, s.schedule, s.why]
+                [
+                    iso_minute(s.at),
+                    clock(s.at, zones.get((s.cluster, s.account, s.region))),
+                    s.cluster,
+                    *([s.account or "-"] if accounts else []),
+                    *([s.region or "-"] if regions else []),
+                    s.action,
+                    s.schedule,
+                    s.why,
+                ]
                 for s in steps
             ],
             title=f"plan {iso_minute(now)} .. {iso_minute(end)}",
             empty="no transitions in this window",
-            notes=[line for row in guarded for line in _protection_lines(row)],
+            notes=[line for row in guarded for line in _protection_lines(row, accounts)],
         )
         emit(listing, fmt, {"steps": as_mapping(steps), "clusters": guarded})
 
 
 def _protection_rows(ctx: Context, g: Governed) -> dict[str, Any]:
     """Which groups a stop would keep and why, read with DescribeCluster (nothing is changed)."""
-    row: dict[str, Any] = {"cluster": g.ref.name, "protected": [], "warnings": []}
+    row: dict[str, Any] = {
+        "cluster": g.ref.name, "account": g.ref.account, "region": g.ref.region, "protected": [], "warnings": [],
+    }  # fmt: skip
     try:
         view = ctx.engine().describe(g.ref)
     except (ClientError, BotoCoreError, HyperpodSchedulerError) as exc:
@@ -116,15 +132,17 @@ def _protection_rows(ctx: Context, g: Governed) -> dict[str, Any]:
     return row
 
 
-def _protection_lines(row: dict[str, Any]) -> list[str]:
+def _protection_lines(row: dict[str, Any], accounts: bool = False) -> list[str]:
+    """The notes under the plan; ``accounts``: the fleet spans several, so each names its cluster's."""
     lines = []
+    name = f"{row['cluster']} (account {row['account'] or '?'})" if accounts else row["cluster"]
     for p in row["protected"]:
         cost = p["keep_cost_per_night_usd"]
         priced = f" (about {usd(cost, cents=False)} per {row['night_hours']:.0f} h night)" if cost is not None else ""
-        lines.append(f"{row['cluster']} keeps {p['group']} at {p['keep_at']}{priced}: {p['reason']}")
-    lines.extend(f"{row['cluster']}: {w}" for w in row["warnings"])
+        lines.append(f"{name} keeps {p['group']} at {p['keep_at']}{priced}: {p['reason']}")
+    lines.extend(f"{name}: {w}" for w in row["warnings"])
     if row.get("error"):
-        lines.append(f"{row['cluster']}: cannot describe: {row['error']}")
+        lines.append(f"{name}: cannot describe: {row['error']}")
     if row.get("refused"):
-        lines.append(f"{row['cluster']}: no stop or start will be sent: {row['refused']}")
+        lines.append(f"{name}: no stop or start will be sent: {row['refused']}")
     return lines

@@ -369,6 +369,9 @@ class PlannedStep:
     action: Action
     schedule: str
     why: str = ""
+    # Where the cluster is: two targets' clusters of one name are two steps a reader must tell apart.
+    account: str | None = None
+    region: str | None = None
 
 
 def plan(
@@ -379,6 +382,7 @@ def plan(
     steps: list[PlannedStep] = []
     for g in governed:
         lead = (leads or {}).get(g.ref.key)
+        place = (g.ref.account, g.ref.region)
         for t in g.schedule.transitions(start, until + (lead.lead if lead else timedelta())):
             action: Action = "start" if t.state == "running" else "stop"
             if not g.schedule.allows(action):
@@ -387,10 +391,11 @@ def plan(
                 issue = t.at - lead.lead
                 why = f"ready by {t.at:%a %H:%M}Z: starts {lead.lead.total_seconds() / 60:.0f} min early ({lead.why})"
                 if start <= issue < until:
-                    steps.append(PlannedStep(issue, g.ref.name, action, g.schedule_label, why))
+                    steps.append(PlannedStep(issue, g.ref.name, action, g.schedule_label, why, *place))
             elif t.at < until:
-                steps.append(PlannedStep(t.at, g.ref.name, action, g.schedule_label, _why(g.schedule, t.at, action)))
-    return sorted(steps, key=lambda s: (s.at, s.cluster))
+                said = _why(g.schedule, t.at, action)
+                steps.append(PlannedStep(t.at, g.ref.name, action, g.schedule_label, said, *place))
+    return sorted(steps, key=lambda s: (s.at, s.cluster, s.account or "", s.region or ""))
 
 
 def _why(schedule: Schedule, at: datetime, action: Action) -> str:
@@ -429,8 +434,18 @@ def _first(*values: Any) -> bool:
 
 
 def as_mapping(steps: Iterable[PlannedStep]) -> list[Mapping[str, Any]]:
+    """The steps as JSON; every step names its account and region (null: not known yet), one fleet or
+    many, so a reader's parser does not change with the fleet's shape."""
     return [
-        {"at": s.at.isoformat(), "cluster": s.cluster, "action": s.action, "schedule": s.schedule, "why": s.why}
+        {
+            "at": s.at.isoformat(),
+            "cluster": s.cluster,
+            "account": s.account,
+            "region": s.region,
+            "action": s.action,
+            "schedule": s.schedule,
+            "why": s.why,
+        }
         for s in steps
     ]
 

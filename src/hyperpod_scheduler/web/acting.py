@@ -55,7 +55,9 @@ def for_cluster(c: Mapping[str, Any]) -> list[str]:
     return list(c.get("actions") or [])
 
 
-def result_view(name: str, action: str, result: Mapping[str, Any], preview: Mapping[str, Any] | None) -> dict[str, Any]:
+def result_view(
+    name: str, action: str, result: Mapping[str, Any], preview: Mapping[str, Any] | None, where: str = ""
+) -> dict[str, Any]:
     """The page after an action: its outcome, each group it changes (from the preview taken just before
     it was sent), and a link to the cluster's page, where the timeline and history show its progress."""
     changes = []
@@ -69,7 +71,7 @@ def result_view(name: str, action: str, result: Mapping[str, Any], preview: Mapp
         "title": f"{action} {name}: {kind}",
         "message": str(result.get("message") or ""),
         "changes": changes,
-        "progress": f"/clusters/{name}",
+        "progress": f"/clusters/{name}" + (f"?{where}" if where else ""),  # the same cluster, of namesakes
         "progress_text": f"Follow the {action} on {name}'s page (timeline and history)",
         "cluster": name,
         "action": action,

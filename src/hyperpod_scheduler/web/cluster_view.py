@@ -15,6 +15,7 @@ from hyperpod_scheduler.store.records import HistoryEntry
 from hyperpod_scheduler.web import truth
 from hyperpod_scheduler.web.core import WEEK, DashboardCore
 from hyperpod_scheduler.web.fleet_view import available_actions, fleet_row_of
+from hyperpod_scheduler.web.places import ANYWHERE, Place
 from hyperpod_scheduler.web.svg import timeline_svg
 from hyperpod_scheduler.web.timeline import KINDS, LABELS, group_rows, markers
 
@@ -24,10 +25,14 @@ WINDOW_AHEAD = timedelta(days=2)
 
 
 def cluster(
-    dash: DashboardCore, name: str, start_text: str | None = None, viewer: tzinfo | None = None
+    dash: DashboardCore,
+    name: str,
+    start_text: str | None = None,
+    viewer: tzinfo | None = None,
+    place: Place = ANYWHERE,
 ) -> dict[str, Any]:
     ctx = dash.context()
-    g, ref = dash.target(ctx, name)
+    g, ref = dash.target(ctx, name, place)
     now = ctx.now()
     r = status_row(ctx, g, ref.key)
     row = {**fleet_row_of(r, None, now), "actions": available_actions(r)}
@@ -88,6 +93,9 @@ def cluster(
     used = {seg.kind for x in rows for seg in x.segments}
     return {
         **row,
+        "where": dash.address(
+            ctx, name, ref, governed=g is not None
+        ),  # what its links carry when another cluster has its name
         "governed": g is not None,
         "groups": groups,
         "protected_groups": protected,

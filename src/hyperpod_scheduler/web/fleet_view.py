@@ -12,8 +12,9 @@ from hyperpod_scheduler.app.status import StatusRow, fleet_status, status_row
 from hyperpod_scheduler.app.wording import clock, countdown, usd, when
 from hyperpod_scheduler.engine.fleet import Governed
 from hyperpod_scheduler.schedule.clock import zone as iana_zone
-from hyperpod_scheduler.web import acting
+from hyperpod_scheduler.web import acting, places
 from hyperpod_scheduler.web.core import WEEK, DashboardCore
+from hyperpod_scheduler.web.places import Place
 from hyperpod_scheduler.web.tonight import tonight
 
 
@@ -41,6 +42,11 @@ def fleet(
                 "actions": available_actions(r),
             }
         )
+    # Two rows of one name (two accounts' `train`): their links carry account and region.
+    profiles = {g.ref.key: g.ref.profile for g in found}
+    spots = [(row["cluster"], Place(row["account"], row["region"], profiles.get(row["key"]))) for row in rows]
+    for row, where in zip(rows, places.queries(spots), strict=True):
+        row["where"] = where
     return rows
 
 

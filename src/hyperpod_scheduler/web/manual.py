@@ -11,13 +11,14 @@ from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.guards.capacity import protections
 from hyperpod_scheduler.store.records import HistoryEntry
 from hyperpod_scheduler.web.core import ACTIONS, ActionName, DashboardCore, NotFound
+from hyperpod_scheduler.web.places import ANYWHERE, Place
 
 
-def preview(dash: DashboardCore, name: str, action: str) -> dict[str, Any]:
+def preview(dash: DashboardCore, name: str, action: str, place: Place = ANYWHERE) -> dict[str, Any]:
     """What a stop or start from the dashboard would do, group by group, and what it is worth per
     hour; read-only (DescribeCluster, the record, the policy, prices)."""
     ctx = dash.context()
-    _, ref = dash.target(ctx, name)
+    _, ref = dash.target(ctx, name, place)
     record = ctx.store.get(ref.key)
     out: dict[str, Any] = {"action": action, "groups": [], "nothing": None, "in_flight": None, "error": None}
     if record is not None and record.pending is not None:
@@ -81,6 +82,7 @@ def act(
     until: str | None = None,
     hold_state: str = "running",
     reason: str = "",
+    place: Place = ANYWHERE,
 ) -> dict[str, Any]:
     """Hold, release, stop or start one cluster; recorded in the history with who asked."""
     if action not in ACTIONS:
@@ -88,7 +90,7 @@ def act(
     dash.authorize(token)
     ctx = dash.context()
     try:
-        return _act(dash, ctx, name, action, by, until, hold_state, reason)
+        return _act(dash, ctx, name, action, by, until, hold_state, reason, place)
     finally:
         if ctx is not dash.fixed_context:
             ctx.close()  # a checkpoint channel a stop opened
@@ -103,8 +105,9 @@ def _act(
     until: str | None,
     hold_state: str,
     reason: str,
+    place: Place,
 ) -> dict[str, Any]:
-    g = dash.governed(ctx, name)
+    g = dash.governed(ctx, name, place)
     who = f"dashboard:{(by or 'anonymous').strip()[:64]}"
     engine = ctx.engine(actor=who)
     now = ctx.now()
@@ -127,7 +130,7 @@ def _act(
             "by": who,
         }
     said = (reason or "").strip()[:500]
-    shown = preview(dash, name, action)
+    shown = preview(dash, name, action, place)
     result = engine.act(
         g.ref,
         action,
