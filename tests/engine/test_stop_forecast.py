@@ -13,13 +13,14 @@ from hyperpod_scheduler.engine.stop_forecast import StopForecast, forecast
 from hyperpod_scheduler.guards.approval import ApprovalGuard
 from hyperpod_scheduler.guards.base import Guard, StopContext, Verdict
 from hyperpod_scheduler.guards.capacity import CapacityGuard
+from hyperpod_scheduler.store.records import Origin
 from tests.engine.builders import T0, cluster, group
 
 
-def _forecast(view: Any, policy: Policy, *, origin: str = "manual", extra: list[Any] | None = None) -> StopForecast:
+def _forecast(view: Any, policy: Policy, *, origin: Origin = "manual", extra: list[Any] | None = None) -> StopForecast:
     ref = ref_for("c1", "us-east-1").governed(ClusterSettings(policy=policy))
     guards: list[Any] = [CapacityGuard(policy), *(extra or [])]
-    return forecast(view, None, ref, guards, now=T0, transition_at=T0, origin=origin)  # type: ignore[arg-type]
+    return forecast(view, None, ref, guards, now=T0, transition_at=T0, origin=origin)
 
 
 def _after(f: StopForecast) -> dict[str, tuple[int, str]]:

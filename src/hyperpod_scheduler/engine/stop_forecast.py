@@ -35,6 +35,7 @@ class GroupForecast:
     after: int  # what the stop leaves it at
     why: str = ""  # why it stays up (the guard's own words); empty when it goes to zero
     kept_by: str = ""  # what keeps it: floor, keep, scarce, training plan, slurm head, role unknown, approval
+    overridable: bool = False  # a stop with --include-protected releases it
 
     @property
     def walked_down(self) -> bool:
@@ -110,31 +111,34 @@ def forecast(
 
 def _as_is(view: ClusterView, reason: str, kind: str) -> tuple[GroupForecast, ...]:
     """Every group left as it is (no update goes out), each with nodes saying why."""
-    return _groups(view, view.targets(), {g.name: (reason, kind) for g in view.groups})
+    return _groups(view, view.targets(), {g.name: (reason, kind, False) for g in view.groups})
 
 
 def _groups(
-    view: ClusterView, after: Mapping[str, int], why: Mapping[str, tuple[str, str]] | None = None
+    view: ClusterView, after: Mapping[str, int], why: Mapping[str, tuple[str, str, bool]] | None = None
 ) -> tuple[GroupForecast, ...]:
     out = []
     for g in view.groups:
         left = after.get(g.name, 0)
-        reason, kind = (why or {}).get(g.name, ("", "")) if left > 0 else ("", "")
-        out.append(GroupForecast(g.name, g.instance_type, max(g.current, g.target), left, reason, kind))
+        reason, kind, overridable = (why or {}).get(g.name, ("", "", False)) if left > 0 else ("", "", False)
+        out.append(GroupForecast(g.name, g.instance_type, max(g.current, g.target), left, reason, kind, overridable))
     return tuple(out)
 
 
-def _why(verdicts: Sequence[Verdict], floors: Mapping[str, int]) -> dict[str, tuple[str, str]]:
-    """Per kept group, the words and the kind of the verdict whose floor won (the first among equals)."""
-    out: dict[str, tuple[str, str]] = {}
+def _why(verdicts: Sequence[Verdict], floors: Mapping[str, int]) -> dict[str, tuple[str, str, bool]]:
+    """Per kept group, the words, the kind and whether --include-protected releases it, from the
+    verdict whose floor won (the first among equals)."""
+    out: dict[str, tuple[str, str, bool]] = {}
     for v in verdicts:
         if v.decision != "keep":
             continue
         reasons = v.detail.get("reasons") or {}
         kinds = v.detail.get("kinds") or {}
+        overridable = v.detail.get("overridable") or {}
         for group, count in v.floors.items():
             if group not in out and count == floors.get(group):
-                out[group] = (str(reasons.get(group) or v.reason), str(kinds.get(group) or v.guard))
+                why = str(reasons.get(group) or v.reason)
+                out[group] = (why, str(kinds.get(group) or v.guard), bool(overridable.get(group, False)))
     return out
 
 

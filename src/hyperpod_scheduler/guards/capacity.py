@@ -188,13 +188,16 @@ class CapacityGuard(Guard):
         floors = {p.group: p.keep_at for p in found}
         reasons = {p.group: p.reason for p in found}
         kinds = {p.group: p.kind for p in found}
+        overridable = {p.group: p.overridable for p in found}
         summary = "; ".join(f"keeping '{p.group}' at {p.keep_at}: {p.reason}" for p in found)
-        return Verdict(self.name, "keep", summary, floors=floors, detail={"reasons": reasons, "kinds": kinds})
+        detail = {"reasons": reasons, "kinds": kinds, "overridable": overridable}
+        return Verdict(self.name, "keep", summary, floors=floors, detail=detail)
 
 
-def head_warning(groups: tuple[GroupView, ...], policy: Policy) -> str | None:
-    """What `plan` says when a stop zeroes the Slurm controller."""
-    kept = {p.group for p in protections(groups, policy)}
+def head_warning(groups: tuple[GroupView, ...], policy: Policy, kept: set[str] | None = None) -> str | None:
+    """What `plan` says when a stop zeroes the Slurm controller. ``kept``: the groups the stop keeps, as
+    the planner and every guard decide it (``engine.stop_forecast``); else this policy's protections."""
+    kept = {p.group for p in protections(groups, policy)} if kept is None else kept
     if any(g.node_type == "Controller" and g.name not in kept for g in groups):
         return (
             "the stop zeroes the Slurm controller: the queue (/var/spool/slurmctld) and accounting state on its "
