@@ -91,7 +91,7 @@ def _rig(tmp: Path, policy: dict[str, Any], *, restart: bool) -> Iterator[Rig]:
         s3.create_bucket(Bucket=BUCKET)
         s3.put_object(Bucket=BUCKET, Key="src/on_create.sh", Body=b"#!/bin/bash\n")
         s3.put_object(Bucket=BUCKET, Key="src/provisioning_parameters.json", Body=json.dumps(PARAMETERS).encode())
-        groups = [
+        groups: list[Any] = [
             _group("controller-machine", "ml.m5.12xlarge", 1),
             _group("login-group", "ml.m5.4xlarge", 1),
             _group("worker-group-1", "ml.p5.48xlarge", 4),
