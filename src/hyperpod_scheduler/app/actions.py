@@ -11,13 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from hyperpod_scheduler.app.compose import Context
+from hyperpod_scheduler.app.instants import parse_instant
 from hyperpod_scheduler.cluster.view import ClusterView
-from hyperpod_scheduler.engine.ref import ClusterRef
+from hyperpod_scheduler.engine.planner import Action, State
+from hyperpod_scheduler.engine.ref import ClusterRef, Result
 from hyperpod_scheduler.engine.slurm_roles import remembered_roles
 from hyperpod_scheduler.engine.stop_forecast import GroupForecast, StopForecast, forecast
+from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.schedule import Schedule
+
+if TYPE_CHECKING:
+    from hyperpod_scheduler.engine.runner import Engine
 
 WEEK = timedelta(days=7)
 LABELS = {"hold": "Hold until…", "release": "Release the hold", "stop": "Stop now", "start": "Start now"}
@@ -134,11 +141,52 @@ def actions(state: str, billing: bool, held: bool, f: StopForecast | None, recor
     return buttons(state, billing, held)
 
 
+def check_hold(
+    state: str, until: str | None, now: datetime, *, state_field: str, until_field: str
+) -> tuple[State, datetime | None]:
+    """A hold as a person asked for it (the CLI's ``hold``, the dashboard's Hold until): the state it
+    keeps and when it ends, or a one-line error naming the face's own field."""
+    if state not in ("running", "stopped"):
+        raise UsageError(f"{state_field}: {state!r} is not 'running' or 'stopped'")
+    end = parse_instant(until, until_field) if until else None
+    if end is not None and end <= now:
+        raise UsageError(f"{until_field}: {until!r} is not in the future")
+    return ("running" if state == "running" else "stopped"), end
+
+
+def act_now(
+    engine: Engine,
+    ref: ClusterRef,
+    action: Action,
+    now: datetime,
+    *,
+    source: str,
+    reason: str,
+    dry_run: bool = False,
+    wait: bool = False,
+    poll_seconds: float = 30.0,
+) -> Result:
+    """A person's stop or start, now (the CLI's ``stop``/``start``, the dashboard's Stop now/Start now):
+    one transition per request, ``<source>-<action>@<instant>``, so a retry of the same request is the
+    same transition and a new request is a new one."""
+    return engine.act(
+        ref,
+        action,
+        transition_id=f"{source}-{action}@{now.isoformat()}",
+        reason=reason,
+        dry_run=dry_run,
+        wait=wait,
+        poll_seconds=poll_seconds,
+    )
+
+
 __all__ = [
     "LABELS",
+    "act_now",
     "actions",
     "buttons",
     "change_text",
+    "check_hold",
     "kept_why",
     "never_stopped",
     "nothing_text",

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from hyperpod_scheduler.app.actions import change_text, nothing_text, stop_forecast
+from hyperpod_scheduler.app.actions import act_now, change_text, check_hold, nothing_text, stop_forecast
 from hyperpod_scheduler.app.compose import Context
-from hyperpod_scheduler.app.instants import parse_instant
 from hyperpod_scheduler.app.wording import when
-from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.store.records import HistoryEntry
 from hyperpod_scheduler.web.core import ACTIONS, ActionName, DashboardCore, NotFound
 
@@ -108,13 +106,9 @@ def _act(
     engine = ctx.engine(actor=who)
     now = ctx.now()
     if action == "hold":
-        if hold_state not in ("running", "stopped"):
-            raise UsageError(f"state: {hold_state!r} is not 'running' or 'stopped'")
-        end = parse_instant(until, "until") if until else None
-        if end is not None and end <= now:
-            raise UsageError(f"until: {until!r} is not in the future")
-        engine.set_hold(g.ref, hold_state, end, reason or "dashboard")  # type: ignore[arg-type]
-        message = f"held {hold_state}" + (f" until {end.isoformat()}" if end else " until released")
+        kept, end = check_hold(hold_state, until, now, state_field="state", until_field="until")
+        engine.set_hold(g.ref, kept, end, reason or "dashboard")
+        message = f"held {kept}" + (f" until {end.isoformat()}" if end else " until released")
         return {"cluster": name, "action": action, "kind": "ok", "message": message, "by": who}
     if action == "release":
         released = engine.release(g.ref)
@@ -127,11 +121,8 @@ def _act(
         }
     said = (reason or "").strip()[:500]
     shown = preview(dash, name, action)
-    result = engine.act(
-        g.ref,
-        action,
-        transition_id=f"dashboard-{action}@{now.isoformat()}",
-        reason=f"dashboard: {said}" if said else "dashboard",
+    result = act_now(
+        engine, g.ref, action, now, source="dashboard", reason=f"dashboard: {said}" if said else "dashboard"
     )
     # The engine writes history when an update settles (possibly on a later tick, by the
     # scheduler); this line records who asked, at once.
