@@ -153,6 +153,10 @@ def test_the_stop_preview_and_plan_keep_the_slurm_head_the_stop_keeps(
     assert not any("zeroes the Slurm controller" in w for w in row["warnings"])
     page = floor_two.api().get("/api/clusters/legacy").json()
     assert {p["group"]: p["keep_at"] for p in page["protected_groups"]} == after  # "at stop" on its page
+    # The Schedules page's "a week not billed" is worth what the preview says a stop saves an hour.
+    (schedule,) = floor_two.api().get("/api/schedules").json()["schedules"]
+    assert preview["usd_per_hour_saved"] > 0
+    assert schedule["releasable_usd_per_hour"] == preview["usd_per_hour_saved"]
 
 
 def test_a_cluster_whose_stop_sends_nothing_only_for_a_floor_is_not_painted_stopped(

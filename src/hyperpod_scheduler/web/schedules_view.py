@@ -65,7 +65,7 @@ def schedules(dash: DashboardCore, tz: str | None) -> dict[str, Any]:
                 "hours_running": running,
                 "hours_stopped": 168 - running,
                 "stopped_pct": round(100 * (168 - running) / 168),
-                "releasable_usd_per_hour": round(_releasable(ctx, users.get(name, [])), 2),
+                "releasable_usd_per_hour": round(_releasable(dash, ctx, users.get(name, [])), 2),
                 "never_stopped": _never_stopped(dash, ctx, users.get(name, [])),
             }
         )
@@ -109,16 +109,21 @@ def _recorded(ctx: Any, g: Governed) -> dict[str, int]:
     return {n: s.count for n, s in record.snapshot.sizes.items()} if record and record.snapshot else {}
 
 
-def _releasable(ctx: Context, clusters: list[Governed]) -> float:
+def _releasable(dash: DashboardCore, ctx: Context, clusters: list[Governed]) -> float:
     """What the clusters on a schedule bill an hour while running, less what their stops keep: the
-    figure a stopped hour saves (from recorded sizes; a cluster never stopped yet counts nothing)."""
+    figure a stopped hour saves (from recorded sizes; a cluster never stopped yet counts nothing). What
+    a stop keeps is the planner's and the guards' answer; when the cluster cannot be described, what
+    its last stop kept."""
     prices = ctx.prices()
     total = 0.0
     for g in clusters:
         record = ctx.store.get(g.ref.key)
-        row = status_row(ctx, g)
         sizes = record.snapshot.sizes if record is not None and record.snapshot is not None else {}
-        kept = {k.group: k.kept for k in row.protected}
+        forecast = dash.stop_forecast(ctx, g.ref, g.schedule) if sizes else None
+        if isinstance(forecast, StopForecast):
+            kept = {k.group: k.after for k in forecast.kept}
+        else:
+            kept = {k.group: k.kept for k in status_row(ctx, g).protected}
         for group, size in sizes.items():
             price = prices.instance(size.instance_type) if size.instance_type else None
             if price is not None:
