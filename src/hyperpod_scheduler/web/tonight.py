@@ -78,6 +78,8 @@ def kept_tonight(ctx: Context, r: StatusRow, forecast: StopForecast | Exception)
                 "kept_by": k.kept_by,
             }
         )
+    if forecast.outcome == "busy":  # changing now: its groups' targets are where the update leaves them
+        return kept, f"at the targets of the update in progress ({forecast.reason})"
     return kept, kept_why(forecast)
 
 
