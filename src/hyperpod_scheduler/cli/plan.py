@@ -8,6 +8,7 @@ from typing import Any
 import typer
 from botocore.exceptions import BotoCoreError, ClientError
 
+from hyperpod_scheduler.app.actions import nothing_text, stop_forecast
 from hyperpod_scheduler.app.status import night_hours
 from hyperpod_scheduler.app.wording import clock, iso_minute, usd
 from hyperpod_scheduler.cli.context import Context, make_context, parse_instant
@@ -15,14 +16,14 @@ from hyperpod_scheduler.cli.governing import governed_clusters, instant_check, n
 from hyperpod_scheduler.cli.options import ConfigOpt, JsonOpt, StateOpt
 from hyperpod_scheduler.cli.output import Column, Listing, emit, output_format, output_option
 from hyperpod_scheduler.cost.savings import keep_cost_per_night
-from hyperpod_scheduler.engine import fidelity
 from hyperpod_scheduler.engine.approvals import DEFAULT_APPROVAL_MINUTES
 from hyperpod_scheduler.engine.fleet import HORIZON, Governed, as_mapping, plan
 from hyperpod_scheduler.engine.image_update import wanted as image_forecast
 from hyperpod_scheduler.engine.images import line as image_line
+from hyperpod_scheduler.engine.slurm_roles import remembered_roles
 from hyperpod_scheduler.errors import HyperpodSchedulerError
 from hyperpod_scheduler.guards.approval import needs_approval
-from hyperpod_scheduler.guards.capacity import head_warning, protections
+from hyperpod_scheduler.guards.capacity import head_warning
 
 
 def register(app: typer.Typer) -> None:
@@ -85,39 +86,50 @@ def register(app: typer.Typer) -> None:
 
 
 def _protection_rows(ctx: Context, g: Governed) -> dict[str, Any]:
-    """Which groups a stop would keep and why, read with DescribeCluster (nothing is changed)."""
+    """Which groups the schedule's stop would keep and why, read with DescribeCluster (nothing is
+    changed): the planner's and the guards' answer (``app.actions.stop_forecast``), the one the
+    dashboard's stop preview, "tonight" and "kept at stop" show."""
     row: dict[str, Any] = {
         "cluster": g.ref.name, "account": g.ref.account, "region": g.ref.region, "protected": [], "warnings": [],
     }  # fmt: skip
     try:
-        view = ctx.engine().describe(g.ref)
+        described = ctx.engine().describe(g.ref)
     except (ClientError, BotoCoreError, HyperpodSchedulerError) as exc:
         row["error"] = str(exc)
         return row
-    from hyperpod_scheduler.engine.slurm_roles import remembered_roles
-
-    view = remembered_roles(view, ctx.store.get(g.ref.key), ctx.now())  # roles learned from the file
+    record = ctx.store.get(g.ref.key)
+    view = remembered_roles(described, record, ctx.now())  # roles learned from the file
+    f = stop_forecast(ctx, g.ref, described, schedule=g.schedule)
     hours = night_hours(g.schedule, ctx.now())
     row["night_hours"] = hours
-    row["protected"] = []
-    for p in protections(view.groups, g.policy):
-        itype = (view.group(p.group) or view.groups[0]).instance_type
-        cost = keep_cost_per_night(itype, p.keep_at, g.schedule, ctx.now(), ctx.prices()) if itype else None
+    row["stop"] = {"outcome": f.outcome, "reason": f.reason, "nothing": nothing_text(f)}
+    if f.outcome == "busy":
+        row["warnings"].append(f"changing now ({f.reason}): what its stop keeps is known once it settles")
+    for k in f.kept if f.outcome != "busy" else ():
+        cost = (
+            keep_cost_per_night(k.instance_type, k.after, g.schedule, ctx.now(), ctx.prices())
+            if k.instance_type
+            else None
+        )
         row["protected"].append(
             {
-                "group": p.group,
-                "keep_at": p.keep_at,
-                "instance_type": itype,
-                "reason": p.reason,
-                "overridable": p.overridable,
+                "group": k.group,
+                "keep_at": k.after,
+                "instance_type": k.instance_type,
+                "reason": k.why,
+                "kept_by": k.kept_by,
+                "overridable": k.overridable,
                 "keep_cost_per_night_usd": None if cost is None else round(cost, 2),
             }
         )
-    warning = head_warning(view.groups, g.policy)
+    kept = {k.group for k in f.kept}
+    warning = head_warning(view.groups, g.policy, kept)
     if warning:
         row["warnings"].append(warning)
-    kept = {p.group for p in protections(view.groups, g.policy)}
-    moves = image_forecast(ctx.engine(), g.ref, ctx.store.get(g.ref.key), view, {x.name for x in view.groups} - kept)
+    if f.outcome == "blocked":
+        row["warnings"].append(f"the scheduled stop would be blocked: {f.reason}")
+    asleep = {x.group for x in f.groups if x.after == 0}
+    moves = image_forecast(ctx.engine(), g.ref, record, view, asleep)
     row["image_updates"] = [u.model_dump() for u in moves]
     if moves:
         row["warnings"].append(f"the next start first moves AMI releases while at zero: {image_line(moves)}")
@@ -128,7 +140,7 @@ def _protection_rows(ctx: Context, g: Governed) -> dict[str, Any]:
             f"a scheduled stop releases {', '.join(needing)} only with a person's approval (asked {minutes:g} min "
             "before the stop; no answer keeps them)"
         )
-    row["refused"] = fidelity.refusal(view, g.policy)
+    row["refused"] = f.reason if f.outcome == "refused" else None
     return row
 
 

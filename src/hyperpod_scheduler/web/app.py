@@ -281,8 +281,6 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def fleet_page(request: Request) -> Response:
         shown = zones.fleet_in(dash.fleet_page(), zone_of(request))
-        for row in shown["rows"]:
-            row["actions"] = acting.for_row(row)
         return page(request, "fleet.html", f=shown)
 
     @app.get("/clusters/{name}", response_class=HTMLResponse, include_in_schema=False)
@@ -292,7 +290,6 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
         zone = zone_of(request)
         shown = dash.cluster(name, from_ or None, zone, where)
         zones.next_in(shown, zone, datetime.fromisoformat(shown["timeline"]["now"]))
-        shown["actions"] = acting.for_cluster(shown)
         return page(request, "cluster.html", c=shown)
 
     @app.get("/savings", response_class=HTMLResponse, include_in_schema=False)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from hyperpod_scheduler.app import actions
 from hyperpod_scheduler.app import report as reports
 from hyperpod_scheduler.app.compose import Context, Source, chain_clients
 from hyperpod_scheduler.aws.clients import AwsClients
@@ -30,7 +31,9 @@ from hyperpod_scheduler.cost.savings import Report
 from hyperpod_scheduler.cost.settings import CostSettings
 from hyperpod_scheduler.engine.fleet import OUTSIDE, Governed
 from hyperpod_scheduler.engine.runner import ClusterRef
+from hyperpod_scheduler.engine.stop_forecast import StopForecast
 from hyperpod_scheduler.errors import HyperpodSchedulerError
+from hyperpod_scheduler.schedule import Schedule
 from hyperpod_scheduler.store import open_store
 from hyperpod_scheduler.web import places
 from hyperpod_scheduler.web.places import ANYWHERE, Place
@@ -198,6 +201,16 @@ class DashboardCore:
             answer = exc
         self._describe_cache[ref.key] = (time.monotonic(), answer)
         return answer
+
+    def stop_forecast(
+        self, ctx: Context, ref: ClusterRef, schedule: Schedule | None = None
+    ) -> StopForecast | Exception:
+        """What a stop would send (``app.actions.stop_forecast``) from the cached DescribeCluster, or
+        the exception the describe raised. ``schedule``: its scheduled stop; None: a person's, now."""
+        view = self.describe_cached(ctx, ref)
+        if isinstance(view, Exception):
+            return view
+        return actions.stop_forecast(ctx, ref, view, schedule=schedule)
 
     def report(self, ctx: Context, since: datetime, until: datetime) -> Report:
         """The same computation as ``report`` on the command line (``app.report.build``)."""

@@ -5,18 +5,22 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from hyperpod_scheduler.app.actions import kept_why
 from hyperpod_scheduler.app.compose import Context
 from hyperpod_scheduler.app.status import StatusRow
 from hyperpod_scheduler.app.wording import clock, count_of, when
 from hyperpod_scheduler.cost.rates import money
 from hyperpod_scheduler.engine.fleet import Governed
-from hyperpod_scheduler.guards.capacity import protections
+from hyperpod_scheduler.engine.stop_forecast import StopForecast
 from hyperpod_scheduler.schedule import Schedule
-from hyperpod_scheduler.web.core import WEEK, DashboardCore
+from hyperpod_scheduler.web.core import WEEK
 
 
-def tonight(dash: DashboardCore, ctx: Context, g: Governed | None, r: StatusRow) -> dict[str, Any]:
-    """What this cluster bills in its coming stopped stretch (tonight, or the weekend), and why."""
+def tonight(
+    ctx: Context, g: Governed | None, r: StatusRow, forecast: StopForecast | Exception | None
+) -> dict[str, Any]:
+    """What this cluster bills in its coming stopped stretch (tonight, or the weekend), and why.
+    ``forecast``: what the schedule's stop sends (``DashboardCore.stop_forecast``), None if not governed."""
     now = ctx.now()
     if g is None:
         hourly = r.usd_per_hour
@@ -29,10 +33,13 @@ def tonight(dash: DashboardCore, ctx: Context, g: Governed | None, r: StatusRow)
         hourly = r.usd_per_hour
         until = f" until {when(r.hold.until, zone)}" if r.hold.until else " until released"
         return _bill(schedule, now, hourly, f"held running by {r.hold.by}{until}: everything bills")
-    if stretch is None:
+    if stretch is None or forecast is None:
         return _bill(schedule, now, r.usd_per_hour, "the schedule does not stop it in the coming week")
     begin, end = stretch
-    kept, why = kept_tonight(dash, ctx, g, r)
+    kept, why = kept_tonight(ctx, r, forecast)
+    if not isinstance(forecast, Exception) and forecast.outcome in ("blocked", "refused"):
+        # The planner or a guard would send no stop at all: everything bills, and the page says why.
+        return _bill(schedule, now, r.usd_per_hour, f"a stop would not go out: {forecast.reason}")
     blocked = next((f for f in r.flags if f.kind == "blocked"), None)
     if blocked is not None and r.state == "running" and not g.schedule.is_running(now):
         return _bill(schedule, now, r.usd_per_hour, f"still running: {blocked.text}")
@@ -51,34 +58,32 @@ def tonight(dash: DashboardCore, ctx: Context, g: Governed | None, r: StatusRow)
     return {**_bill(schedule, now, hourly, f"{groups} kept: {why}"), "kept": kept}
 
 
-def kept_tonight(dash: DashboardCore, ctx: Context, g: Governed, r: StatusRow) -> tuple[list[dict[str, Any]], str]:
-    """The groups a stop would keep and why: from DescribeCluster and the policy, else from what the
-    last stop kept."""
-    prices = ctx.prices()
-    view = dash.describe_cached(ctx, g.ref)
-    if isinstance(view, Exception):
+def kept_tonight(ctx: Context, r: StatusRow, forecast: StopForecast | Exception) -> tuple[list[dict[str, Any]], str]:
+    """The groups the schedule's stop keeps and why: what the planner and the guards would send
+    (``app.actions.stop_forecast``), else (the cluster cannot be described) what the last stop kept."""
+    if isinstance(forecast, Exception):
         kept = [
             {"group": b.group, "count": b.count, "instance_type": b.instance_type, "usd_per_hour": b.usd_per_hour}
             for b in r.billing
         ]
         return kept, "as the last stop kept them (cannot describe the cluster now)"
-    kept, reasons = [], []
-    for p in protections(view.groups, g.policy):
-        group = view.group(p.group)
-        itype = group.instance_type if group is not None else None
-        price = prices.instance(itype) if itype else None
-        if p.keep_at > 0:
-            kept.append(
-                {
-                    "group": p.group,
-                    "count": p.keep_at,
-                    "instance_type": itype,
-                    "usd_per_hour": None if price is None else round(price.usd * p.keep_at, 2),
-                    "reason": p.reason,
-                }
-            )
-            reasons.append(_reason_short(p.reason))
-    return kept, "; ".join(dict.fromkeys(reasons))
+    prices = ctx.prices()
+    kept = []
+    for k in forecast.kept:
+        price = prices.instance(k.instance_type) if k.instance_type else None
+        kept.append(
+            {
+                "group": k.group,
+                "count": k.after,
+                "instance_type": k.instance_type,
+                "usd_per_hour": None if price is None else round(price.usd * k.after, 2),
+                "reason": k.why,
+                "kept_by": k.kept_by,
+            }
+        )
+    if forecast.outcome == "busy":  # changing now: its groups' targets are where the update leaves them
+        return kept, f"at the targets of the update in progress ({forecast.reason})"
+    return kept, kept_why(forecast)
 
 
 def _bill(schedule: Schedule, now: datetime, hourly: float | None, why: str) -> dict[str, Any]:
@@ -96,11 +101,3 @@ def _bill(schedule: Schedule, now: datetime, hourly: float | None, why: str) -> 
         "to": night[1].isoformat() if night else None,
         "why": why,
     }
-
-
-def _reason_short(reason: str) -> str:
-    """The first clause of a protection's reason (``scarce capacity (ml.p5.48xlarge) ...``)."""
-    text = reason.split(" is not released")[0].split(" stays up with")[0]
-    if "Slurm" in reason and "stays up" in reason:
-        return "the Slurm head stays up with the kept compute group"
-    return text
