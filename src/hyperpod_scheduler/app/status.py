@@ -6,24 +6,37 @@ Nothing here calls AWS: a status row is the record, the schedule and the clock.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from hyperpod_scheduler.app.billing import (
+    Billing,
+    flexible_text,
+    hourly_now,
+    hourly_of,
+    last_line,
+    left_billing,
+    line_types,
+    one_type,
+)
 from hyperpod_scheduler.app.compose import Context
+from hyperpod_scheduler.app.freshness import reads_document, unreachable_text
 from hyperpod_scheduler.app.history import sentence
 from hyperpod_scheduler.app.wording import count_of, usd, when
-from hyperpod_scheduler.cost.prices import PriceTable, group_price
+from hyperpod_scheduler.cost.prices import PriceTable
+from hyperpod_scheduler.cost.rates import money
 from hyperpod_scheduler.cost.savings import keep_cost_per_night
 from hyperpod_scheduler.engine.fleet import Governed, next_transition, schedule_state
 from hyperpod_scheduler.engine.planner import effective_hold, live_retry
 from hyperpod_scheduler.schedule import Schedule
 from hyperpod_scheduler.store.outcomes import read_outcomes
 from hyperpod_scheduler.store.records import (
+    LEGACY_ACCOUNT,
     AmiChange,
     Approval,
+    AwsReads,
     ClusterRecord,
     GroupOutcome,
     HistoryEntry,
@@ -51,24 +64,7 @@ class KeptGroup:
 
     @property
     def type_text(self) -> str | None:
-        return self.instance_type or _flexible(self.instance_types)
-
-
-@dataclass(frozen=True)
-class Billing:
-    """A group with nodes while its cluster is stopped (kept by a guard or a policy, or a scale-in that
-    did not finish): what still bills, and its price per hour (None when unpriced)."""
-
-    group: str
-    count: int
-    instance_type: str | None
-    usd_per_hour: float | None
-    price_is_upper_bound: bool = False  # a flexible group priced at its dearest type: "up to"
-    instance_types: tuple[str, ...] = ()  # every type it may run (several: a flexible group)
-
-    @property
-    def type_text(self) -> str | None:
-        return self.instance_type or _flexible(self.instance_types)
+        return self.instance_type or flexible_text(self.instance_types)
 
 
 @dataclass(frozen=True)
@@ -114,6 +110,17 @@ class StatusRow:
     # The applied state was "stopped" but the last stop kept every group (it sent nothing): the row
     # reads running, and says why. A typed fact, not a flag's text read back.
     stop_sent_nothing: bool = False
+    # How the engine's last DescribeCluster reads went (engine.reads): failing, every figure above is
+    # as of ``reads.sizes_as_of``, and the row says since when AWS has not answered.
+    reads: AwsReads | None = None
+    # The account the cluster is in (None: not known yet, a record from before account keys).
+    account: str | None = None
+    # The fleet's pause switch is on (``Pause.line``): this cluster is neither stopped nor started.
+    paused: str | None = None
+
+    @property
+    def aws_unreachable(self) -> bool:
+        return self.reads is not None and self.reads.failing
 
     @property
     def governed(self) -> bool:
@@ -125,7 +132,9 @@ class StatusRow:
         return {
             "key": self.key,
             "cluster": self.cluster,
+            "account": self.account,
             "region": self.region,
+            "paused": self.paused,
             "schedule": self.schedule,
             "schedule_expression": self.schedule_expression,
             "state": self.state,
@@ -149,6 +158,7 @@ class StatusRow:
             "wants_now": self.wants_now,
             "recorded_at": None if self.recorded_at is None else self.recorded_at.isoformat(),
             "stop_sent_nothing": self.stop_sent_nothing,
+            "aws": reads_document(self.reads),
             "refused": None if self.refused is None else self.refused.model_dump(mode="json"),
             "ami_changes": [c.model_dump(mode="json") for c in self.ami_changes],
             "state_text": state_text(self),
@@ -223,17 +233,20 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
     elif state == "running" and record is not None and _came_back_empty(record):
         state = "stopped"  # the start rolled back for capacity: no node runs, whatever the record applied
     prices = ctx.prices()
-    billing = _billing(record, lines, prices) if state == "stopped" else ()
-    hourly_now = _hourly_now(state, record, lines, billing, prices)
+    billing = left_billing(record, lines, prices) if state == "stopped" else ()
+    hourly = hourly_now(state, record, lines, billing, prices)
     hold = record.hold if record is not None and effective_hold(record, now) else None
     wants = hold.state if hold is not None else (schedule_state(g.schedule, now).desired if g is not None else None)
     retry, dropped = _retry(record, g, wants, now)
     parts = record_key.split("/")
     approval = _latest_approval(record, now)
     flags = _flags(record, lines, hold, billing, now, sent_nothing, retry, dropped)
+    reads = record.reads if record is not None else None
+    if reads is not None and reads.failing:
+        flags = (Flag("stale", unreachable_text(reads)), *flags)  # nothing here is live: say so first
     if approval is not None and approval.state == "pending":
-        hours = night_hours(g.schedule, now) if g is not None else 0.0
-        flags = (_approval_flag(approval, record, prices, hours), *flags)  # a decision waits: first
+        schedule = g.schedule if g is not None else None
+        flags = (_approval_flag(approval, record, prices, schedule, now), *flags)  # a decision waits: first
     return StatusRow(
         key=record_key,
         cluster=g.ref.name if g is not None else record_key.rsplit("/", 1)[-1],
@@ -250,8 +263,8 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
         refused=record.refused if record else None,
         ami_changes=tuple(record.ami_changes) if record else (),
         billing=billing,
-        usd_per_hour=hourly_now[0] if hourly_now else None,
-        price_is_upper_bound=hourly_now[1] if hourly_now else False,
+        usd_per_hour=hourly[0] if hourly else None,
+        price_is_upper_bound=hourly[1] if hourly else False,
         flags=flags,
         timezone=g.schedule.timezone.key if g is not None else None,
         approval=approval,
@@ -260,10 +273,17 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
         retry_dropped=dropped,
         recorded_at=record.updated_at if record is not None else None,
         stop_sent_nothing=sent_nothing,
+        reads=reads,
+        account=g.ref.account
+        if g is not None
+        else (parts[0] if len(parts) >= 3 and parts[0] != LEGACY_ACCOUNT else None),
+        paused=ctx.paused.line() if ctx.paused is not None else None,
     )
 
 
-def _approval_flag(approval: Approval, record: ClusterRecord | None, prices: PriceTable, hours: float) -> Flag:
+def _approval_flag(
+    approval: Approval, record: ClusterRecord | None, prices: PriceTable, schedule: Schedule | None, now: datetime
+) -> Flag:
     """A pending request to release scarce groups, with what it is about: nodes, and money per night
     (what releasing saves, and refusing keeps billing)."""
     sizes = record.snapshot.sizes if record is not None and record.snapshot is not None else {}
@@ -274,15 +294,16 @@ def _approval_flag(approval: Approval, record: ClusterRecord | None, prices: Pri
             parts.append(group)
             priced = False
             continue
-        parts.append(f"{group} ({count_of(size.count, size.instance_type or _flexible(size.types))})")
-        cost = _hourly(prices, size.types, size.count)
+        parts.append(f"{group} ({count_of(size.count, size.instance_type or flexible_text(size.types))})")
+        cost = hourly_of(prices, size.types, size.count)
         priced = priced and cost is not None
         hourly += cost[0] if cost else 0.0
         bound = bound or (cost is not None and cost[1])
-    money = f", {usd(hourly * hours, up_to=bound)} per night" if priced and hours else ""
+    night = money(hourly, schedule, now).per_night if priced else None
+    said = f", {usd(night, up_to=bound)} per night" if night else ""
     return Flag(
         "approval",
-        f"release of {', '.join(parts)} awaits approval until {when(approval.expires_at)}{money}",
+        f"release of {', '.join(parts)} awaits approval until {when(approval.expires_at)}{said}",
     )
 
 
@@ -312,96 +333,6 @@ def _retry(
 HISTORY_LOOKBACK = 60
 
 
-def _last(lines: list[HistoryEntry], action: str, outcomes: tuple[str, ...]) -> HistoryEntry | None:
-    return next((e for e in lines if e.action == action and e.outcome in outcomes), None)  # newest first
-
-
-def _flexible(types: Sequence[str]) -> str | None:
-    """A group's types for people when it has no one InstanceType: ``flexible p5.48xlarge|p4d.24xlarge``."""
-    if not types:
-        return None
-    return types[0] if len(types) == 1 else "flexible " + "|".join(t.removeprefix("ml.") for t in types)
-
-
-def _line_types(line: HistoryEntry | None, record: ClusterRecord | None) -> dict[str, tuple[str, ...]]:
-    """Every type each group may run, from the snapshot and the stop line's sizes (the line wins)."""
-    types: dict[str, tuple[str, ...]] = {}
-    if record is not None and record.snapshot is not None:
-        types.update({n: s.types for n, s in record.snapshot.sizes.items()})
-    sizes = line.detail.get("sizes") if line is not None else None
-    if isinstance(sizes, Mapping):
-        for n, v in sizes.items():
-            if not isinstance(v, Mapping):
-                continue
-            listed = v.get("instance_types")
-            if isinstance(listed, list) and listed and all(isinstance(t, str) and t for t in listed):
-                types[str(n)] = tuple(listed)
-            elif isinstance(v.get("instance_type"), str):
-                types[str(n)] = (v["instance_type"],)
-    return types
-
-
-def _type_of(types: Sequence[str]) -> str | None:
-    """The one type a group runs; None for a flexible group of several (``instance_types`` lists them)."""
-    return types[0] if len(types) == 1 else None
-
-
-def _hourly(prices: PriceTable, types: Sequence[str], count: int) -> tuple[float, bool] | None:
-    """(USD an hour for ``count`` nodes, whether that is an upper bound), from ``group_price``."""
-    price = group_price(types, prices)
-    return None if price is None else (price.times(count), price.upper_bound)
-
-
-def _billing(record: ClusterRecord | None, lines: list[HistoryEntry], prices: PriceTable) -> tuple[Billing, ...]:
-    """The groups the last stop left with nodes (a stop that kept everything sent nothing, and its line
-    still says what stayed up)."""
-    line = _last(lines, "stop", ("ok", "noop", "failed"))
-    if line is None:
-        return ()
-    types = _line_types(line, record)
-    out = []
-    for o in read_outcomes(line.detail).values():
-        if o.current > 0:
-            itypes = types.get(o.group, ())
-            cost = _hourly(prices, itypes, o.current)
-            bound = cost is not None and cost[1]
-            out.append(Billing(o.group, o.current, _type_of(itypes), cost[0] if cost else None, bound, itypes))
-    return tuple(sorted(out, key=lambda b: -(b.usd_per_hour or 0.0)))  # what costs most first
-
-
-def _hourly_now(
-    state: str,
-    record: ClusterRecord | None,
-    lines: list[HistoryEntry],
-    billing: tuple[Billing, ...],
-    prices: PriceTable,
-) -> tuple[float, bool] | None:
-    """What the cluster bills an hour now, and whether that is an upper bound (a flexible group)."""
-    if state == "stopped":
-        if any(b.usd_per_hour is None for b in billing):
-            return None  # a group with no price: what bills is not known, not $0 for it
-        return sum(b.usd_per_hour or 0.0 for b in billing), any(b.price_is_upper_bound for b in billing)
-    if state != "running":
-        return None
-    # Running: the sizes the last stop recorded (or what the last start restored), priced.
-    stop = _last(lines, "stop", ("ok", "noop", "failed"))
-    sizes: dict[str, int] = {}
-    if record is not None and record.snapshot is not None:
-        sizes = {n: s.count for n, s in record.snapshot.sizes.items()}
-    elif stop is not None and isinstance(stop.detail.get("sizes"), Mapping):
-        sizes = {str(n): int(v.get("count", 0)) for n, v in stop.detail["sizes"].items() if isinstance(v, Mapping)}
-    start = _last(lines, "start", ("ok", "failed"))
-    if start is not None:
-        sizes.update({o.group: o.current for o in read_outcomes(start.detail).values()})
-    if not sizes:
-        return None
-    types = _line_types(stop, record)
-    hourly = [_hourly(prices, types.get(n, ()), c) for n, c in sizes.items() if c]
-    if any(h is None for h in hourly):
-        return None
-    return sum(h[0] for h in hourly if h), any(h[1] for h in hourly if h)
-
-
 def _flags(
     record: ClusterRecord | None,
     lines: list[HistoryEntry],
@@ -420,7 +351,7 @@ def _flags(
         flags.append(Flag("held", f"held {hold.state}{until} by {hold.by}"))
     if billing:
         flags.append(Flag("kept", "kept overnight: " + ", ".join(count_of(b.count, b.type_text) for b in billing)))
-    stop = _last(lines, "stop", ("ok", "noop", "blocked", "failed", "refused"))
+    stop = last_line(lines, "stop", ("ok", "noop", "blocked", "failed", "refused"))
     if stop is not None and stop.outcome == "blocked":
         flags.append(Flag("blocked", f"stop blocked {when(stop.at)}: {sentence(stop).text.split(': ', 1)[-1]}"))
     if retry is not None:
@@ -453,7 +384,7 @@ def _stop_sent_nothing(lines: list[HistoryEntry]) -> bool:
     """The last stop kept every group (protected capacity, ``keep``, the Slurm head with them): it sent
     no update, the record says "stopped" so the schedule does not retry it, and yet every node runs.
     A face that called this "stopped" would say something untrue (issue 27, item 2)."""
-    stop = _last(lines, "stop", ("ok", "noop", "failed"))
+    stop = last_line(lines, "stop", ("ok", "noop", "failed"))
     if stop is None or stop.outcome != "noop":
         return False
     outcomes = list(read_outcomes(stop.detail).values())
@@ -472,22 +403,21 @@ def _kept(
     """What the last stop kept: the snapshot's ``kept``, or (a stop that kept every group sends nothing
     and records no snapshot) the groups its history line says stayed up."""
     kept: dict[str, int] = dict(record.snapshot.kept) if record is not None and record.snapshot is not None else {}
-    stop = _last(lines, "stop", ("ok", "noop", "failed"))
+    stop = last_line(lines, "stop", ("ok", "noop", "failed"))
     if not kept and stop is not None:
         kept = {o.group: o.current for o in read_outcomes(stop.detail).values() if o.current > 0}
     if not kept:
         return ()
-    types = _line_types(stop, record)
-    hours = night_hours(schedule, now) if schedule is not None else 0.0
+    types = line_types(stop, record)
     out = []
     for group, count in kept.items():
         itypes = types.get(group, ())
-        cost = keep_cost_per_night(itypes, count, hours, ctx.prices()) if hours else None
+        cost = keep_cost_per_night(itypes, count, schedule, now, ctx.prices())
         out.append(
             KeptGroup(
                 group,
                 count,
-                _type_of(itypes),
+                one_type(itypes),
                 None if cost is None else round(cost.usd, 2),
                 cost is not None and cost.upper_bound,
                 itypes,
@@ -497,12 +427,9 @@ def _kept(
 
 
 def night_hours(schedule: Schedule, now: datetime) -> float:
-    """Length of the next stopped stretch (stop to following start), for per-night cost figures."""
-    upcoming = schedule.next_transitions(now, 3)
-    for first, second in itertools.pairwise(upcoming):
-        if first.state == "stopped" and second.state == "running":
-            return (second.at - first.at).total_seconds() / 3600
-    return 0.0
+    """The length of the schedule's night (``cost.rates``: in progress or next, whole), for per-night
+    cost figures."""
+    return money(None, schedule, now).night_hours
 
 
 def state_text(row: StatusRow) -> str:
@@ -517,6 +444,8 @@ def state_text(row: StatusRow) -> str:
     if row.state == "running" and row.stop_sent_nothing:
         kept = ", ".join(count_of(p.kept, p.type_text) for p in row.protected)
         text += f" · every group kept by the last stop ({kept})" if kept else " · every group kept by the last stop"
+    if row.aws_unreachable:
+        text += " (last known)"  # the flag says since when AWS has not answered
     if row.hold is None:
         return text
     until = f" until {row.hold.until.astimezone(UTC):%a %H:%M}Z" if row.hold.until else ""

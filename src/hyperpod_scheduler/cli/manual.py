@@ -8,6 +8,7 @@ import time
 import typer
 from botocore.exceptions import ClientError
 
+from hyperpod_scheduler.app.actions import act_now
 from hyperpod_scheduler.cli.context import Context, make_context, printer
 from hyperpod_scheduler.cli.exits import EXIT_FAILED, EXIT_INTERRUPTED, FAILED_KINDS, NotReady
 from hyperpod_scheduler.cli.options import (
@@ -98,15 +99,10 @@ def _manual(
         with follower:
             if wait and not dry_run:
                 _wait_until_ready(ctx, engine, ref, view, poll, poll_seconds)
-            result = engine.act(
-                ref,
-                action,
-                transition_id=f"manual-{action}@{now.isoformat()}",
-                reason="manual",
-                dry_run=dry_run,
-                wait=wait,
+            result = act_now(
+                engine, ref, action, now, source="manual", reason="manual", dry_run=dry_run, wait=wait,
                 poll_seconds=poll_seconds,
-            )
+            )  # fmt: skip
     except KeyboardInterrupt:
         if view.sent:
             error_line(

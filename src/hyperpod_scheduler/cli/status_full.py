@@ -19,6 +19,9 @@ from hyperpod_scheduler.engine import fidelity
 
 def _status_listing(ctx: Context, rows: list[StatusRow]) -> Listing:
     now = ctx.now()
+    # Two accounts' clusters of one name are two rows: with several accounts each row names its own.
+    accounts = len({r.account for r in rows if r.account}) > 1
+    regions = len({r.region for r in rows if r.region}) > 1
     out = []
     for r in rows:
         nxt = r.next_transition
@@ -27,6 +30,7 @@ def _status_listing(ctx: Context, rows: list[StatusRow]) -> Listing:
         out.append(
             [
                 r.cluster,
+                *([r.account or "-"] if accounts else []),
                 state_text(r),
                 r.schedule,
                 upcoming,
@@ -38,7 +42,7 @@ def _status_listing(ctx: Context, rows: list[StatusRow]) -> Listing:
                 _outcome_text(r),
             ]
         )
-    return status_listing(now, out, title=_status_title(now, rows))
+    return status_listing(now, out, title=_status_title(now, rows), accounts=accounts, regions=regions)
 
 
 def show_status(

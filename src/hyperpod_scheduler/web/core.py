@@ -9,7 +9,9 @@ them together for the app.
 from __future__ import annotations
 
 import hmac
+import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from hyperpod_scheduler.app import actions
 from hyperpod_scheduler.app import report as reports
 from hyperpod_scheduler.app.compose import Context, Source, chain_clients
 from hyperpod_scheduler.aws.clients import AwsClients
@@ -28,14 +31,19 @@ from hyperpod_scheduler.cost.savings import Report
 from hyperpod_scheduler.cost.settings import CostSettings
 from hyperpod_scheduler.engine.fleet import OUTSIDE, Governed
 from hyperpod_scheduler.engine.runner import ClusterRef
+from hyperpod_scheduler.engine.stop_forecast import StopForecast
 from hyperpod_scheduler.errors import HyperpodSchedulerError
+from hyperpod_scheduler.schedule import Schedule
 from hyperpod_scheduler.store import open_store
+from hyperpod_scheduler.web import places
+from hyperpod_scheduler.web.places import ANYWHERE, Place
 
 if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient
 
     from hyperpod_scheduler.store.base import StateStore
 
+_MEMO_LOCK = threading.Lock()
 DESCRIBE_CACHE_S = 60.0  # the fleet page describes each cluster for its "why"; a minute-old answer will do
 WEEK = timedelta(days=7)
 ActionName = Literal["hold", "release", "stop", "start"]
@@ -76,6 +84,9 @@ class DashboardCore:
         default_factory=dict
     )
     _describe_cache: dict[str, tuple[float, Any]] = field(default_factory=dict)
+    # The governed fleet as one request's context read it: finding it again is discovery again
+    # (ListClusters and tags), and a page asks for a cluster and then for its namesakes.
+    _governed_in: weakref.WeakKeyDictionary[Context, list[Governed]] = field(default_factory=weakref.WeakKeyDictionary)
 
     @property
     def read_only(self) -> bool:
@@ -124,22 +135,59 @@ class DashboardCore:
             raise Refused("access token missing or wrong: action refused", 401)
 
     # ---- reads -----------------------------------------------------------------------------------
-    def governed(self, ctx: Context, name: str) -> Governed:
-        g = ctx.fleet().find(name)
+    def governed(self, ctx: Context, name: str, place: Place = ANYWHERE, holding: str | None = None) -> Governed:
+        """The governed cluster ``name`` at ``place`` (two targets' clusters of one name: the address must
+        say which, else ``Ambiguous`` naming each). ``holding``: an approval id, which also tells two
+        namesakes apart (the link a notification carried names the cluster only)."""
+        found = [(place_of(g.ref), g) for g in self.all_governed(ctx) if g.ref.name == name]
+        try:
+            g = places.one(name, place, found)
+        except places.Ambiguous:
+            if holding is None:
+                raise
+            g = places.one(name, place, [(p, x) for p, x in found if _holds(ctx, x.ref, holding)])
         if g is None:
-            raise NotFound(f"cluster: {name!r} is not governed by the config")
+            where = f" in {place.text()}" if place.asked else ""
+            raise NotFound(f"cluster: {name!r} is not governed by the config{where}")
         return g
 
-    def target(self, ctx: Context, name: str) -> tuple[Governed | None, ClusterRef]:
+    def target(self, ctx: Context, name: str, place: Place = ANYWHERE) -> tuple[Governed | None, ClusterRef]:
         """A governed cluster, or one the store remembers (a manual stop outside the config)."""
-        g = ctx.fleet().find(name)
+        governed = self.all_governed(ctx)
+        g = places.one(name, place, [(place_of(x.ref), x) for x in governed if x.ref.name == name])
         if g is not None:
             return g, g.ref
-        for key in ctx.store.list_keys():
-            if key.rsplit("/", 1)[-1] == name and not key.startswith("agent/"):
-                region, _ = reports.split_key(key)
-                return None, ClusterRef(key, name, region).governed(ctx.fleet().settings(OUTSIDE))
-        raise NotFound(f"cluster: {name!r} is not governed by the config and not in the state store")
+        known = {x.ref.key for x in governed}
+        remembered = [
+            (places.Place.of_key(key), key)
+            for key in ctx.store.list_keys()
+            if key.rsplit("/", 1)[-1] == name and not key.startswith("agent/") and key not in known
+        ]
+        key = places.one(name, place, remembered)
+        if key is not None:
+            region, _ = reports.split_key(key)
+            return None, ClusterRef(key, name, region).governed(ctx.fleet().settings(OUTSIDE))
+        where = f" in {place.text()}" if place.asked else ""
+        raise NotFound(f"cluster: {name!r} is not governed by the config and not in the state store{where}")
+
+    def all_governed(self, ctx: Context) -> list[Governed]:
+        """``ctx``'s governed fleet, read once per request context."""
+        with _MEMO_LOCK:
+            hit = self._governed_in.get(ctx)
+        if hit is None:
+            hit = ctx.fleet().governed()
+            with _MEMO_LOCK:
+                self._governed_in[ctx] = hit
+        return hit
+
+    def address(self, ctx: Context, name: str, ref: ClusterRef, governed: bool = True) -> str:
+        """The query a page's links to cluster ``name`` carry: empty while the name alone finds it (a
+        bare name finds the one governed cluster of that name first), its account and region while it
+        does not (another governed cluster has the name; for one only the store remembers, any other)."""
+        keys = {g.ref.key for g in self.all_governed(ctx) if g.ref.name == name}
+        if not governed:
+            keys |= {k for k in ctx.store.list_keys() if k.rsplit("/", 1)[-1] == name and not k.startswith("agent/")}
+        return place_of(ref).query() if len(keys | {ref.key}) > 1 else ""
 
     def describe_cached(self, ctx: Context, ref: ClusterRef) -> Any:
         """DescribeCluster through the engine (answers checked), or the exception it raised; reused for
@@ -154,12 +202,30 @@ class DashboardCore:
         self._describe_cache[ref.key] = (time.monotonic(), answer)
         return answer
 
+    def stop_forecast(
+        self, ctx: Context, ref: ClusterRef, schedule: Schedule | None = None
+    ) -> StopForecast | Exception:
+        """What a stop would send (``app.actions.stop_forecast``) from the cached DescribeCluster, or
+        the exception the describe raised. ``schedule``: its scheduled stop; None: a person's, now."""
+        view = self.describe_cached(ctx, ref)
+        if isinstance(view, Exception):
+            return view
+        return actions.stop_forecast(ctx, ref, view, schedule=schedule)
+
     def report(self, ctx: Context, since: datetime, until: datetime) -> Report:
         """The same computation as ``report`` on the command line (``app.report.build``)."""
         settings = self.cost or reports.cost_settings(ctx.config)
         notes: list[str] = []
         table = reports.prices(settings.prices, ctx.now(), self.aws, notes)
-        return reports.build(ctx.store, table, self._systems(ctx), since, until, notes)
+        return reports.build(
+            ctx.store,
+            table,
+            self._systems(ctx),
+            since,
+            until,
+            notes,
+            ctx.config,
+        )
 
     def _systems(self, ctx: Context) -> reports.FileSystemSource:
         if self.file_systems is not None:
@@ -176,3 +242,13 @@ class DashboardCore:
         now = ctx.now()
         month = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
         return summary.as_document(self.report(ctx, month, now)) if now > month else {"clusters": []}
+
+
+def place_of(ref: ClusterRef) -> Place:
+    """Where a governed cluster is: its account (when known), region, and the profile that reaches it."""
+    return Place(ref.account, ref.region, ref.profile)
+
+
+def _holds(ctx: Context, ref: ClusterRef, approval_id: str) -> bool:
+    record = ctx.store.get((ctx.engine().accounts.known(ref) or ref).key)
+    return record is not None and any(a.id == approval_id for a in record.approvals)

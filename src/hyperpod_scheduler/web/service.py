@@ -18,6 +18,7 @@ from hyperpod_scheduler.engine.fleet import Governed, ref_for
 from hyperpod_scheduler.web import approval_page, cluster_view, fleet_view, manual, savings_view, schedules_view
 from hyperpod_scheduler.web import grid as grids
 from hyperpod_scheduler.web.core import ACTIONS, DashboardCore, NotFound, Refused
+from hyperpod_scheduler.web.places import ANYWHERE, Place
 
 
 class Dashboard(DashboardCore):
@@ -37,11 +38,13 @@ class Dashboard(DashboardCore):
     def week(self, ctx: Context, rows: list[dict[str, Any]], now: datetime) -> list[dict[str, Any]]:
         return fleet_view.week(ctx, rows, now)
 
-    def cluster(self, name: str, start_text: str | None = None, viewer: tzinfo | None = None) -> dict[str, Any]:
-        return cluster_view.cluster(self, name, start_text, viewer)
+    def cluster(
+        self, name: str, start_text: str | None = None, viewer: tzinfo | None = None, place: Place = ANYWHERE
+    ) -> dict[str, Any]:
+        return cluster_view.cluster(self, name, start_text, viewer, place)
 
-    def preview(self, name: str, action: str) -> dict[str, Any]:
-        return manual.preview(self, name, action)
+    def preview(self, name: str, action: str, place: Place = ANYWHERE) -> dict[str, Any]:
+        return manual.preview(self, name, action, place)
 
     def act(
         self,
@@ -52,8 +55,9 @@ class Dashboard(DashboardCore):
         until: str | None = None,
         hold_state: str = "running",
         reason: str = "",
+        place: Place = ANYWHERE,
     ) -> dict[str, Any]:
-        return manual.act(self, name, action, token, by, until, hold_state, reason)
+        return manual.act(self, name, action, token, by, until, hold_state, reason, place)
 
     def savings(self, since_text: str | None = None, until_text: str | None = None) -> dict[str, Any]:
         return savings_view.savings(self, since_text, until_text)
@@ -64,11 +68,13 @@ class Dashboard(DashboardCore):
     def save_schedule(self, name: str, grid: grids.Grid, token: str | None) -> dict[str, Any]:
         return schedules_view.save_schedule(self, name, grid, token)
 
-    def approval(self, name: str, approval_id: str, token: str) -> dict[str, Any]:
-        return approval_page.approval(self, name, approval_id, token)
+    def approval(self, name: str, approval_id: str, token: str, place: Place = ANYWHERE) -> dict[str, Any]:
+        return approval_page.approval(self, name, approval_id, token, place)
 
-    def answer_approval(self, name: str, approval_id: str, token: str, approve: bool, by: str) -> dict[str, Any]:
-        return approval_page.answer_approval(self, name, approval_id, token, approve, by)
+    def answer_approval(
+        self, name: str, approval_id: str, token: str, approve: bool, by: str, place: Place = ANYWHERE
+    ) -> dict[str, Any]:
+        return approval_page.answer_approval(self, name, approval_id, token, approve, by, place)
 
 
 __all__ = ["ACTIONS", "Dashboard", "NotFound", "Refused", "ref_for"]
