@@ -15,6 +15,7 @@ from hyperpod_scheduler.cli.report import report_listing
 from hyperpod_scheduler.cost.prices import Price, PriceTable, group_price
 from hyperpod_scheduler.cost.savings import build_report, keep_cost_per_night
 from hyperpod_scheduler.cost.summary import as_document, csv_rows
+from hyperpod_scheduler.schedule import resolve
 from hyperpod_scheduler.store.records import HistoryEntry
 
 KEY = "default/us-east-1/flex"
@@ -38,7 +39,11 @@ def test_a_plain_group_and_a_flexible_group_of_one_type_are_priced_exactly() -> 
 def test_one_unpriced_type_leaves_the_flexible_group_unpriced_not_zero_nor_the_known_maximum() -> None:
     assert group_price((P4D, "ml.p6-b200.48xlarge"), TABLE) is None  # the unpriced one may be the dearest
     assert group_price((), TABLE) is None
-    assert keep_cost_per_night((P4D, "ml.p6-b200.48xlarge"), 2, 12, TABLE) is None
+    nights = resolve("Mon-Fri 08:00-20:00 UTC", {})
+    noon = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+    assert keep_cost_per_night((P4D, "ml.p6-b200.48xlarge"), 2, nights, noon, TABLE) is None
+    kept = keep_cost_per_night((P4D, P5), 2, nights, noon, TABLE)
+    assert kept is not None and kept.usd == 2 * 12 * 98.32 and kept.upper_bound
 
 
 @given(st.lists(st.sampled_from([P5, P4D, G6]), min_size=1, max_size=6))
