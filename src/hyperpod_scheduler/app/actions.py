@@ -32,7 +32,10 @@ LABELS = {"hold": "Hold until…", "release": "Release the hold", "stop": "Stop 
 
 def scheduled_stop_at(schedule: Schedule, now: datetime) -> datetime | None:
     """The schedule's stop a forecast is about: the one that began the stopped stretch the schedule is
-    in now, else the next one within a week (None: the schedule does not stop it this week)."""
+    in now, else the next one within a week (None: the schedule does not stop it this week, or its mode
+    never stops it: a start-only schedule's stops are skipped)."""
+    if not schedule.allows("stop"):
+        return None
     if not schedule.is_running(now):
         last = schedule.last_transition(now)
         return last.at if last is not None else now
