@@ -7,6 +7,7 @@ from typing import Any
 from hyperpod_scheduler.app.actions import act_now, change_text, check_hold, nothing_text, stop_forecast
 from hyperpod_scheduler.app.compose import Context
 from hyperpod_scheduler.app.wording import when
+from hyperpod_scheduler.engine.planner import hold_refusal
 from hyperpod_scheduler.store.records import HistoryEntry
 from hyperpod_scheduler.web.core import ACTIONS, ActionName, DashboardCore, NotFound
 from hyperpod_scheduler.web.places import ANYWHERE, Place
@@ -60,7 +61,15 @@ def preview(dash: DashboardCore, name: str, action: str, place: Place = ANYWHERE
     if forecast is not None:
         out["nothing"] = nothing_text(forecast)
         out["outcome"] = forecast.outcome
-    if action == "start" and not recorded:
+    held = hold_refusal(record, ctx.now(), "start", ref.name) if action == "start" else None
+    if held is not None:  # the engine refuses this start (planner.hold_refusal), as a stop's forecast says
+        for x in out["groups"]:
+            x["after"], x["change"] = x["now"], "as it is"
+        out["nothing"], still = (
+            f"refused: {held}: nothing would be sent",
+            sum((x["usd_per_hour_each"] or 0.0) * x["now"] for x in out["groups"]),
+        )
+    elif action == "start" and not recorded:
         out["nothing"] = "no sizes recorded for this cluster: a start would do nothing"
     elif action == "start" and all(x["now"] == x["after"] for x in out["groups"]):
         out["nothing"] = "already at the recorded sizes: nothing would be sent"
