@@ -5,7 +5,7 @@ bill, "never stopped", the approval and AMI-approval wording, ``plan``).
 Pure but for the guards it is given, which must be the ones without side effects (the capacity and
 approval guards, the audit-coverage check): a checkpoint audit signals and drains, so it is asked
 only by the stop itself, and a forecast says so (``audited_at_stop``). The view should carry the
-Slurm roles the record remembers (``engine.slurm_roles.remembered_roles``), as the stop's own does.
+Slurm roles the stop uses (``app.actions.stop_view``: the record's, else the file's, as the stop reads it).
 """
 
 from __future__ import annotations
