@@ -20,7 +20,7 @@ from hyperpod_scheduler.app.instants import parse_instant
 from hyperpod_scheduler.cluster.view import ClusterView
 from hyperpod_scheduler.engine.planner import Action, State
 from hyperpod_scheduler.engine.ref import ClusterRef, Result
-from hyperpod_scheduler.engine.slurm_roles import FileUnreadable, resolve_roles
+from hyperpod_scheduler.engine.slurm_roles import FileUnreadable, stop_roles
 from hyperpod_scheduler.engine.stop_forecast import GroupForecast, StopForecast, forecast
 from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
 from hyperpod_scheduler.schedule import Schedule
@@ -59,7 +59,7 @@ def stop_view(ctx: Context, ref: ClusterRef, view: ClusterView, record: ClusterR
         except (BotoCoreError, HyperpodSchedulerError) as exc:  # no S3 client for it: roles unknown, said
             raise FileUnreadable(f"{uri}: {exc}") from None
 
-    return resolve_roles(view, record, read, ctx.now()).view
+    return stop_roles(view, record, read, ctx.now())
 
 
 def stop_forecast(

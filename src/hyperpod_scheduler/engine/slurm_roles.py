@@ -94,6 +94,13 @@ def remembered_roles(view: ClusterView, record: ClusterRecord | None, now: datet
     return view.with_roles(remembered.roles, remembered.unknown)
 
 
+def stop_roles(view: ClusterView, record: ClusterRecord | None, read: ReadFile | None, now: datetime) -> ClusterView:
+    """``view`` with the roles the stop itself uses (``resolve_roles``: remembered while they fit, else
+    the file read), remembering nothing: for what is decided ahead of a stop (its approval, its AMI
+    move, every face's forecast), so a cluster never stopped is seen as its first stop will see it."""
+    return resolve_roles(view, record, read, now).view
+
+
 def resolve_roles(view: ClusterView, record: ClusterRecord | None, read: ReadFile | None, now: datetime) -> Resolved:
     """``view`` with every group's Slurm role it can learn, what to remember, and the note to give."""
     slurm_config = {g.name: g.node_type for g in view.groups}
