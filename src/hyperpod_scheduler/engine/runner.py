@@ -126,6 +126,8 @@ class Engine:
         except (ClientError, BotoCoreError, HyperpodSchedulerError) as exc:
             if reads.unanswered(exc):
                 self.reads.failed(ref, self.now(), exc)  # kept on the record after the turn (engine.reads)
+            elif isinstance(exc, ClientError):
+                self.reads.answered(ref, self.now())  # AWS answered (an error): reachable, nothing read
             raise
         self.reads.ok(ref, self.now())
         view = parse_cluster(answer)  # parse_cluster checks the shape itself
