@@ -187,3 +187,34 @@ def test_an_error_aws_answers_ends_unreachable_without_moving_sizes_as_of(rig: R
     assert not after.failing, after
     assert after.sizes_as_of == good.ok_at  # nothing was read: the sizes are as old as they were
     assert all(f["kind"] != "stale" for f in rig.status()["flags"]) and rig.status()["aws"]["reachable"] is True
+
+
+def test_tonight_of_a_running_cluster_aws_does_not_describe_is_what_its_last_stop_kept(rig: Rig) -> None:
+    # A floor keeps one node at each stop. The cluster runs (08:00, started), then AWS fails: the Fleet
+    # page cannot forecast the stop, and "tonight" read "nothing but storage bills" - from the billing of
+    # a stopped cluster, which a running one has none of.
+    document = yaml.safe_load(rig.config.read_text(encoding="utf-8"))
+    document["defaults"] = {"policy": {"groups": {"gpu": {"floor": 1}}}}
+    rig.config.write_text(yaml.safe_dump(document), encoding="utf-8")
+    rig.tick()
+    settle(rig.emu, rig.client, NAME)
+    rig.tick()
+    rig.emu.advance((START.replace(hour=8) - rig.emu.clock.now()).total_seconds())
+    rig.tick()
+    settle(rig.emu, rig.client, NAME)
+    rig.tick()
+    assert rig.status()["state"] == "running"
+    rig.emu.faults = {"error_rate": 1.0}
+    tonight = rig.api()["tonight"]
+    assert tonight["bills"], tonight
+    kept = {k["group"]: k["count"] for k in tonight["kept"]}
+    assert kept["gpu"] == 1 and sum(kept.values()) == 1 + kept.get("controller", 0), tonight  # the head with it
+    assert "as the last stop kept them" in tonight["why"], tonight
+
+
+def test_tonight_of_a_cluster_never_stopped_that_aws_does_not_describe_is_not_known(rig: Rig) -> None:
+    rig.emu.advance((START.replace(hour=9) - rig.emu.clock.now()).total_seconds())  # running, never stopped
+    rig.tick()
+    rig.emu.faults = {"error_rate": 1.0}
+    tonight = rig.api()["tonight"]
+    assert tonight["bills"] is None and tonight["usd"] is None and "not known" in tonight["why"], tonight
