@@ -62,9 +62,12 @@ def tonight(
     if not kept:
         stops = "stopped now" if begin <= now else f"stops {clock(begin, zone)}"
         return _bill(schedule, now, 0.0, f"{stops}; nothing but storage bills until {clock(end, zone)}")
-    hourly = sum(k["usd_per_hour"] or 0.0 for k in kept)
+    # A kept group with no price (a flexible group, a type the price list lacks) bills an amount not
+    # known: the priced ones alone are not the night's bill.
+    priced = [k["usd_per_hour"] for k in kept]
+    hourly = None if any(p is None for p in priced) else sum(p or 0.0 for p in priced)
     groups = ", ".join(count_of(k["count"], k["instance_type"]) for k in kept)
-    return {**_bill(schedule, now, hourly, f"{groups} kept: {why}"), "kept": kept}
+    return {**_bill(schedule, now, hourly, f"{groups} kept: {why}"), "kept": kept, "bills": True}
 
 
 def kept_tonight(
