@@ -36,3 +36,25 @@ def test_a_kept_group_with_no_price_bills_an_unknown_amount() -> None:
     shown = tonight(ctx, g, row, forecast)
     assert shown["bills"] is True and shown["usd"] is None and shown["usd_per_hour"] is None, shown
     assert [k["group"] for k in shown["kept"]] == ["flex", "head"]
+
+
+def test_a_stop_previews_saving_is_unknown_when_a_group_it_releases_has_no_price(monkeypatch: Any) -> None:
+    from hyperpod_scheduler.web import manual
+
+    view = SimpleNamespace(
+        groups=[
+            SimpleNamespace(name="flex", instance_type=None, current=2, target=2),
+            SimpleNamespace(name="cpu", instance_type="ml.m5.xlarge", current=4, target=4),
+        ]
+    )
+    ctx = SimpleNamespace(now=lambda: NOON, prices=Prices, store=SimpleNamespace(get=lambda key: None))
+    dash: Any = SimpleNamespace(
+        context=lambda: ctx,
+        target=lambda c, name, place: (None, SimpleNamespace(key="a/us-east-1/c", name="c")),
+        describe_cached=lambda c, ref: view,
+    )
+    forecast = StopForecast("sends", (GroupForecast("flex", None, 2, 0), GroupForecast("cpu", "ml.m5.xlarge", 4, 0)))
+    monkeypatch.setattr(manual, "stop_forecast", lambda c, ref, v: forecast)
+    shown = manual.preview(dash, "c", "stop")
+    # It said "Stops billing $40.00/h" for 4 m5s and 2 nodes of a flexible group.
+    assert shown["usd_per_hour_saved"] is None and shown["usd_per_hour_after"] == 0, shown

@@ -31,7 +31,8 @@ def preview(dash: DashboardCore, name: str, action: str, place: Place = ANYWHERE
     # A stop: what the planner and the guards would send now (app.actions), the same answer as `plan`.
     forecast = stop_forecast(ctx, ref, view) if action == "stop" else None
     fates = {g.group: g for g in forecast.groups} if forecast is not None else {}
-    saved = still = 0.0
+    saved: float | None = 0.0
+    still: float | None = 0.0
     for v in view.groups:
         now_count = max(v.current, v.target)
         fate = fates.get(v.name)
@@ -44,9 +45,12 @@ def preview(dash: DashboardCore, name: str, action: str, place: Place = ANYWHERE
             change = f"back to {after}" if size is not None and after != now_count else "as it is"
         price = prices.instance(v.instance_type) if v.instance_type else None
         hourly = None if price is None else price.usd
-        if hourly is not None:
-            saved += hourly * max(now_count - after, 0)
-            still += hourly * after
+        # A group with nodes and no price (a flexible group, a type the price list lacks) makes the
+        # figure it counts in unknown, never the priced groups' sum.
+        if max(now_count - after, 0):
+            saved = None if hourly is None or saved is None else saved + hourly * (now_count - after)
+        if after:
+            still = None if hourly is None or still is None else still + hourly * after
         out["groups"].append(
             {
                 "group": v.name,
@@ -65,16 +69,15 @@ def preview(dash: DashboardCore, name: str, action: str, place: Place = ANYWHERE
     if held is not None:  # the engine refuses this start (planner.hold_refusal), as a stop's forecast says
         for x in out["groups"]:
             x["after"], x["change"] = x["now"], "as it is"
-        out["nothing"], still = (
-            f"refused: {held}: nothing would be sent",
-            sum((x["usd_per_hour_each"] or 0.0) * x["now"] for x in out["groups"]),
-        )
+        out["nothing"] = f"refused: {held}: nothing would be sent"
+        each = [(x["usd_per_hour_each"], x["now"]) for x in out["groups"] if x["now"]]
+        still = None if any(h is None for h, _ in each) else sum((h or 0.0) * n for h, n in each)
     elif action == "start" and not recorded:
         out["nothing"] = "no sizes recorded for this cluster: a start would do nothing"
     elif action == "start" and all(x["now"] == x["after"] for x in out["groups"]):
         out["nothing"] = "already at the recorded sizes: nothing would be sent"
-    out["usd_per_hour_saved"] = round(saved, 2) if action == "stop" else None
-    out["usd_per_hour_after"] = round(still, 2)
+    out["usd_per_hour_saved"] = round(saved, 2) if action == "stop" and saved is not None else None
+    out["usd_per_hour_after"] = None if still is None else round(still, 2)
     out["checkpoints"] = forecast is not None and forecast.audited_at_stop
     return out
 
