@@ -58,3 +58,18 @@ def test_a_stop_previews_saving_is_unknown_when_a_group_it_releases_has_no_price
     shown = manual.preview(dash, "c", "stop")
     # It said "Stops billing $40.00/h" for 4 m5s and 2 nodes of a flexible group.
     assert shown["usd_per_hour_saved"] is None and shown["usd_per_hour_after"] == 0, shown
+
+
+def test_a_week_not_billed_is_unknown_when_a_group_the_stop_releases_has_no_price() -> None:
+    from hyperpod_scheduler.store.records import ClusterRecord, GroupSize, Snapshot
+    from hyperpod_scheduler.web.schedules_view import _releasable
+
+    sizes = {"flex": GroupSize(count=2, instance_type=None), "cpu": GroupSize(count=4, instance_type="ml.m5.xlarge")}
+    record = ClusterRecord.new("a/us-east-1/c", NOON).evolve(
+        snapshot=Snapshot(taken_at=NOON, sizes=sizes, transition_id="t", reason="stop")
+    )
+    ctx: Any = SimpleNamespace(prices=Prices, store=SimpleNamespace(get=lambda key: record))
+    forecast = StopForecast("sends", (GroupForecast("flex", None, 2, 0), GroupForecast("cpu", "ml.m5.xlarge", 4, 0)))
+    dash: Any = SimpleNamespace(stop_forecast=lambda c, ref, schedule: forecast)
+    g: Any = SimpleNamespace(ref=SimpleNamespace(key="a/us-east-1/c"), schedule=None)
+    assert _releasable(dash, ctx, [g]) is None  # it was $40/h: the m5s alone

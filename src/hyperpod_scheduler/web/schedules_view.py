@@ -65,7 +65,7 @@ def schedules(dash: DashboardCore, tz: str | None) -> dict[str, Any]:
                 "hours_running": running,
                 "hours_stopped": 168 - running,
                 "stopped_pct": round(100 * (168 - running) / 168),
-                "releasable_usd_per_hour": round(_releasable(dash, ctx, users.get(name, [])), 2),
+                "releasable_usd_per_hour": _rounded(_releasable(dash, ctx, users.get(name, []))),
                 "never_stopped": _never_stopped(dash, ctx, users.get(name, [])),
             }
         )
@@ -109,11 +109,16 @@ def _recorded(ctx: Any, g: Governed) -> dict[str, int]:
     return {n: s.count for n, s in record.snapshot.sizes.items()} if record and record.snapshot else {}
 
 
-def _releasable(dash: DashboardCore, ctx: Context, clusters: list[Governed]) -> float:
+def _rounded(usd: float | None) -> float | None:
+    return None if usd is None else round(usd, 2)
+
+
+def _releasable(dash: DashboardCore, ctx: Context, clusters: list[Governed]) -> float | None:
     """What the clusters on a schedule bill an hour while running, less what their stops keep: the
     figure a stopped hour saves (from recorded sizes; a cluster never stopped yet counts nothing). What
     a stop keeps is the planner's and the guards' answer; when the cluster cannot be described, what
-    its last stop kept."""
+    its last stop kept. None: a group the stops release has no price (a flexible group, a type the
+    price list lacks), so the figure is not known; the priced groups alone would understate it."""
     prices = ctx.prices()
     total = 0.0
     for g in clusters:
@@ -125,7 +130,11 @@ def _releasable(dash: DashboardCore, ctx: Context, clusters: list[Governed]) -> 
         else:
             kept = {k.group: k.kept for k in status_row(ctx, g).protected}
         for group, size in sizes.items():
+            released = max(size.count - kept.get(group, 0), 0)
+            if not released:
+                continue
             price = prices.instance(size.instance_type) if size.instance_type else None
-            if price is not None:
-                total += price.usd * max(size.count - kept.get(group, 0), 0)
+            if price is None:
+                return None
+            total += price.usd * released
     return total
