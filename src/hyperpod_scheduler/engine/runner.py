@@ -129,9 +129,15 @@ class Engine:
             elif isinstance(exc, ClientError):
                 self.reads.answered(ref, self.now())  # AWS answered (an error): reachable, nothing read
             raise
+        try:
+            view = parse_cluster(answer)  # parse_cluster checks the shape itself
+            self.accounts.check(ref, view)
+        except Exception:
+            # AWS answered (reachable), but not with this cluster's sizes: another account's cluster,
+            # or an answer of a shape we refuse. "Sizes as of" stays where it was.
+            self.reads.answered(ref, self.now())
+            raise
         self.reads.ok(ref, self.now())
-        view = parse_cluster(answer)  # parse_cluster checks the shape itself
-        self.accounts.check(ref, view)
         plans: dict[str, tuple[list[str], str | None]] = {}
         for g in view.groups:
             if g.training_plan_arn:
