@@ -64,3 +64,22 @@ def test_month_hours_are_within_the_month_and_money_is_the_rate_times_hours(minu
     assert m.per_month == pytest.approx(rate * m.month_hours)
     assert m.per_night == pytest.approx(rate * m.night_hours)
     assert m.night is not None and m.night[0] < m.night[1] and now < m.night[1]  # in progress, or next
+
+
+def test_a_schedule_that_never_stops_the_cluster_has_no_night_and_no_stopped_month() -> None:
+    """A start-only schedule: the scheduler never sends its stops (engine.fleet skips an action the mode
+    does not allow), so nothing stops tonight and no month of stopped hours is saved; money() priced the
+    schedule's windows as if it did (the Fleet page said "stops 20:00; nothing but storage bills")."""
+    from hyperpod_scheduler.app.actions import scheduled_stop_at
+    from hyperpod_scheduler.schedule import Schedule
+
+    start_only = Schedule(OFFICE.sources, timezone=OFFICE.timezone, mode="start-only")
+    assert not start_only.allows("stop")
+    for now in (TUESDAY_NOON, TUESDAY_NOON.replace(hour=22)):  # running, and in a window's off hours
+        m = money(10.0, start_only, now)
+        assert (m.night, m.per_night, m.night_hours) == (None, None, 0.0)
+        assert m.month_hours == 0.0 and m.per_month == 0.0
+        assert m.month_always == pytest.approx(10.0 * HOURS_PER_MONTH)
+        assert scheduled_stop_at(start_only, now) is None
+    stop_only = Schedule(OFFICE.sources, timezone=OFFICE.timezone, mode="stop-only")
+    assert money(10.0, stop_only, TUESDAY_NOON).night == money(10.0, OFFICE, TUESDAY_NOON).night

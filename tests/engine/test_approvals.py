@@ -231,3 +231,35 @@ def test_tonight_keeps_a_release_nobody_approved_yet_and_a_persons_stop_releases
     assert _answer(rig, rig.link(), "approve", "alice").status_code == 200
     (row,) = rig.web().get("/api/fleet").json()
     assert not row["tonight"]["bills"] and "nothing but storage bills" in row["tonight"]["why"], row["tonight"]
+
+
+def test_a_stop_now_preview_of_a_held_cluster_says_what_the_stop_does_refused(rig: Rig) -> None:
+    # The stop preview said "gpu: to 0, saves $/h" for a cluster held running, and the Stop now it
+    # previewed was refused by the engine (the hold would reverse it): the result page then listed
+    # "gpu: 4 → 0" for a stop that sent nothing.
+    ctx = rig.context()
+    ref = ctx.fleet().governed()[0].ref
+    ctx.engine().set_hold(ref, "running", rig.emu.clock.now() + timedelta(days=1), "demo day")
+    web = rig.web()
+    preview = web.get("/api/clusters/p5/preview/stop").json()
+    before = rig.gpu()["TargetCount"]
+    done = web.post("/clusters/p5/actions/stop", data={"token": TOKEN, "by": "bob"})
+    assert done.status_code == 200, done.text
+    assert rig.gpu()["TargetCount"] == before > 0  # the engine refused: nothing was sent
+    assert preview["outcome"] == "refused" and "held running" in preview["nothing"], preview
+    assert all(g["after"] == g["now"] for g in preview["groups"]), preview
+    assert preview["usd_per_hour_saved"] == 0, preview
+    assert "→ 0" not in done.text, done.text
+
+
+def test_a_start_now_preview_of_a_cluster_held_stopped_says_the_start_is_refused(rig: Rig) -> None:
+    ctx = rig.context()
+    ref = ctx.fleet().governed()[0].ref
+    assert ctx.engine().act(ref, "stop", transition_id="manual-1", wait=True, poll_seconds=60).kind == "settled"
+    ctx.engine().set_hold(ref, "stopped", rig.emu.clock.now() + timedelta(days=1), "budget")
+    web = rig.web()
+    preview = web.get("/api/clusters/p5/preview/start").json()
+    done = web.post("/clusters/p5/actions/start", data={"token": TOKEN, "by": "bob"})
+    assert done.status_code == 200 and rig.gpu()["TargetCount"] == 0  # refused: nothing was sent
+    assert "held stopped" in preview["nothing"] and all(g["after"] == g["now"] for g in preview["groups"]), preview
+    assert "→" not in done.text, done.text

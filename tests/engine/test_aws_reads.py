@@ -155,3 +155,66 @@ def test_a_good_read_is_written_when_it_ends_a_failure_and_otherwise_at_most_eve
     # Failing with no good read remembered: the sizes are as of the record's last write.
     never = reads.merged(None, reads.Seen(failed_at=t0, error="x"), t0 - timedelta(hours=1))
     assert never is not None and never.sizes_as_of == t0 - timedelta(hours=1)
+
+
+def test_an_error_aws_answers_ends_unreachable_without_moving_sizes_as_of(rig: Rig) -> None:
+    # AWS fails, then answers again, but with an error (the cluster was deleted meanwhile, or the role
+    # lost a permission): AWS is reachable. The record said "AWS unreachable since 08:00" for ever,
+    # since only a read that returned a cluster cleared it.
+    rig.tick()
+    settle(rig.emu, rig.client, NAME)
+    rig.tick()
+    good = rig.record().reads
+    rig.emu.advance((START.replace(hour=8) - rig.emu.clock.now()).total_seconds())
+    rig.emu.faults = {"error_rate": 1.0}
+    rig.tick()
+    assert rig.record().reads.failing
+    rig.emu.faults = {"error_rate": 0.0}
+    rig.emu.advance(300)
+
+    def gone(**_: Any) -> Any:
+        raise ClientError(
+            {
+                "Error": {"Code": "ResourceNotFound", "Message": "no such cluster"},
+                "ResponseMetadata": {"HTTPStatusCode": 400},
+            },
+            "DescribeCluster",
+        )
+
+    rig.client.describe_cluster = gone
+    rig.tick()
+    after = rig.record().reads
+    assert not after.failing, after
+    assert after.sizes_as_of == good.ok_at  # nothing was read: the sizes are as old as they were
+    assert all(f["kind"] != "stale" for f in rig.status()["flags"]) and rig.status()["aws"]["reachable"] is True
+
+
+def test_tonight_of_a_running_cluster_aws_does_not_describe_is_what_its_last_stop_kept(rig: Rig) -> None:
+    # A floor keeps one node at each stop. The cluster runs (08:00, started), then AWS fails: the Fleet
+    # page cannot forecast the stop, and "tonight" read "nothing but storage bills" - from the billing of
+    # a stopped cluster, which a running one has none of.
+    document = yaml.safe_load(rig.config.read_text(encoding="utf-8"))
+    document["defaults"] = {"policy": {"groups": {"gpu": {"floor": 1}}}}
+    rig.config.write_text(yaml.safe_dump(document), encoding="utf-8")
+    rig.tick()
+    settle(rig.emu, rig.client, NAME)
+    rig.tick()
+    rig.emu.advance((START.replace(hour=8) - rig.emu.clock.now()).total_seconds())
+    rig.tick()
+    settle(rig.emu, rig.client, NAME)
+    rig.tick()
+    assert rig.status()["state"] == "running"
+    rig.emu.faults = {"error_rate": 1.0}
+    tonight = rig.api()["tonight"]
+    assert tonight["bills"], tonight
+    kept = {k["group"]: k["count"] for k in tonight["kept"]}
+    assert kept["gpu"] == 1 and sum(kept.values()) == 1 + kept.get("controller", 0), tonight  # the head with it
+    assert "as the last stop kept them" in tonight["why"], tonight
+
+
+def test_tonight_of_a_cluster_never_stopped_that_aws_does_not_describe_is_not_known(rig: Rig) -> None:
+    rig.emu.advance((START.replace(hour=9) - rig.emu.clock.now()).total_seconds())  # running, never stopped
+    rig.tick()
+    rig.emu.faults = {"error_rate": 1.0}
+    tonight = rig.api()["tonight"]
+    assert tonight["bills"] is None and tonight["usd"] is None and "not known" in tonight["why"], tonight

@@ -254,3 +254,19 @@ def test_a_record_moved_by_another_runner_after_this_turn_read_it_is_moved_once(
     assert [e.actor for e in world.store.history(OLD_KEY)] == ["other runner"]  # moved once, by the other
     adopted = world.store.get(f"{A}/us-east-1/train")
     assert adopted is not None and adopted.pending is not None and adopted.pending.action == "start"
+
+
+def test_an_answer_from_another_account_is_no_read_of_this_clusters_sizes(world: World) -> None:
+    # The profile now reaches account B: its answer was noted as a good read of A's cluster, so A's
+    # record said "sizes as of" that instant, of sizes nobody read.
+    engine = world.engine()
+    assert engine.act(ref("prod"), "stop", transition_id="manual-stop@1", wait=True).kind == "settled"
+    before = world.store.get(f"{A}/us-east-1/train")
+    assert before is not None and before.reads is not None
+    for emu in world.emus.values():
+        emu.advance(3600)  # past reads.OK_EVERY: a good read would be written
+    world.route["prod"] = B
+    assert turn(engine, ref("prod"), ScheduleState("running", world.emus[A].clock.now())).kind == "error"
+    after = world.store.get(f"{A}/us-east-1/train")
+    assert after is not None and after.reads is not None
+    assert after.reads.ok_at == before.reads.ok_at and not after.reads.failing

@@ -83,7 +83,7 @@ class Rig:
         return dict(row)
 
 
-def _rig(tmp: Path, policy: dict[str, Any], *, restart: bool) -> Iterator[Rig]:
+def _rig(tmp: Path, policy: dict[str, Any], *, restart: bool, first_stop: bool = True) -> Iterator[Rig]:
     with running_emulator(virtual_start=START, seed=5) as emu:
         session = boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1")
         sagemaker = session.client("sagemaker", endpoint_url=emu.endpoint)
@@ -112,7 +112,8 @@ def _rig(tmp: Path, policy: dict[str, Any], *, restart: bool) -> Iterator[Rig]:
             g = ctx.fleet().find("legacy")
             assert g is not None
             # The first stop reads provisioning_parameters.json and remembers the roles in the record.
-            ctx.engine().act(g.ref, "stop", transition_id="stop-1", wait=True, poll_seconds=60)
+            if first_stop:
+                ctx.engine().act(g.ref, "stop", transition_id="stop-1", wait=True, poll_seconds=60)
             if restart:
                 ctx.engine().act(g.ref, "start", transition_id="start-1", wait=True, poll_seconds=60)
             settle(emu, sagemaker, "legacy")
@@ -176,3 +177,26 @@ def test_a_cluster_whose_stop_sends_nothing_only_for_a_floor_is_not_painted_stop
     row = kept_whole.plan(monkeypatch)
     assert {p["group"]: p["keep_at"] for p in row["protected"]} == {**KEPT_HEAD, "worker-group-1": 4}
     assert row["stop"]["outcome"] == "nothing"
+
+
+@pytest.fixture
+def never_stopped_yet(tmp_path: Path) -> Iterator[Rig]:
+    # No stop yet: the record remembers no Slurm roles; the first stop reads them from S3.
+    yield from _rig(
+        tmp_path,
+        {"release_scarce_capacity": True, "groups": {"worker-group-1": {"floor": 2}}},
+        restart=False,
+        first_stop=False,
+    )
+
+
+def test_the_first_stops_preview_is_what_the_first_stop_sends(never_stopped_yet: Rig) -> None:
+    api = never_stopped_yet.api()
+    preview = api.get("/api/clusters/legacy/preview/stop").json()
+    done = api.post("/clusters/legacy/actions/stop", data={"token": TOKEN, "by": "bob"})
+    assert done.status_code == 200, done.text
+    sent = {
+        g["InstanceGroupName"]: g["TargetCount"]
+        for g in never_stopped_yet.sagemaker.describe_cluster(ClusterName="legacy")["InstanceGroups"]
+    }
+    assert {g["group"]: g["after"] for g in preview["groups"]} == sent, preview

@@ -13,15 +13,18 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from botocore.exceptions import BotoCoreError
+
 from hyperpod_scheduler.app.compose import Context
 from hyperpod_scheduler.app.instants import parse_instant
 from hyperpod_scheduler.cluster.view import ClusterView
 from hyperpod_scheduler.engine.planner import Action, State
 from hyperpod_scheduler.engine.ref import ClusterRef, Result
-from hyperpod_scheduler.engine.slurm_roles import remembered_roles
+from hyperpod_scheduler.engine.slurm_roles import FileUnreadable, stop_roles
 from hyperpod_scheduler.engine.stop_forecast import GroupForecast, StopForecast, forecast
-from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
 from hyperpod_scheduler.schedule import Schedule
+from hyperpod_scheduler.store.records import ClusterRecord
 
 if TYPE_CHECKING:
     from hyperpod_scheduler.engine.runner import Engine
@@ -32,11 +35,31 @@ LABELS = {"hold": "Hold until…", "release": "Release the hold", "stop": "Stop 
 
 def scheduled_stop_at(schedule: Schedule, now: datetime) -> datetime | None:
     """The schedule's stop a forecast is about: the one that began the stopped stretch the schedule is
-    in now, else the next one within a week (None: the schedule does not stop it this week)."""
+    in now, else the next one within a week (None: the schedule does not stop it this week, or its mode
+    never stops it: a start-only schedule's stops are skipped)."""
+    if not schedule.allows("stop"):
+        return None
     if not schedule.is_running(now):
         last = schedule.last_transition(now)
         return last.at if last is not None else now
     return next((t.at for t in schedule.transitions(now, now + WEEK) if t.state == "stopped"), None)
+
+
+def stop_view(ctx: Context, ref: ClusterRef, view: ClusterView, record: ClusterRecord | None) -> ClusterView:
+    """``view`` with the Slurm roles the stop itself would use (``engine.acting.act``: the record's
+    remembered roles while they fit, else provisioning_parameters.json read from S3), remembering
+    nothing. A cluster never stopped has no roles remembered yet: the faces read the file as its first
+    stop will, rather than zero a controller that stop keeps with its kept workers."""
+
+    def read(uri: str) -> bytes:
+        try:
+            return ctx.read_file(ref, uri)
+        except FileUnreadable:
+            raise
+        except (BotoCoreError, HyperpodSchedulerError) as exc:  # no S3 client for it: roles unknown, said
+            raise FileUnreadable(f"{uri}: {exc}") from None
+
+    return stop_roles(view, record, read, ctx.now())
 
 
 def stop_forecast(
@@ -53,7 +76,7 @@ def stop_forecast(
     is blocked); None: a person's stop now (the CLI's ``stop``, the dashboard's Stop now)."""
     now = ctx.now()
     record = ctx.store.get(ref.key)
-    view = remembered_roles(view, record, now)
+    view = stop_view(ctx, ref, view, record)
     guards = ctx.guards_built(ref, include_protected, side_effects=False)
     at = scheduled_stop_at(schedule, now) if schedule is not None else None
     return forecast(
@@ -193,4 +216,5 @@ __all__ = [
     "reason_short",
     "scheduled_stop_at",
     "stop_forecast",
+    "stop_view",
 ]

@@ -333,6 +333,15 @@ def _retry(
 HISTORY_LOOKBACK = 60
 
 
+def last_stop_kept(ctx: Context, key: str) -> tuple[Billing, ...] | None:
+    """The groups the cluster's last stop left with nodes, priced, whatever its state now (a running
+    cluster's row carries no billing of a stop); None when no stop is in its recent history."""
+    lines = ctx.store.history(key, limit=HISTORY_LOOKBACK)
+    if last_line(lines, "stop", ("ok", "noop", "failed")) is None:
+        return None
+    return left_billing(ctx.store.get(key), lines, ctx.prices())
+
+
 def _flags(
     record: ClusterRecord | None,
     lines: list[HistoryEntry],

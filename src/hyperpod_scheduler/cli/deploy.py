@@ -169,15 +169,16 @@ def _stack_pause_line(where: config_store.Location, by_config: bool) -> str:
     if where.scheme != "dynamodb":
         return "the hub's SchedulingActive parameter may also pause it (recorded in the state table, not here)"
     recorded = pause_record.read(config_store.boto3_client("dynamodb", where.region), where.name)
+    since = f"{recorded.since_of(pause_record.STACK):%Y-%m-%d %H:%M}Z" if recorded is not None else ""
     if recorded is not None and recorded.by_stack:
         return (
             f"scheduling paused: the stack parameter SchedulingActive=No (as the orchestrator recorded it since "
-            f"{recorded.since:%Y-%m-%d %H:%M}Z)"
+            f"{since})"
         )
     said = "scheduling: paused by hub.paused only" if by_config else "scheduling: active"
     if recorded is None:
         return f"{said} (the orchestrator has recorded no SchedulingActive=No)"
-    return f"{said} (SchedulingActive=Yes as the orchestrator recorded it since {recorded.since:%Y-%m-%d %H:%M}Z)"
+    return f"{said} (SchedulingActive=Yes as the orchestrator recorded it since {since})"
 
 
 @config_app.command("pull")

@@ -108,8 +108,8 @@ def fleet_source(location_text: str, state: str | None = None, sagemaker_in: Sag
         pricing=lambda: aws_client("pricing", None, "us-east-1"),
     )
     recorded = pause_record.read(config_store.boto3_client("dynamodb", location.region), location.name)
-    paused = _pause(recorded.by_stack if recorded else False, recorded.since if recorded else None,
-                    fleet.hub.paused, version, pushed)  # fmt: skip
+    stack_since = recorded.since_of(pause_record.STACK) if recorded else None
+    paused = _pause(recorded.by_stack if recorded else False, stack_since, fleet.hub.paused, version, pushed)
     store = open_store(str(location))
 
     def accounts(how: Reach) -> str | None:

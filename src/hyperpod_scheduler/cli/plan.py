@@ -8,7 +8,7 @@ from typing import Any
 import typer
 from botocore.exceptions import BotoCoreError, ClientError
 
-from hyperpod_scheduler.app.actions import nothing_text, stop_forecast
+from hyperpod_scheduler.app.actions import nothing_text, stop_forecast, stop_view
 from hyperpod_scheduler.app.status import night_hours
 from hyperpod_scheduler.app.wording import clock, iso_minute, usd
 from hyperpod_scheduler.cli.context import Context, make_context, parse_instant
@@ -20,7 +20,6 @@ from hyperpod_scheduler.engine.approvals import DEFAULT_APPROVAL_MINUTES
 from hyperpod_scheduler.engine.fleet import HORIZON, Governed, as_mapping, plan
 from hyperpod_scheduler.engine.image_update import wanted as image_forecast
 from hyperpod_scheduler.engine.images import line as image_line
-from hyperpod_scheduler.engine.slurm_roles import remembered_roles
 from hyperpod_scheduler.errors import HyperpodSchedulerError
 from hyperpod_scheduler.guards.approval import needs_approval
 from hyperpod_scheduler.guards.capacity import head_warning
@@ -98,7 +97,7 @@ def _protection_rows(ctx: Context, g: Governed) -> dict[str, Any]:
         row["error"] = str(exc)
         return row
     record = ctx.store.get(g.ref.key)
-    view = remembered_roles(described, record, ctx.now())  # roles learned from the file
+    view = stop_view(ctx, g.ref, described, record)  # the roles the stop uses (remembered, else the file)
     f = stop_forecast(ctx, g.ref, described, schedule=g.schedule)
     hours = night_hours(g.schedule, ctx.now())
     row["night_hours"] = hours

@@ -13,7 +13,8 @@ schedule's stopped hours, counted from ``now`` (the clock is passed in):
   (FSx storage) over the whole month.
 
 Without a schedule (a cluster no schedule governs) there is no night and no stopped month: those
-figures are None, and ``month_always`` still holds.
+figures are None, and ``month_always`` still holds. A schedule whose mode never stops the cluster
+(``start-only``: the scheduler skips its stops) has no night and no stopped hours: the month is 0.
 """
 
 from __future__ import annotations
@@ -83,6 +84,8 @@ def money(usd_per_hour: float | None, schedule: Schedule | None, now: datetime) 
     always = None if rate is None else rate * HOURS_PER_MONTH
     if schedule is None:
         return Money(rate, None, 0.0, None, None, None, always)
+    if not schedule.allows("stop"):  # its windows' off hours are never enforced (engine.fleet skips the stop)
+        return Money(rate, None, 0.0, None, 0.0, None if rate is None else 0.0, always)
     night = _night(schedule, now)
     hours = (night[1] - night[0]).total_seconds() / 3600 if night is not None else 0.0
     month = _stopped_hours(schedule, now, now + MONTH)

@@ -35,11 +35,11 @@ CLI_ONLY = {
     "cost": "the fleet prices nothing; `hyperpod-scheduler report --state dynamodb://<table>` reads the hub's "
     "history from the CLI with the CLI config's cost settings; remove it",
 }
-ACCOUNT_PATTERN = r"^\d{12}$"
+ACCOUNT_PATTERN = r"^[0-9]{12}$"  # ASCII: \d (and \w) also match other scripts' digits and letters
 PARENT_PATTERN = r"^(r-[0-9a-z]{4,32}|ou-[0-9a-z]{4,32}-[a-z0-9]{8,32})$"
 # The partition of a region, by its name's prefix (longest first): an ARN in another partition is refused.
 PARTITIONS = (("us-isob-", "aws-iso-b"), ("us-iso-", "aws-iso"), ("us-gov-", "aws-us-gov"), ("cn-", "aws-cn"))
-ROLE_ARN_PATTERN = r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$"
+ROLE_ARN_PATTERN = r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9_+=,.@/-]+$"
 
 
 class FleetTarget(Target):

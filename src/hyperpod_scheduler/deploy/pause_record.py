@@ -3,7 +3,8 @@
 The pause switch has two settings: the hub stack's ``SchedulingActive`` parameter (which only the
 Lambda functions see, in their environment) and the fleet config's ``hub.paused`` (in the config
 item). An operator on a laptop reads the table, not the stack, so the orchestrator records which of
-them held at its tick in ``pk=pause, sk=fleet``, with the instant it first saw that: one GetItem a
+them held at its tick in ``pk=pause, sk=fleet``, with the instant it first saw each setting as it is
+(``changed``, per setting: hub.paused coming and going leaves the stack's instant alone): one GetItem a
 tick, and a PutItem only when the set of settings changes (a quiet fleet writes nothing more).
 
 The record is the orchestrator's word: it is as fresh as its last tick that changed it, so a face says
@@ -33,11 +34,19 @@ class Recorded:
     """Which pause settings held (empty: scheduling active) and since when the orchestrator saw them."""
 
     settings: tuple[Setting, ...]
-    since: datetime
+    since: datetime  # when the set of settings last changed
+    # Per setting, when the orchestrator saw it change (set, or cleared): the stack's pause is paused
+    # since it was set, however often hub.paused came and went after. Absent: ``since`` (an item
+    # written before these instants were kept).
+    changed: tuple[tuple[Setting, datetime], ...] = ()
 
     @property
     def by_stack(self) -> bool:
         return STACK in self.settings
+
+    def since_of(self, setting: Setting) -> datetime:
+        """Since when ``setting`` has been as it is now (held, or not)."""
+        return dict(self.changed).get(setting, self.since)
 
 
 def _key() -> dict[str, Any]:
@@ -61,9 +70,11 @@ def read(client: Any, table: str) -> Recorded | None:
     try:
         named = [str(v["S"]) for v in item["settings"]["L"]]
         since = datetime.fromisoformat(str(item["since"]["S"]))
-    except (KeyError, TypeError, ValueError):
+        each = item.get("changed", {}).get("M", {})
+        changed = tuple((s, datetime.fromisoformat(str(each[s]["S"]))) for s in _KNOWN if s in each)
+    except (KeyError, TypeError, ValueError, AttributeError):
         return None
-    return Recorded(tuple(s for s in _KNOWN if s in named), since)
+    return Recorded(tuple(s for s in _KNOWN if s in named), since, changed)
 
 
 def record(client: Any, table: str, settings: tuple[Setting, ...], now: datetime) -> Recorded:
@@ -74,10 +85,19 @@ def record(client: Any, table: str, settings: tuple[Setting, ...], now: datetime
         return held
     if held is None and not settings:
         return Recorded((), now)  # never paused: nothing to record
+    # A setting as it was keeps its instant; one that changed now is since now.
+    changed = tuple(
+        (s, held.since_of(s) if held is not None and (s in held.settings) == (s in settings) else now) for s in _KNOWN
+    )
     try:
         client.put_item(
             TableName=table,
-            Item={**_key(), "settings": {"L": [{"S": s} for s in settings]}, "since": {"S": now.isoformat()}},
+            Item={
+                **_key(),
+                "settings": {"L": [{"S": s} for s in settings]},
+                "since": {"S": now.isoformat()},
+                "changed": {"M": {s: {"S": t.isoformat()} for s, t in changed}},
+            },
         )
     except ClientError as exc:
         err = exc.response.get("Error", {})
@@ -86,4 +106,4 @@ def record(client: Any, table: str, settings: tuple[Setting, ...], now: datetime
         ) from None
     except BotoCoreError as exc:
         raise AwsError(f"pause record in {table}: cannot write: {exc}") from None
-    return Recorded(settings, now)
+    return Recorded(settings, now, changed)

@@ -93,16 +93,9 @@ def act(
     """``replan``: the record's pending intent never went out and is replaced by this one.
     ``raise_to``: a start of only these groups, to these counts (``planner.plan_raise``)."""
     record = eng.store.get(ref.key)
-    held = planner.effective_hold(record, eng.now()) if origin == "manual" and record is not None else None
-    if held is not None and planner.action_for(held) != action and record is not None and record.hold is not None:
+    message = planner.hold_refusal(record, eng.now(), action, ref.name) if origin == "manual" else None
+    if message is not None:
         # The next tick would carry out the hold again and reverse this command: refuse it, naming the hold.
-        hold = record.hold
-        ends = f"until {hold.until:%Y-%m-%d %H:%M}Z" if hold.until else "until released"
-        message = (
-            f"held {held} {ends} by {hold.by}"
-            + (f" ({hold.reason})" if hold.reason else "")
-            + f": a {action} now would be reversed by the next tick; `hyperpod-scheduler release {ref.name}` first"
-        )
         eng.emit(ref, "refused", message)
         return Result(ref.name, "refused", message)
     if record is not None and record.pending is not None and not replan:

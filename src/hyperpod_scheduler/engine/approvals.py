@@ -20,7 +20,7 @@ from hyperpod_scheduler.config.model import Policy
 from hyperpod_scheduler.engine.events import Event
 from hyperpod_scheduler.engine.planner import effective_hold
 from hyperpod_scheduler.engine.runner import ClusterRef, Engine
-from hyperpod_scheduler.engine.slurm_roles import remembered_roles
+from hyperpod_scheduler.engine.slurm_roles import stop_roles
 from hyperpod_scheduler.errors import HyperpodSchedulerError
 from hyperpod_scheduler.guards.approval import needs_approval
 from hyperpod_scheduler.schedule import Schedule
@@ -68,8 +68,10 @@ def ask_if_due(
     if now >= stop_at:
         return None  # too late to ask: the stop keeps the groups (the guard says why)
     known, _ = engine.identify(ref)
-    # With the Slurm roles the record remembers, as the stop's own guard round sees the cluster.
-    groups = needs_approval(remembered_roles(engine.describe(known), record, now), policy)
+    # With the Slurm roles the stop's own guard round sees (remembered, else read from the file).
+    read = engine.read_file
+    view = stop_roles(engine.describe(known), record, None if read is None else lambda uri: read(known, uri), now)
+    groups = needs_approval(view, policy)
     if not groups:
         return None
     text = (

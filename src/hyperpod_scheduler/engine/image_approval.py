@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from hyperpod_scheduler.engine import image_update, images
 from hyperpod_scheduler.engine.approvals import DEFAULT_APPROVAL_MINUTES, ask
 from hyperpod_scheduler.engine.runner import ClusterRef, Engine
-from hyperpod_scheduler.engine.slurm_roles import remembered_roles
+from hyperpod_scheduler.engine.slurm_roles import stop_roles
 from hyperpod_scheduler.engine.stop_forecast import forecast
 from hyperpod_scheduler.schedule import Schedule
 from hyperpod_scheduler.store.records import Approval, ClusterRecord, ImageUpdate
@@ -38,7 +38,8 @@ def ask_if_due(
     if record is not None and _asked(record, start_at):
         return None
     known, _ = engine.identify(ref)
-    view = remembered_roles(engine.describe(known), record, now)
+    read = engine.read_file
+    view = stop_roles(engine.describe(known), record, None if read is None else lambda uri: read(known, uri), now)
     # The groups at zero after that stop, as the planner and the guards decide it (floors, keep, the
     # Slurm head, an approval of the release not given): only those can move release while at zero.
     stop = forecast(

@@ -62,6 +62,22 @@ def effective_hold(record: ClusterRecord | None, now: datetime) -> State | None:
     return record.hold.state
 
 
+def hold_refusal(record: ClusterRecord | None, now: datetime, action: Action, name: str) -> str | None:
+    """Why a person's ``action`` now is refused: the record's hold wants the other state, so the next
+    tick would carry the hold out again and reverse it (None: no such hold). The stop itself
+    (``engine.acting.act``) and its forecast (``engine.stop_forecast``) both ask this."""
+    held = effective_hold(record, now)
+    if held is None or action_for(held) == action or record is None or record.hold is None:
+        return None
+    hold = record.hold
+    ends = f"until {hold.until:%Y-%m-%d %H:%M}Z" if hold.until else "until released"
+    return (
+        f"held {held} {ends} by {hold.by}"
+        + (f" ({hold.reason})" if hold.reason else "")
+        + f": a {action} now would be reversed by the next tick; `hyperpod-scheduler release {name}` first"
+    )
+
+
 def live_retry(record: ClusterRecord | None, sched: ScheduleState, now: datetime) -> RetryState | None:
     """The record's start retry while it still serves its own transition: before its deadline, and no
     schedule transition since the start it retries (a retry is that start's, never the next morning's)."""

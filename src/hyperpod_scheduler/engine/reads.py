@@ -5,7 +5,8 @@ rather than present stale sizes as live.
 The reads are noted in memory as they happen (``Reads.ok`` / ``Reads.failed``) and written once, after
 the turn (``keep``): a write in the middle of a turn would move the record's version under the engine's
 own compare-and-set. A failure is a read AWS did not answer (no connection, a timeout, throttling, a
-5xx); an answer such as ResourceNotFound is AWS answering, not a failed read.
+5xx); an answer such as ResourceNotFound is AWS answering, not a failed read: it ends a failure, and
+leaves "sizes as of" where it was (``Reads.answered``).
 """
 
 from __future__ import annotations
@@ -55,6 +56,9 @@ class Seen:
     ok_at: datetime | None = None
     failed_at: datetime | None = None
     error: str | None = None
+    # The last read AWS answered with an error (ResourceNotFound, AccessDenied): AWS is reachable, so
+    # a failure ends, but no sizes were read, so "sizes as of" does not move.
+    answered_at: datetime | None = None
 
 
 class Reads:
@@ -78,6 +82,10 @@ class Reads:
             seen = self._seen.setdefault(self._id(ref), Seen())
             seen.failed_at, seen.error = now, _one_line(exc)
 
+    def answered(self, ref: ClusterRef, now: datetime) -> None:
+        with self._lock:
+            self._seen.setdefault(self._id(ref), Seen()).answered_at = now
+
     def take(self, ref: ClusterRef) -> Seen | None:
         with self._lock:
             return self._seen.pop(self._id(ref), None)
@@ -86,7 +94,8 @@ class Reads:
 def merged(old: AwsReads | None, seen: Seen, updated_at: datetime) -> AwsReads | None:
     """The record's reads after a turn that saw ``seen``; None when nothing worth a write changed."""
     before = old or AwsReads()
-    failed_last = seen.failed_at is not None and (seen.ok_at is None or seen.failed_at >= seen.ok_at)
+    heard = max((t for t in (seen.ok_at, seen.answered_at) if t is not None), default=None)
+    failed_last = seen.failed_at is not None and (heard is None or seen.failed_at >= heard)
     if failed_last:
         assert seen.failed_at is not None
         return before.evolve(
@@ -97,6 +106,8 @@ def merged(old: AwsReads | None, seen: Seen, updated_at: datetime) -> AwsReads |
             recorded_before=before.recorded_before or (None if (seen.ok_at or before.ok_at) else updated_at),
         )
     if seen.ok_at is None:
+        if seen.answered_at is not None and before.failing:  # reachable again, nothing read
+            return before.evolve(failing_since=None)
         return None
     stale = before.ok_at is None or seen.ok_at - before.ok_at >= OK_EVERY
     if not before.failing and not stale:

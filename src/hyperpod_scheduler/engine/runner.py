@@ -131,10 +131,18 @@ class Engine:
         except (ClientError, BotoCoreError, HyperpodSchedulerError) as exc:
             if reads.unanswered(exc):
                 self.reads.failed(ref, self.now(), exc)  # kept on the record after the turn (engine.reads)
+            elif isinstance(exc, ClientError):
+                self.reads.answered(ref, self.now())  # AWS answered (an error): reachable, nothing read
+            raise
+        try:
+            view = parse_cluster(answer)  # parse_cluster checks the shape itself
+            self.accounts.check(ref, view)
+        except Exception:
+            # AWS answered (reachable), but not with this cluster's sizes: another account's cluster,
+            # or an answer of a shape we refuse. "Sizes as of" stays where it was.
+            self.reads.answered(ref, self.now())
             raise
         self.reads.ok(ref, self.now())
-        view = parse_cluster(answer)  # parse_cluster checks the shape itself
-        self.accounts.check(ref, view)
         plans: dict[str, tuple[list[str], str | None]] = {}
         for g in view.groups:
             if g.training_plan_arn:

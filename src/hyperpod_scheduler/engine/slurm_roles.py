@@ -133,6 +133,20 @@ def _from_agent(view: ClusterView, unknown: Mapping[str, str], shape: ReadShape 
     return roles, "" if roles else "the Slurm agent's view names none of these groups"
 
 
+def stop_roles(
+    view: ClusterView,
+    record: ClusterRecord | None,
+    read: ReadFile | None,
+    now: datetime,
+    shape: ReadShape | None = None,
+) -> ClusterView:
+    """``view`` with the roles the stop itself uses (``resolve_roles``: remembered while they fit, else
+    the file read, else the agent's view), remembering nothing: for what is decided ahead of a stop (its
+    approval, its AMI move, every face's forecast), so a cluster never stopped is seen as its first stop
+    will see it."""
+    return resolve_roles(view, record, read, now, shape).view
+
+
 def resolve_roles(
     view: ClusterView,
     record: ClusterRecord | None,

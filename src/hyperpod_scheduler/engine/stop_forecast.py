@@ -5,7 +5,7 @@ bill, "never stopped", the approval and AMI-approval wording, ``plan``).
 Pure but for the guards it is given, which must be the ones without side effects (the capacity and
 approval guards, the audit-coverage check): a checkpoint audit signals and drains, so it is asked
 only by the stop itself, and a forecast says so (``audited_at_stop``). The view should carry the
-Slurm roles the record remembers (``engine.slurm_roles.remembered_roles``), as the stop's own does.
+Slurm roles the stop uses (``app.actions.stop_view``: the record's, else the file's, as the stop reads it).
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from hyperpod_scheduler.store.records import ClusterRecord, Origin
 
 # sends: an UpdateCluster goes out. nothing: no update (already at zero, or every group with nodes
 # kept). blocked: a guard skips the stop. busy: the cluster is changing; nothing this look.
-# refused: no update may go to this cluster at all (engine.fidelity).
+# refused: no update may go to this cluster at all (engine.fidelity), or a person's stop now is refused
+# because a hold keeps it running (planner.hold_refusal: the next tick would reverse it).
 Outcome = Literal["sends", "nothing", "blocked", "busy", "refused"]
 
 
@@ -87,7 +88,8 @@ def forecast(
     with side effects among ``guards`` is not asked (it says only at the stop: ``audited_at_stop``)."""
     audited = audited_at_stop or any(g.side_effects for g in guards)
     plain = [g for g in guards if not g.side_effects]
-    refused = fidelity.refusal(view, ref.settings.policy)
+    refused = planner.hold_refusal(record, now, "stop", ref.name) if origin == "manual" else None
+    refused = refused or fidelity.refusal(view, ref.settings.policy)
     if refused is not None:
         return StopForecast("refused", _as_is(view, refused, "refused"), refused)
     plan = planner.plan_stop(view, record, now, "forecast")

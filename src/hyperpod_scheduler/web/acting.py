@@ -7,6 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+# The engine's result kinds (engine.ref.Result) for an action that sent no update.
+NOT_SENT = frozenset({"refused", "blocked", "skip", "noop", "error", "quiet", "dry-run"})
+
 
 def result_view(
     name: str, action: str, result: Mapping[str, Any], preview: Mapping[str, Any] | None, where: str = ""
@@ -14,12 +17,15 @@ def result_view(
     """The page after an action: its outcome, each group it changes (from the preview taken just before
     it was sent), and a link to the cluster's page, where the timeline and history show its progress."""
     changes = []
-    for g in (preview or {}).get("groups") or []:
+    kind = str(result.get("kind") or "")
+    # An action the engine did not send (refused by a hold, blocked by a guard, skipped, nothing to do)
+    # changes no group, whatever the preview taken before it said.
+    sent = kind not in NOT_SENT
+    for g in (preview or {}).get("groups") or [] if sent else []:
         if g.get("now") != g.get("after"):
             changes.append(f"{g['group']}: {g['now']} → {g['after']} ({g.get('change') or ''})".replace(" ()", ""))
         elif action == "stop" and g.get("after"):
             changes.append(f"{g['group']}: stays at {g['after']} ({g.get('change') or 'kept'})")
-    kind = str(result.get("kind") or "")
     return {
         "title": f"{action} {name}: {kind}",
         "message": str(result.get("message") or ""),

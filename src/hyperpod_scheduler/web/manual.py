@@ -8,6 +8,7 @@ from hyperpod_scheduler.app.actions import act_now, change_text, check_hold, not
 from hyperpod_scheduler.app.compose import Context
 from hyperpod_scheduler.app.wording import when
 from hyperpod_scheduler.cost.prices import group_price
+from hyperpod_scheduler.engine.planner import hold_refusal
 from hyperpod_scheduler.store.records import HistoryEntry
 from hyperpod_scheduler.web.core import ACTIONS, ActionName, DashboardCore, NotFound
 from hyperpod_scheduler.web.places import ANYWHERE, Place
@@ -31,9 +32,10 @@ def preview(dash: DashboardCore, name: str, action: str, place: Place = ANYWHERE
     # A stop: what the planner and the guards would send now (app.actions), the same answer as `plan`.
     forecast = stop_forecast(ctx, ref, view) if action == "stop" else None
     fates = {g.group: g for g in forecast.groups} if forecast is not None else {}
-    saved = still = 0.0
+    saved: float | None = 0.0
+    still: float | None = 0.0
     bound = False  # a flexible group with nodes is priced at its dearest type: "up to"
-    unpriced: list[str] = []  # groups with nodes and no price: the figures are not known, not $0 for them
+    unpriced: list[str] = []  # groups with nodes and no price: the figures they count in are not known
     for v in view.groups:
         now_count = max(v.current, v.target)
         fate = fates.get(v.name)
@@ -49,9 +51,12 @@ def preview(dash: DashboardCore, name: str, action: str, place: Place = ANYWHERE
         if price is None and (now_count > 0 or after > 0):
             unpriced.append(v.name)
         bound = bound or (price is not None and price.upper_bound and (now_count > 0 or after > 0))
-        if hourly is not None:
-            saved += hourly * max(now_count - after, 0)
-            still += hourly * after
+        # A group with nodes and no price (a flexible group, a type the price list lacks) makes the
+        # figure it counts in unknown, never the priced groups' sum.
+        if max(now_count - after, 0):
+            saved = None if hourly is None or saved is None else saved + hourly * (now_count - after)
+        if after:
+            still = None if hourly is None or still is None else still + hourly * after
         out["groups"].append(
             {
                 "group": v.name,
@@ -67,12 +72,19 @@ def preview(dash: DashboardCore, name: str, action: str, place: Place = ANYWHERE
     if forecast is not None:
         out["nothing"] = nothing_text(forecast)
         out["outcome"] = forecast.outcome
-    if action == "start" and not recorded:
+    held = hold_refusal(record, ctx.now(), "start", ref.name) if action == "start" else None
+    if held is not None:  # the engine refuses this start (planner.hold_refusal), as a stop's forecast says
+        for x in out["groups"]:
+            x["after"], x["change"] = x["now"], "as it is"
+        out["nothing"] = f"refused: {held}: nothing would be sent"
+        each = [(x["usd_per_hour_each"], x["now"]) for x in out["groups"] if x["now"]]
+        still = None if any(h is None for h, _ in each) else sum((h or 0.0) * n for h, n in each)
+    elif action == "start" and not recorded:
         out["nothing"] = "no sizes recorded for this cluster: a start would do nothing"
     elif action == "start" and all(x["now"] == x["after"] for x in out["groups"]):
         out["nothing"] = "already at the recorded sizes: nothing would be sent"
-    out["usd_per_hour_saved"] = round(saved, 2) if action == "stop" and not unpriced else None
-    out["usd_per_hour_after"] = round(still, 2) if not unpriced else None
+    out["usd_per_hour_saved"] = round(saved, 2) if action == "stop" and saved is not None else None
+    out["usd_per_hour_after"] = None if still is None else round(still, 2)
     out["price_is_upper_bound"] = bound
     out["unpriced"] = unpriced
     out["checkpoints"] = forecast is not None and forecast.audited_at_stop

@@ -18,7 +18,7 @@ from urllib.parse import urlencode
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.store.records import LEGACY_ACCOUNT, account_problem
 
-_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d{1,2}$")
+_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-[0-9]{1,2}$")  # ASCII digits: \d also matches other scripts' digits
 _PROFILE = re.compile(r"^[A-Za-z0-9_.@+=,-]{1,64}$")
 
 T = TypeVar("T")

@@ -67,7 +67,7 @@ def schedules(dash: DashboardCore, tz: str | None) -> dict[str, Any]:
                 "hours_running": running,
                 "hours_stopped": 168 - running,
                 "stopped_pct": round(100 * (168 - running) / 168),
-                "releasable_usd_per_hour": round(releasable[0], 2),
+                "releasable_usd_per_hour": _rounded(releasable[0]),
                 "releasable_is_upper_bound": releasable[1],
                 "never_stopped": _never_stopped(dash, ctx, users.get(name, [])),
             }
@@ -112,11 +112,17 @@ def _recorded(ctx: Any, g: Governed) -> dict[str, int]:
     return {n: s.count for n, s in record.snapshot.sizes.items()} if record and record.snapshot else {}
 
 
-def _releasable(dash: DashboardCore, ctx: Context, clusters: list[Governed]) -> tuple[float, bool]:
+def _rounded(usd: float | None) -> float | None:
+    return None if usd is None else round(usd, 2)
+
+
+def _releasable(dash: DashboardCore, ctx: Context, clusters: list[Governed]) -> tuple[float | None, bool]:
     """What the clusters on a schedule bill an hour while running, less what their stops keep: the
     figure a stopped hour saves (from recorded sizes; a cluster never stopped yet counts nothing). What
     a stop keeps is the planner's and the guards' answer; when the cluster cannot be described, what
-    its last stop kept. With it, whether it is an upper bound (a flexible group priced at its dearest type)."""
+    its last stop kept. None: a group the stops release has no price (a type the price list lacks), so
+    the figure is not known; the priced groups alone would understate it. With it, whether it is an
+    upper bound (a flexible group priced at its dearest type)."""
     prices = ctx.prices()
     total, bound = 0.0, False
     for g in clusters:
@@ -128,9 +134,12 @@ def _releasable(dash: DashboardCore, ctx: Context, clusters: list[Governed]) -> 
         else:
             kept = {k.group: k.kept for k in status_row(ctx, g).protected}
         for group, size in sizes.items():
+            released = max(size.count - kept.get(group, 0), 0)
+            if not released:
+                continue
             price = group_price(size.types, prices)  # a flexible group: its dearest type
-            if price is not None:
-                released = max(size.count - kept.get(group, 0), 0)
-                total += price.times(released)
-                bound = bound or (price.upper_bound and released > 0)
+            if price is None:
+                return None, bound
+            total += price.times(released)
+            bound = bound or price.upper_bound
     return total, bound

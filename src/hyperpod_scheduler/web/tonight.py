@@ -7,7 +7,7 @@ from typing import Any
 
 from hyperpod_scheduler.app.actions import kept_why
 from hyperpod_scheduler.app.compose import Context
-from hyperpod_scheduler.app.status import StatusRow
+from hyperpod_scheduler.app.status import StatusRow, last_stop_kept
 from hyperpod_scheduler.app.wording import clock, count_of, when
 from hyperpod_scheduler.cost.prices import group_price
 from hyperpod_scheduler.cost.rates import money
@@ -46,7 +46,16 @@ def tonight(
     if stretch is None or forecast is None:
         return _bill(schedule, now, r.usd_per_hour, "the schedule does not stop it in the coming week", bound)
     begin, end = stretch
-    kept, why = kept_tonight(ctx, r, forecast)
+    known = kept_tonight(ctx, r, forecast)
+    if known is None:  # no forecast, and no stop ran to say what one keeps: not known, and said so
+        unknown = _bill(
+            schedule,
+            now,
+            None,
+            "cannot describe the cluster now, and no stop has run: what its stop keeps is not known",
+        )
+        return {**unknown, "bills": None}
+    kept, why = known
     if not isinstance(forecast, Exception) and forecast.outcome in ("blocked", "refused"):
         # The planner or a guard would send no stop at all: everything bills, and the page says why.
         return _bill(schedule, now, r.usd_per_hour, f"a stop would not go out: {forecast.reason}", bound)
@@ -71,10 +80,16 @@ def tonight(
     return {**_bill(schedule, now, hourly, f"{groups} kept: {why}", bounded), "bills": True, "kept": kept}
 
 
-def kept_tonight(ctx: Context, r: StatusRow, forecast: StopForecast | Exception) -> tuple[list[dict[str, Any]], str]:
+def kept_tonight(
+    ctx: Context, r: StatusRow, forecast: StopForecast | Exception
+) -> tuple[list[dict[str, Any]], str] | None:
     """The groups the schedule's stop keeps and why: what the planner and the guards would send
-    (``app.actions.stop_forecast``), else (the cluster cannot be described) what the last stop kept."""
+    (``app.actions.stop_forecast``), else (the cluster cannot be described) what the last stop kept,
+    running or stopped now; None when neither is known."""
     if isinstance(forecast, Exception):
+        billing = r.billing if r.state == "stopped" else last_stop_kept(ctx, r.key)
+        if billing is None:
+            return None
         kept = [
             {
                 "group": b.group,
@@ -84,7 +99,7 @@ def kept_tonight(ctx: Context, r: StatusRow, forecast: StopForecast | Exception)
                 "usd_per_hour": b.usd_per_hour,
                 "price_is_upper_bound": b.price_is_upper_bound,
             }
-            for b in r.billing
+            for b in billing
         ]
         return kept, "as the last stop kept them (cannot describe the cluster now)"
     prices = ctx.prices()

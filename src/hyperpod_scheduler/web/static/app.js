@@ -57,7 +57,8 @@
     var boxes = Array.prototype.slice.call(table.querySelectorAll("input[type=checkbox]:not(:disabled)"));
     if (!boxes.length) { return; }
     var SLOTS = 96, painting = null, active = 0;
-    var hourly = parseFloat(form.getAttribute("data-hourly") || "0");
+    // Empty: a group has no price, so what a stopped hour saves is not known (said, never guessed).
+    var hourlyText = form.getAttribute("data-hourly"), hourly = parseFloat(hourlyText || "0");
     // A flexible group priced at its dearest type: the figure is an upper bound.
     var about = form.hasAttribute("data-upper-bound") ? "up to" : "about";
     var out = form.querySelector(".hours");
@@ -79,6 +80,7 @@
         // Its clusters stop nothing (every group protected): the schedule's hours are not stopped hours.
         text = "running " + running + " h a week; the schedule would stop it " + stopped + " h (" + pct + "%), but " +
           idle + " stops nothing: every group with nodes is protected";
+      } else if (hourlyText === "") { text += " · what a week not billed saves is not known (a group has no price)";
       } else if (hourly > 0) { text += " · " + about + " $" + Math.round(hourly * stopped).toLocaleString("en-US") + " a week not billed"; }
       if (out) { out.textContent = text; }
     }
