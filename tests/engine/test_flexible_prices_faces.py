@@ -168,4 +168,4 @@ def test_every_face_prices_a_kept_flexible_group_at_its_dearest_type_as_an_upper
     else:  # it bills (the group is kept), an amount not known: not the controller's price alone
         assert api["tonight"]["bills"] is True and api["tonight"]["usd"] is None
         assert "bills an unknown amount" in page and "up to $" not in page
-        assert "What this bills is not known: no price for gpu" in confirm
+        assert "an unknown amount (no price for gpu)" in confirm

@@ -43,8 +43,8 @@ def test_a_stop_previews_saving_is_unknown_when_a_group_it_releases_has_no_price
 
     view = SimpleNamespace(
         groups=[
-            SimpleNamespace(name="flex", instance_type=None, current=2, target=2),
-            SimpleNamespace(name="cpu", instance_type="ml.m5.xlarge", current=4, target=4),
+            SimpleNamespace(name="flex", instance_type=None, instance_types=(), current=2, target=2),
+            SimpleNamespace(name="cpu", instance_type="ml.m5.xlarge", instance_types=("ml.m5.xlarge",), current=4, target=4),
         ]
     )
     ctx = SimpleNamespace(now=lambda: NOON, prices=Prices, store=SimpleNamespace(get=lambda key: None))
@@ -72,4 +72,4 @@ def test_a_week_not_billed_is_unknown_when_a_group_the_stop_releases_has_no_pric
     forecast = StopForecast("sends", (GroupForecast("flex", None, 2, 0), GroupForecast("cpu", "ml.m5.xlarge", 4, 0)))
     dash: Any = SimpleNamespace(stop_forecast=lambda c, ref, schedule: forecast)
     g: Any = SimpleNamespace(ref=SimpleNamespace(key="a/us-east-1/c"), schedule=None)
-    assert _releasable(dash, ctx, [g]) is None  # it was $40/h: the m5s alone
+    assert _releasable(dash, ctx, [g])[0] is None  # it was $40/h: the m5s alone
