@@ -94,8 +94,8 @@ def test_status_and_the_dashboard_say_since_when_aws_has_not_answered(rig: Rig) 
     rig.tick()
     settle(rig.emu, rig.client, NAME)
     rig.tick()
-    good = rig.record().reads
-    assert good is not None and good.ok_at is not None and not good.failing
+    settled = rig.record()
+    assert settled.reads is None  # a good read alone is never written: it changes nothing shown
     assert rig.status()["aws"]["reachable"] is True
     # 08:00: the start is due, and AWS answers nothing but HTTP 500.
     rig.emu.advance((START.replace(hour=8) - rig.emu.clock.now()).total_seconds())
@@ -103,17 +103,18 @@ def test_status_and_the_dashboard_say_since_when_aws_has_not_answered(rig: Rig) 
     assert rig.tick() == ["error"]
     failed_at = rig.emu.clock.now()
     bad = rig.record().reads
-    assert bad.failing_since == failed_at and bad.failed_at == failed_at and bad.ok_at == good.ok_at
+    assert bad.failing_since == failed_at and bad.failed_at == failed_at
+    assert bad.sizes_as_of == settled.updated_at  # what the record holds is as of its last write
     assert "InternalFailure" in (bad.error or "") or "500" in (bad.error or "")
     rig.emu.advance(300)
     rig.tick()  # a later failure keeps the first one's time
     assert rig.record().reads.failing_since == failed_at
-    said = f"AWS unreachable since Mon 30 Nov 08:00 UTC; sizes as of Mon 30 Nov {good.ok_at:%H:%M} UTC"
+    said = f"AWS unreachable since Mon 30 Nov 08:00 UTC; sizes as of Mon 30 Nov {settled.updated_at:%H:%M} UTC"
     for row in (rig.status(), rig.api()):
         assert row["flags"][0] == {"kind": "stale", "text": said}, row["flags"]
         assert row["state_text"].startswith("stopped") and "(last known)" in row["state_text"], row["state_text"]
         assert row["aws"]["reachable"] is False and row["aws"]["failing_since"] == failed_at.isoformat()
-        assert row["aws"]["sizes_as_of"] == good.ok_at.isoformat()
+        assert row["aws"]["sizes_as_of"] == settled.updated_at.isoformat()
     table = CliRunner().invoke(
         cli_app,
         ["status", "--config", str(rig.config), "--state", str(rig.state), "--at", rig.emu.clock.now().isoformat()],
@@ -142,19 +143,23 @@ def test_an_answer_is_not_a_failed_read_and_a_connection_that_fails_is() -> None
     assert not reads.unanswered(ValueError("a bug"))
 
 
-def test_a_good_read_is_written_when_it_ends_a_failure_and_otherwise_at_most_every_ten_minutes() -> None:
+def test_only_a_change_of_reachability_is_written_never_a_good_read_alone() -> None:
     t0 = START
-    first = reads.merged(None, reads.Seen(ok_at=t0), t0)
-    assert first is not None and first.ok_at == t0
-    assert reads.merged(first, reads.Seen(ok_at=t0 + timedelta(minutes=1)), t0) is None  # nothing a face shows
-    assert reads.merged(first, reads.Seen(ok_at=t0 + reads.OK_EVERY), t0) is not None
-    failing = reads.merged(first, reads.Seen(failed_at=t0 + timedelta(minutes=2), error="x"), t0)
-    assert failing is not None and failing.failing_since == t0 + timedelta(minutes=2) and failing.sizes_as_of == t0
+    recorded = t0 - timedelta(hours=1)  # the record's last write
+    assert reads.merged(None, reads.Seen(ok_at=t0), recorded) is None  # nothing a face shows changes
+    failing = reads.merged(None, reads.Seen(failed_at=t0 + timedelta(minutes=2), error="x"), recorded)
+    assert failing is not None and failing.failing_since == t0 + timedelta(minutes=2)
+    assert failing.sizes_as_of == recorded  # what the record holds is as of its last write
+    # A good read earlier in the same turn: the sizes were known then.
+    same_turn = reads.merged(
+        None, reads.Seen(ok_at=t0 + timedelta(minutes=1), failed_at=t0 + timedelta(minutes=2)), recorded
+    )
+    assert same_turn is not None and same_turn.sizes_as_of == t0 + timedelta(minutes=1)
+    again = reads.merged(failing, reads.Seen(failed_at=t0 + timedelta(minutes=5), error="y"), t0)
+    assert again is not None and again.failing_since == failing.failing_since and again.sizes_as_of == recorded
     back = reads.merged(failing, reads.Seen(ok_at=t0 + timedelta(minutes=3)), t0)
     assert back is not None and not back.failing and back.ok_at == t0 + timedelta(minutes=3)
-    # Failing with no good read remembered: the sizes are as of the record's last write.
-    never = reads.merged(None, reads.Seen(failed_at=t0, error="x"), t0 - timedelta(hours=1))
-    assert never is not None and never.sizes_as_of == t0 - timedelta(hours=1)
+    assert reads.merged(back, reads.Seen(ok_at=t0 + timedelta(hours=3)), t0) is None
 
 
 def test_an_error_aws_answers_ends_unreachable_without_moving_sizes_as_of(rig: Rig) -> None:
@@ -164,11 +169,11 @@ def test_an_error_aws_answers_ends_unreachable_without_moving_sizes_as_of(rig: R
     rig.tick()
     settle(rig.emu, rig.client, NAME)
     rig.tick()
-    good = rig.record().reads
     rig.emu.advance((START.replace(hour=8) - rig.emu.clock.now()).total_seconds())
     rig.emu.faults = {"error_rate": 1.0}
     rig.tick()
-    assert rig.record().reads.failing
+    failing = rig.record().reads
+    assert failing.failing
     rig.emu.faults = {"error_rate": 0.0}
     rig.emu.advance(300)
 
@@ -185,7 +190,7 @@ def test_an_error_aws_answers_ends_unreachable_without_moving_sizes_as_of(rig: R
     rig.tick()
     after = rig.record().reads
     assert not after.failing, after
-    assert after.sizes_as_of == good.ok_at  # nothing was read: the sizes are as old as they were
+    assert after.sizes_as_of == failing.sizes_as_of  # nothing was read: the sizes are as old as they were
     assert all(f["kind"] != "stale" for f in rig.status()["flags"]) and rig.status()["aws"]["reachable"] is True
 
 

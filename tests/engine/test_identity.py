@@ -261,12 +261,18 @@ def test_an_answer_from_another_account_is_no_read_of_this_clusters_sizes(world:
     # record said "sizes as of" that instant, of sizes nobody read.
     engine = world.engine()
     assert engine.act(ref("prod"), "stop", transition_id="manual-stop@1", wait=True).kind == "settled"
-    before = world.store.get(f"{A}/us-east-1/train")
-    assert before is not None and before.reads is not None
+    world.emus[A].faults = {"error_rate": 1.0}  # A does not answer: its record says since when
     for emu in world.emus.values():
-        emu.advance(3600)  # past reads.OK_EVERY: a good read would be written
+        emu.advance(3600)
+    assert turn(engine, ref("prod"), ScheduleState("running", world.emus[A].clock.now())).kind == "error"
+    before = world.store.get(f"{A}/us-east-1/train")
+    assert before is not None and before.reads is not None and before.reads.failing
+    world.emus[A].faults = {"error_rate": 0.0}
+    for emu in world.emus.values():
+        emu.advance(600)
     world.route["prod"] = B
     assert turn(engine, ref("prod"), ScheduleState("running", world.emus[A].clock.now())).kind == "error"
     after = world.store.get(f"{A}/us-east-1/train")
     assert after is not None and after.reads is not None
-    assert after.reads.ok_at == before.reads.ok_at and not after.reads.failing
+    # AWS answered (reachable again), but not with A's sizes: "sizes as of" has not moved.
+    assert not after.reads.failing and after.reads.sizes_as_of == before.reads.sizes_as_of

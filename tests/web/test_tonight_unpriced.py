@@ -44,7 +44,9 @@ def test_a_stop_previews_saving_is_unknown_when_a_group_it_releases_has_no_price
     view = SimpleNamespace(
         groups=[
             SimpleNamespace(name="flex", instance_type=None, instance_types=(), current=2, target=2),
-            SimpleNamespace(name="cpu", instance_type="ml.m5.xlarge", instance_types=("ml.m5.xlarge",), current=4, target=4),
+            SimpleNamespace(
+                name="cpu", instance_type="ml.m5.xlarge", instance_types=("ml.m5.xlarge",), current=4, target=4
+            ),
         ]
     )
     ctx = SimpleNamespace(now=lambda: NOON, prices=Prices, store=SimpleNamespace(get=lambda key: None))

@@ -11,14 +11,16 @@ from hyperpod_scheduler.store.records import AwsReads
 
 
 def reads_document(reads: AwsReads | None) -> dict[str, Any]:
-    """``aws`` in the JSON: whether the last read answered, and the instants (None: never read)."""
+    """``aws`` in the JSON: whether the last read answered, and the instants. No reads on the record:
+    no read has failed since reads were recorded (the engine writes only a change of reachability,
+    never a good read alone), so AWS answers as far as the record knows."""
 
     def iso(at: datetime | None) -> str | None:
         return None if at is None else at.isoformat()
 
     if reads is None:
         return {
-            "reachable": None,
+            "reachable": True,
             "failing_since": None,
             "last_failed": None,
             "last_ok": None,

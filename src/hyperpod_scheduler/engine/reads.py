@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -25,9 +25,9 @@ if TYPE_CHECKING:
     from hyperpod_scheduler.engine.ref import ClusterRef
     from hyperpod_scheduler.store.base import StateStore
 
-# A good read is written when reads were failing, and otherwise at most this often (a good read alone
-# changes nothing a face shows; a record write per read of a polling --wait would be a write a second).
-OK_EVERY = timedelta(minutes=10)
+# A good read alone is never written: it changes nothing a face shows, and a write (a durable commit)
+# per turn that reads would double what a stop or a start costs the store. Only a change of
+# reachability is written: the first failed read, each failure after it, and the read that ends them.
 _UNANSWERED = ("Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException")
 
 
@@ -56,6 +56,10 @@ class Seen:
     ok_at: datetime | None = None
     failed_at: datetime | None = None
     error: str | None = None
+    # The record's reads as the turn read them (``Reads.note``): with it, ``keep`` knows without a
+    # store read of its own that a good read changes nothing.
+    before: AwsReads | None = None
+    noted: bool = False
     # The last read AWS answered with an error (ResourceNotFound, AccessDenied): AWS is reachable, so
     # a failure ends, but no sizes were read, so "sizes as of" does not move.
     answered_at: datetime | None = None
@@ -86,6 +90,12 @@ class Reads:
         with self._lock:
             self._seen.setdefault(self._id(ref), Seen()).answered_at = now
 
+    def note(self, ref: ClusterRef, record: ClusterRecord | None) -> None:
+        """The record as the turn read it: its reads are what ``keep`` merges onto, unless it must write."""
+        with self._lock:
+            seen = self._seen.setdefault(self._id(ref), Seen())
+            seen.before, seen.noted = (record.reads if record is not None else None), True
+
     def take(self, ref: ClusterRef) -> Seen | None:
         with self._lock:
             return self._seen.pop(self._id(ref), None)
@@ -103,15 +113,15 @@ def merged(old: AwsReads | None, seen: Seen, updated_at: datetime) -> AwsReads |
             error=seen.error,
             failing_since=before.failing_since or seen.failed_at,
             ok_at=seen.ok_at or before.ok_at,
-            recorded_before=before.recorded_before or (None if (seen.ok_at or before.ok_at) else updated_at),
+            # The record as last written: what it holds is as of then, or of the good read after it.
+            recorded_before=before.recorded_before or updated_at,
         )
-    if seen.ok_at is None:
-        if seen.answered_at is not None and before.failing:  # reachable again, nothing read
-            return before.evolve(failing_since=None)
+    if seen.ok_at is None and seen.answered_at is None:
         return None
-    stale = before.ok_at is None or seen.ok_at - before.ok_at >= OK_EVERY
-    if not before.failing and not stale:
-        return None
+    if not before.failing:
+        return None  # reachable, and it was: nothing a face shows changes
+    if seen.ok_at is None:  # AWS answered with an error: reachable again, nothing read
+        return before.evolve(failing_since=None)
     return before.evolve(ok_at=seen.ok_at, failing_since=None, recorded_before=None)
 
 
@@ -120,6 +130,8 @@ def keep(store: StateStore, key: str, seen: Seen | None) -> None:
     has no sizes to call stale)."""
     if seen is None:
         return
+    if seen.noted and merged(seen.before, seen, seen.failed_at or datetime.min) is None:
+        return  # the turn's own read of the record shows nothing to write: no read of its own
     from hyperpod_scheduler.store.base import update
 
     def fn(current: ClusterRecord | None) -> ClusterRecord | None:
@@ -131,4 +143,4 @@ def keep(store: StateStore, key: str, seen: Seen | None) -> None:
     update(store, key, fn)
 
 
-__all__ = ["OK_EVERY", "Reads", "Seen", "keep", "merged", "unanswered"]
+__all__ = ["Reads", "Seen", "keep", "merged", "unanswered"]

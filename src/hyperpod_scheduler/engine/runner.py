@@ -245,6 +245,7 @@ class Engine:
                 return Result(ref.name, "quiet", "nothing due")
         # A first look's answer serves this pass too; in a dry run the record may be the one it would adopt.
         ref, view, record = self._identified(ref, known, dry_run, legacy)
+        self.reads.note(ref, record)  # so keeping this turn's reads needs no read of its own (engine.reads)
         due = planner.due(record, sched, enforced=enforced, now=self.now())
         if due is None:
             return Result(ref.name, "quiet", "nothing due")

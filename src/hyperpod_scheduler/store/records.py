@@ -434,8 +434,10 @@ class AwsReads(Stored):
 
     @property
     def sizes_as_of(self) -> datetime | None:
-        """When what the record holds was last known from AWS."""
-        return self.ok_at or self.recorded_before
+        """When what the record holds was last known from AWS: the later of the last good read and the
+        record's last write before reads failed."""
+        known = [t for t in (self.ok_at, self.recorded_before) if t is not None]
+        return max(known) if known else None
 
 
 class ClusterRecord(Stored):
