@@ -89,24 +89,65 @@ class Looks:
     concurrency: int = CONCURRENCY
     spawn: Spawn = in_background
     _looks: dict[Reach, Look] = field(default_factory=dict)
+    _keys: dict[str, Reach] = field(default_factory=dict)  # a record's key -> how its cluster is reached
+    _memo: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     _fleet: _Fleet | None = None
     _refreshing: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
     refreshes: int = 0  # how many refreshes ran (for tests and the bench: a request made none)
+    version: int = 0  # moves with every look kept: what was built from the looks is built again
+
+    @property
+    def refreshing(self) -> bool:
+        return self._refreshing
 
     # ---- the engine's own looks ------------------------------------------------------------------
     def record(self, ref: ClusterRef, view: ClusterView, at: datetime) -> None:
         """The engine described ``ref`` (the hook ``Context.engine`` hands it): keep that answer."""
+        self._keep(ref, Look(at, view, "engine"))
+
+    def keep(self, ref: ClusterRef, answer: ClusterView | Exception, at: datetime) -> None:
+        """A face's own look (the cluster page's DescribeCluster, or the error it gave)."""
+        self._keep(ref, Look(at, answer, "refresh"))
+
+    def _keep(self, ref: ClusterRef, look: Look) -> None:
         from hyperpod_scheduler.engine.identity import reach_of
 
-        self._keep(reach_of(ref), Look(at, view, "engine"))
-
-    def _keep(self, reach: Reach, look: Look) -> None:
+        reach = reach_of(ref)
         # Never an older answer over a newer one (a refresh's look that finished after a tick's).
         with self._lock:
             held = self._looks.get(reach)
             if held is None or held.at <= look.at:
                 self._looks[reach] = look
+                self._keys[ref.key] = reach
+                self.version += 1
+
+    def changed(self) -> None:
+        """Something a face did changed what it shows (an action, a schedule saved): build it again."""
+        with self._lock:
+            self.version += 1
+
+    def raw(self, key: str) -> Mapping[str, Any] | None:
+        """The DescribeCluster answer kept for the cluster of record ``key`` (for FSx discovery, which
+        then needs no DescribeCluster of its own), or None."""
+        with self._lock:
+            reach = self._keys.get(key)
+            look = self._looks.get(reach) if reach is not None else None
+        if look is None or isinstance(look.answer, Exception):
+            return None
+        return look.answer.raw
+
+    def memo(self, name: str, token: Any, build: Callable[[], Any]) -> Any:
+        """What ``build`` made last for ``name`` while ``token`` (with the looks' version) is unchanged."""
+        key = (token, self.version)
+        with self._lock:
+            held = self._memo.get(name)
+        if held is not None and held[0] == key:
+            return held[1]
+        made = build()
+        with self._lock:
+            self._memo[name] = (key, made)
+        return made
 
     def look(self, ref: ClusterRef) -> Look | None:
         from hyperpod_scheduler.engine.identity import reach_of
@@ -127,17 +168,25 @@ class Looks:
             with self._lock:
                 fleet = self._fleet
             assert fleet is not None
-        elif self._stale(ctx, fleet, now):
+        elif self._stale(fleet, now):
             self._start(lambda: self._refresh(ctx, identity, everything=now - fleet.found_at >= self.max_age))
         with self._lock:
             looks = {g.ref.key: look for g in fleet.governed if (look := self._looks.get(_reach(g))) is not None}
             refreshing = self._refreshing
         return Reading(list(fleet.governed), list(fleet.problems), looks, fleet.found_at, refreshing)
 
-    def _stale(self, ctx: Context, fleet: _Fleet, now: datetime) -> bool:
+    def _stale(self, fleet: _Fleet, now: datetime) -> bool:
+        """Discovery or a look older than ``max_age`` (in memory: a request reads no record for it)."""
         if now - fleet.found_at >= self.max_age:
             return True
-        return bool(self._due(ctx, fleet.governed, now))
+        with self._lock:
+            looks = [self._looks.get(_reach(g)) for g in fleet.governed]
+        return any(look is None or now - look.at >= self.max_age for look in looks)
+
+    def nudge(self, ctx: Context) -> None:
+        """Read the fleet's due looks again, beside the request (a record newer than its look)."""
+        identity = _identity(ctx)
+        self._start(lambda: self._refresh(ctx, identity, everything=False))
 
     def _due(self, ctx: Context, governed: Sequence[Governed], now: datetime) -> list[Governed]:
         """The clusters whose look is missing, old, or older than their record (the engine acted since)."""
@@ -183,6 +232,9 @@ class Looks:
                 ctx.config, ctx.client_for, ctx.accounts or ctx.store.account_for, tag_concurrency=self.concurrency
             )
             governed = reader.governed()
+            unread = [p.cause for p in reader.problems if p.cause is not None]
+            if unread and not governed:
+                raise unread[0]  # nothing could be read at all: said (a 502), never kept as an empty fleet
             fleet = _Fleet(identity, now, governed, list(reader.problems))
         due = self._due(ctx, fleet.governed, now)
         engine = ctx.engine() if due else None
@@ -194,7 +246,7 @@ class Looks:
                 answer = engine.describe(g.ref)  # checked as every engine answer is
             except (ClientError, BotoCoreError, HyperpodSchedulerError) as exc:
                 answer = exc
-            self._keep(_reach(g), Look(ctx.now(), answer))
+            self._keep(g.ref, Look(ctx.now(), answer))
 
         if len(due) > 1 and self.concurrency > 1:
             with ThreadPoolExecutor(min(self.concurrency, len(due)), thread_name_prefix="looks") as pool:

@@ -108,6 +108,9 @@ class FileSystemFinder:
     concurrency: int = DISCOVERY_CONCURRENCY
     # The last refresh kept on disk too, for the next process (a `report` run again within cache_s).
     saved: SavedRefresh | None = None
+    # A DescribeCluster answer already at hand for a cluster key (the dashboard's shared looks, which the
+    # engine's own describes keep fresh): used instead of describing that cluster again.
+    described: Callable[[str], Mapping[str, Any] | None] | None = None
 
     def __call__(self, keys: Sequence[str], notes: list[str]) -> dict[str, list[FileSystem]]:
         cached = self.cache.get(tuple(keys))
@@ -144,7 +147,7 @@ class FileSystemFinder:
         lock = threading.Lock()
 
         def one(item: tuple[str, str | None, str, list[str], str | None]) -> tuple[list[FileSystem] | None, list[str]]:
-            _, region, name, configured, profile = item
+            key, region, name, configured, profile = item
             place = places[(region, profile)]
             said: list[str] = []
             if place.failed is not None:
@@ -153,7 +156,10 @@ class FileSystemFinder:
                 cluster, s3 = None, None
                 if settings.discover:
                     try:
-                        cluster = dict(place.sagemaker.describe_cluster(ClusterName=name))
+                        known = self.described(key) if self.described is not None else None
+                        cluster = dict(
+                            known if known is not None else place.sagemaker.describe_cluster(ClusterName=name)
+                        )
                         # Only a cluster with lifecycle scripts has a provisioning_parameters.json to read.
                         if fsx.source_uris(cluster):
                             with lock:

@@ -9,7 +9,7 @@ them together for the app.
 from __future__ import annotations
 
 import hmac
-import time
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -20,8 +20,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_scheduler.app import report as reports
 from hyperpod_scheduler.app.compose import Context, Source, chain_clients
+from hyperpod_scheduler.app.looks import Looks
 from hyperpod_scheduler.aws.clients import AwsClients
 from hyperpod_scheduler.config.load import config_path, load_config
+from hyperpod_scheduler.config.model import Config
 from hyperpod_scheduler.cost import summary
 from hyperpod_scheduler.cost.fsx import FileSystem
 from hyperpod_scheduler.cost.savings import Report
@@ -36,7 +38,6 @@ if TYPE_CHECKING:
 
     from hyperpod_scheduler.store.base import StateStore
 
-DESCRIBE_CACHE_S = 60.0  # the fleet page describes each cluster for its "why"; a minute-old answer will do
 WEEK = timedelta(days=7)
 ActionName = Literal["hold", "release", "stop", "start"]
 ACTIONS: tuple[ActionName, ...] = ("hold", "release", "stop", "start")
@@ -75,7 +76,14 @@ class DashboardCore:
     _fsx_cache: dict[tuple[str, ...], tuple[float, dict[str, list[FileSystem]], list[str]]] = field(
         default_factory=dict
     )
-    _describe_cache: dict[str, tuple[float, Any]] = field(default_factory=dict)
+    # The fleet's governed clusters and DescribeCluster answers, read by one shared refresh and by the
+    # engine's own looks (app.looks), never once per cluster per request. Shared by a dataclasses.replace.
+    looks: Looks = field(default_factory=Looks)
+    # The Fleet page's rows are the store's of at most this long ago (web.fleet_view; 0: every request).
+    rows_max_age_s: float = 5.0
+    # The config file parsed once per version of it (a 1,000-cluster YAML is a second to parse): keyed
+    # by what changes when it is saved, and by the HYPERPOD_SCHEDULER_* settings that may apply to it.
+    _config_memo: tuple[tuple[Any, ...], Config] | None = None
 
     @property
     def read_only(self) -> bool:
@@ -105,11 +113,27 @@ class DashboardCore:
             src = self.source()
             return Context(
                 src.config, self.store(), src.clients, self.now, actor="dashboard", paused=src.paused,
-                accounts=src.accounts,
+                accounts=src.accounts, looks=self.looks,
             )  # fmt: skip
         return Context(
-            load_config(self.config_file), self.store(), chain_clients(self.client_for), self.now, actor="dashboard"
+            self._config(), self.store(), chain_clients(self.client_for), self.now, actor="dashboard", looks=self.looks
         )
+
+    def _config(self) -> Config:
+        path = self.config_path
+        try:
+            st = path.stat() if path is not None else None
+        except OSError:
+            st = None  # load_config says what is wrong with it
+        env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("HYPERPOD_SCHEDULER_")))
+        key = (str(path), st.st_mtime_ns, st.st_size, st.st_ino, env) if st is not None else None
+        memo = self._config_memo
+        if key is not None and memo is not None and memo[0] == key:
+            return memo[1]
+        config = load_config(self.config_file)
+        if key is not None:
+            self._config_memo = (key, config)
+        return config
 
     # ---- access ----------------------------------------------------------------------------------
     def token_matches(self, given: str | None) -> bool:
@@ -142,16 +166,17 @@ class DashboardCore:
         raise NotFound(f"cluster: {name!r} is not governed by the config and not in the state store")
 
     def describe_cached(self, ctx: Context, ref: ClusterRef) -> Any:
-        """DescribeCluster through the engine (answers checked), or the exception it raised; reused for
-        a minute, so a fleet page does not describe every cluster on every view."""
-        hit = self._describe_cache.get(ref.key)
-        if hit is not None and time.monotonic() - hit[0] < DESCRIBE_CACHE_S:
-            return hit[1]
+        """DescribeCluster through the engine (answers checked), or the exception it raised, from the
+        shared looks (app.looks): a look younger than their ``max_age`` (a tick's, an action's, the
+        fleet refresh's), or an older one while the fleet refresh is reading it again; else read now."""
+        look = self.looks.look(ref)
+        if look is not None and (ctx.now() - look.at < self.looks.max_age or self.looks.refreshing):
+            return look.answer
         try:
             answer: Any = ctx.engine().describe(ref)
         except (ClientError, BotoCoreError, HyperpodSchedulerError) as exc:
             answer = exc
-        self._describe_cache[ref.key] = (time.monotonic(), answer)
+        self.looks.keep(ref, answer, ctx.now())  # a caller's context (the HTML report) has no engine hook
         return answer
 
     def report(self, ctx: Context, since: datetime, until: datetime) -> Report:
@@ -170,6 +195,7 @@ class DashboardCore:
             self.aws,
             cache_s=FSX_CACHE_S,
             cache=self._fsx_cache,
+            described=self.looks.raw,
         )
 
     def this_month(self, ctx: Context) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from hyperpod_scheduler.engine.fleet import Governed, ref_for
 from hyperpod_scheduler.web import approval_page, cluster_view, fleet_view, manual, savings_view, schedules_view
 from hyperpod_scheduler.web import grid as grids
 from hyperpod_scheduler.web.core import ACTIONS, DashboardCore, NotFound, Refused
+from hyperpod_scheduler.web.fleet_query import FleetQuery
 
 
 class Dashboard(DashboardCore):
@@ -31,8 +32,15 @@ class Dashboard(DashboardCore):
     ) -> list[dict[str, Any]]:
         return fleet_view.fleet(self, month, ctx, found)
 
-    def fleet_page(self) -> dict[str, Any]:
-        return fleet_view.fleet_page(self)
+    def fleet_page(self, query: FleetQuery | None = None) -> dict[str, Any]:
+        return fleet_view.fleet_page(self, query)
+
+    def fleet_rows(self, query: FleetQuery | None = None) -> dict[str, Any]:
+        """``/api/fleet``: every row (no query), or the page of them ``query`` asks for, with where it sits."""
+        doc = fleet_view.fleet_document(self)
+        if query is None:
+            return {"rows": doc["rows"], "total": len(doc["rows"]), "matched": len(doc["rows"])}
+        return query.select(doc["rows"])
 
     def week(self, ctx: Context, rows: list[dict[str, Any]], now: datetime) -> list[dict[str, Any]]:
         return fleet_view.week(ctx, rows, now)
@@ -53,7 +61,10 @@ class Dashboard(DashboardCore):
         hold_state: str = "running",
         reason: str = "",
     ) -> dict[str, Any]:
-        return manual.act(self, name, action, token, by, until, hold_state, reason)
+        try:
+            return manual.act(self, name, action, token, by, until, hold_state, reason)
+        finally:
+            self.looks.changed()  # the Fleet page shows what the action did at once
 
     def savings(self, since_text: str | None = None, until_text: str | None = None) -> dict[str, Any]:
         return savings_view.savings(self, since_text, until_text)
@@ -62,13 +73,19 @@ class Dashboard(DashboardCore):
         return schedules_view.schedules(self, tz)
 
     def save_schedule(self, name: str, grid: grids.Grid, token: str | None) -> dict[str, Any]:
-        return schedules_view.save_schedule(self, name, grid, token)
+        try:
+            return schedules_view.save_schedule(self, name, grid, token)
+        finally:
+            self.looks.changed()
 
     def approval(self, name: str, approval_id: str, token: str) -> dict[str, Any]:
         return approval_page.approval(self, name, approval_id, token)
 
     def answer_approval(self, name: str, approval_id: str, token: str, approve: bool, by: str) -> dict[str, Any]:
-        return approval_page.answer_approval(self, name, approval_id, token, approve, by)
+        try:
+            return approval_page.answer_approval(self, name, approval_id, token, approve, by)
+        finally:
+            self.looks.changed()
 
 
 __all__ = ["ACTIONS", "Dashboard", "NotFound", "Refused", "ref_for"]
