@@ -30,6 +30,8 @@ class Dashboard(DashboardCore):
         ctx: Context | None = None,
         found: Sequence[Governed] | None = None,
     ) -> list[dict[str, Any]]:
+        if month is None and ctx is None and found is None:
+            return list(fleet_view.fleet_document(self)["rows"])  # the kept rows (a few seconds old at most)
         return fleet_view.fleet(self, month, ctx, found)
 
     def fleet_page(self, query: FleetQuery | None = None) -> dict[str, Any]:
@@ -37,10 +39,10 @@ class Dashboard(DashboardCore):
 
     def fleet_rows(self, query: FleetQuery | None = None) -> dict[str, Any]:
         """``/api/fleet``: every row (no query), or the page of them ``query`` asks for, with where it sits."""
-        doc = fleet_view.fleet_document(self)
+        rows = self.fleet()
         if query is None:
-            return {"rows": doc["rows"], "total": len(doc["rows"]), "matched": len(doc["rows"])}
-        return query.select(doc["rows"])
+            return {"rows": rows, "total": len(rows), "matched": len(rows)}
+        return query.select(rows)
 
     def week(self, ctx: Context, rows: list[dict[str, Any]], now: datetime) -> list[dict[str, Any]]:
         return fleet_view.week(ctx, rows, now)
