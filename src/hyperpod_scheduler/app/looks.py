@@ -21,6 +21,7 @@ look stale, and the next refresh reads it again.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -73,6 +74,15 @@ class Reading:
         return min(times) if times else None
 
 
+@dataclass(frozen=True)
+class _Made:
+    token: Any
+    version: int  # the looks' version when the build began: a look kept since makes it old
+    wall: float  # time.monotonic() when the build began
+    now: datetime  # the caller's clock then
+    made: Any
+
+
 @dataclass
 class _Fleet:
     identity: str
@@ -90,7 +100,8 @@ class Looks:
     spawn: Spawn = in_background
     _looks: dict[Reach, Look] = field(default_factory=dict)
     _keys: dict[str, Reach] = field(default_factory=dict)  # a record's key -> how its cluster is reached
-    _memo: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    _memo: dict[str, _Made] = field(default_factory=dict)
+    _building: set[str] = field(default_factory=set)
     _fleet: _Fleet | None = None
     _refreshing: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -137,23 +148,53 @@ class Looks:
             return None
         return look.answer.raw
 
-    def memo(self, name: str, token: Any, build: Callable[[], Any]) -> Any:
-        """What ``build`` made last for ``name`` while ``token`` (with the looks' version) is unchanged."""
-        key = (token, self.version)
-        with self._lock:
-            held = self._memo.get(name)
-        if held is not None and held[0] == key:
-            return held[1]
-        made = build()
-        with self._lock:
-            self._memo[name] = (key, made)
-        return made
-
     def look(self, ref: ClusterRef) -> Look | None:
         from hyperpod_scheduler.engine.identity import reach_of
 
         with self._lock:
             return self._looks.get(reach_of(ref))
+
+    def kept(
+        self, name: str, token: Any, build: Callable[[], Any], now: datetime, fresh_s: float, stale_s: float
+    ) -> Any:
+        """What ``build`` made for ``name`` under the same ``token`` and looks: as it is while younger than
+        ``fresh_s``; while younger than ``stale_s``, as it is too, with a build of it again beside this
+        request (one at a time); older, changed, or never made: built now. Age is measured on the wall
+        clock and on the caller's ``now`` (a demo's clock that jumps ahead makes it old at once)."""
+        with self._lock:
+            held = self._memo.get(name)
+            version = self.version
+        if held is not None and held.token == token and held.version == version:
+            age = max(time.monotonic() - held.wall, abs((now - held.now).total_seconds()))
+            if age < fresh_s:
+                return held.made
+            if age < stale_s:
+                self._rebuild(name, token, build, now)
+                return held.made
+        return self._make(name, token, build, now, version)
+
+    def _make(self, name: str, token: Any, build: Callable[[], Any], now: datetime, version: int) -> Any:
+        wall = time.monotonic()
+        made = build()
+        with self._lock:
+            self._memo[name] = _Made(token, version, wall, now, made)
+        return made
+
+    def _rebuild(self, name: str, token: Any, build: Callable[[], Any], now: datetime) -> None:
+        with self._lock:
+            if name in self._building:
+                return
+            self._building.add(name)
+            version = self.version
+
+        def run() -> None:
+            try:
+                self._make(name, token, build, now, version)
+            finally:
+                with self._lock:
+                    self._building.discard(name)
+
+        self.spawn(run)
 
     # ---- the fleet -------------------------------------------------------------------------------
     def reading(self, ctx: Context) -> Reading:

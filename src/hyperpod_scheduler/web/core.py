@@ -80,7 +80,7 @@ class DashboardCore:
     # engine's own looks (app.looks), never once per cluster per request. Shared by a dataclasses.replace.
     looks: Looks = field(default_factory=Looks)
     # The Fleet page's rows are the store's of at most this long ago (web.fleet_view; 0: every request).
-    rows_max_age_s: float = 5.0
+    rows_max_age_s: float = 5.0  # web.fleet_view.ROWS_MAX_AGE_S
     # The config file parsed once per version of it (a 1,000-cluster YAML is a second to parse): keyed
     # by what changes when it is saved, and by the HYPERPOD_SCHEDULER_* settings that may apply to it.
     _config_memo: tuple[tuple[Any, ...], Config] | None = None

@@ -9,7 +9,6 @@ page of them (web.fleet_query); the strip at the top stays the whole fleet's.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -25,7 +24,10 @@ from hyperpod_scheduler.web.core import WEEK, DashboardCore
 from hyperpod_scheduler.web.fleet_query import FleetQuery, facets, listed
 from hyperpod_scheduler.web.tonight import tonight
 
-ROWS_MAX_AGE_S = 5.0  # the rows are the store's of at most this long ago (the page says when)
+# The rows are the store's of at most ROWS_MAX_AGE_S ago, or ROWS_STALE_S while a newer reading is
+# being made beside the request (the page says as of when).
+ROWS_MAX_AGE_S = 5.0
+ROWS_STALE_S = 60.0
 
 
 def fleet(
@@ -66,12 +68,17 @@ def fleet_document(dash: DashboardCore) -> dict[str, Any]:
     ctx = dash.context()
     reading = dash.looks.reading(ctx)  # first: a stale fleet starts its refresh beside this request
     now = ctx.now()
-    age = dash.rows_max_age_s
-    # Kept while the config, the pause and the few-second stretch (on the wall clock and on the
-    # dashboard's own, which a demo steps) stay the same; 0: built for every request.
-    stretch = (int(time.monotonic() // age), int(now.timestamp() // age)) if age > 0 else time.monotonic()
-    token = (ctx.config.model_dump_json(include={"targets", "schedules", "defaults", "cost"}), stretch, ctx.paused)
-    return dict(dash.looks.memo("fleet", token, lambda: _build(dash, ctx, reading.governed)))
+    # Kept while the config and the pause stay the same and no look or action moved since (app.looks):
+    # a few seconds as they are, up to a minute while they are built again beside the request.
+    token = (ctx.config.model_dump_json(include={"targets", "schedules", "defaults", "cost"}), ctx.paused)
+    fresh = dash.rows_max_age_s
+
+    def build() -> dict[str, Any]:
+        return _build(dash, ctx, reading.governed)
+
+    if fresh <= 0:
+        return build()
+    return dict(dash.looks.kept("fleet", token, build, now, fresh, max(fresh, ROWS_STALE_S)))
 
 
 def _build(dash: DashboardCore, ctx: Context, found: Sequence[Governed]) -> dict[str, Any]:
