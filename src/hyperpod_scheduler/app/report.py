@@ -145,6 +145,7 @@ class FileSystemFinder:
             if (region, profile) not in places:
                 places[(region, profile)] = self._place(region, profile, settings.discover, notes)
         lock = threading.Lock()
+        reused = [0]
 
         def one(item: tuple[str, str | None, str, list[str], str | None]) -> tuple[list[FileSystem] | None, list[str]]:
             key, region, name, configured, profile = item
@@ -157,6 +158,9 @@ class FileSystemFinder:
                 if settings.discover:
                     try:
                         known = self.described(key) if self.described is not None else None
+                        if known is not None:
+                            with lock:
+                                reused[0] += 1
                         cluster = dict(
                             known if known is not None else place.sagemaker.describe_cluster(ClusterName=name)
                         )
@@ -186,6 +190,11 @@ class FileSystemFinder:
                 answers = list(pool.map(one, work))
         else:
             answers = [one(item) for item in work]
+        if reused[0]:
+            notes.append(
+                f"FSx mounts of {reused[0]} cluster(s) as the scheduler's own last look at them recorded them "
+                "(no DescribeCluster of their own)"
+            )
         out: dict[str, list[FileSystem]] = {}
         for (key, *_), (systems, said) in zip(work, answers, strict=True):  # in the keys' order, as before
             notes.extend(said)
@@ -271,6 +280,18 @@ def _file_system(raw: Any) -> FileSystem:
     )
 
 
+def seen_by_stops(store: StateStore) -> Callable[[str], Mapping[str, Any] | None]:
+    """For ``FileSystemFinder.described``: what the engine kept of a cluster's DescribeCluster answer
+    with its last stop (``Snapshot.storage``), or None (never stopped, or stopped before it was kept)."""
+
+    def seen(key: str) -> Mapping[str, Any] | None:
+        record = store.get(key)
+        snapshot = record.snapshot if record is not None else None
+        return snapshot.storage if snapshot is not None else None
+
+    return seen
+
+
 def _age(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
@@ -342,6 +363,7 @@ __all__ = [
     "none_found",
     "prices",
     "profile_for",
+    "seen_by_stops",
     "split_key",
     "window",
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hmac
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -189,16 +189,21 @@ class DashboardCore:
     def _systems(self, ctx: Context) -> reports.FileSystemSource:
         if self.file_systems is not None:
             return self.file_systems
+        stopped = reports.seen_by_stops(ctx.store)
         return reports.FileSystemFinder(
             ctx.config,
             lambda region, profile: ctx.client_for(ClusterRef("", "", region, profile)),
             self.aws,
             cache_s=FSX_CACHE_S,
             cache=self._fsx_cache,
-            described=self.looks.raw,
+            described=lambda key: _first_known(self.looks.raw(key), stopped(key)),
         )
 
     def this_month(self, ctx: Context) -> dict[str, Any]:
         now = ctx.now()
         month = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
         return summary.as_document(self.report(ctx, month, now)) if now > month else {"clusters": []}
+
+
+def _first_known(*answers: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    return next((a for a in answers if a is not None), None)
