@@ -107,6 +107,7 @@ class Looks:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     refreshes: int = 0  # how many refreshes ran (for tests and the bench: a request made none)
     version: int = 0  # moves with every look kept: what was built from the looks is built again
+    failure: str | None = None  # why the last refresh beside a request failed (None: it did not)
 
     @property
     def refreshing(self) -> bool:
@@ -253,6 +254,12 @@ class Looks:
         def run() -> None:
             try:
                 work()
+            except (ClientError, BotoCoreError, HyperpodSchedulerError) as exc:
+                # Beside a request: nobody to answer. The kept reading stays, with its age shown, and the
+                # next request past max_age tries again.
+                self.failure = " ".join(str(exc).split())
+            else:
+                self.failure = None
             finally:
                 with self._lock:
                     self._refreshing = False

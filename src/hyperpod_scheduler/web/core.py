@@ -155,8 +155,10 @@ class DashboardCore:
         return g
 
     def target(self, ctx: Context, name: str) -> tuple[Governed | None, ClusterRef]:
-        """A governed cluster, or one the store remembers (a manual stop outside the config)."""
-        g = ctx.fleet().find(name)
+        """A governed cluster, or one the store remembers (a manual stop outside the config). For the
+        pages that only read: from the shared reading of the fleet (no discovery per view of a cluster);
+        an action finds its cluster afresh (``governed``)."""
+        g = self._known(ctx, name)
         if g is not None:
             return g, g.ref
         for key in ctx.store.list_keys():
@@ -164,6 +166,16 @@ class DashboardCore:
                 region, _ = reports.split_key(key)
                 return None, ClusterRef(key, name, region).governed(ctx.fleet().settings(OUTSIDE))
         raise NotFound(f"cluster: {name!r} is not governed by the config and not in the state store")
+
+    def _known(self, ctx: Context, name: str) -> Governed | None:
+        try:
+            governed = self.looks.reading(ctx).governed
+        except (ClientError, BotoCoreError, HyperpodSchedulerError):
+            return ctx.fleet().find(name)  # nothing could be read: as before, said by the fleet's own reading
+        found = [g for g in governed if g.ref.name == name]
+        if len({(g.ref.region, g.ref.profile) for g in found}) > 1:
+            return ctx.fleet().find(name)  # named twice: the fleet's own usage error says how to choose
+        return found[0] if found else None
 
     def describe_cached(self, ctx: Context, ref: ClusterRef) -> Any:
         """DescribeCluster through the engine (answers checked), or the exception it raised, from the

@@ -116,6 +116,7 @@ def fleet_page(dash: DashboardCore, query: FleetQuery | None = None) -> dict[str
         **doc,
         "as_of_age": _ago(now - datetime.fromisoformat(doc["as_of"])),
         "sizes_text": f"cluster sizes as of {clock_hm(sizes_at)}, {_ago(now - sizes_at)}" if sizes_at else None,
+        "refresh_failure": dash.looks.failure,
         "facets": facets(rows),
         "transitions_listed": listed(doc["summary"]["transitions"]),
         "unpriced_listed": listed(doc["summary"]["unpriced"], 5),
