@@ -44,9 +44,6 @@ CONCURRENCY = 8  # below the clients' connection pool (10): no call waits for a 
 Spawn = Callable[[Callable[[], None]], None]
 
 
-def in_background(work: Callable[[], None]) -> None:
-    threading.Thread(target=work, name="looks-refresh", daemon=True).start()
-
 
 @dataclass(frozen=True)
 class Look:
@@ -97,17 +94,35 @@ class Looks:
 
     max_age: timedelta = MAX_AGE
     concurrency: int = CONCURRENCY
-    spawn: Spawn = in_background
+    spawn: Spawn | None = None  # how work beside a request runs; None: a thread of its own, waited for by close()
     _looks: dict[Reach, Look] = field(default_factory=dict)
     _keys: dict[str, Reach] = field(default_factory=dict)  # a record's key -> how its cluster is reached
     _memo: dict[str, _Made] = field(default_factory=dict)
     _building: set[str] = field(default_factory=set)
+    _threads: list[threading.Thread] = field(default_factory=list)
     _fleet: _Fleet | None = None
     _refreshing: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
     refreshes: int = 0  # how many refreshes ran (for tests and the bench: a request made none)
     version: int = 0  # moves with every look kept: what was built from the looks is built again
     failure: str | None = None  # why the last refresh beside a request failed (None: it did not)
+
+    def _beside(self, work: Callable[[], None]) -> None:
+        if self.spawn is not None:
+            self.spawn(work)
+            return
+        thread = threading.Thread(target=work, name="looks-refresh", daemon=True)
+        with self._lock:
+            self._threads = [t for t in self._threads if t.is_alive()]
+            self._threads.append(thread)
+        thread.start()
+
+    def close(self, timeout_s: float = 60.0) -> None:
+        """Wait for the work beside requests to end (before the store it reads is closed under it)."""
+        with self._lock:
+            threads = list(self._threads)
+        for thread in threads:
+            thread.join(timeout_s)
 
     @property
     def refreshing(self) -> bool:
@@ -195,7 +210,7 @@ class Looks:
                 with self._lock:
                     self._building.discard(name)
 
-        self.spawn(run)
+        self._beside(run)
 
     # ---- the fleet -------------------------------------------------------------------------------
     def reading(self, ctx: Context) -> Reading:
@@ -264,7 +279,7 @@ class Looks:
                 with self._lock:
                     self._refreshing = False
 
-        self.spawn(run)
+        self._beside(run)
 
     def _refresh(self, ctx: Context, identity: str, *, everything: bool) -> None:
         """Discovery again (``everything``), then DescribeCluster for every cluster whose look is due,
@@ -319,4 +334,4 @@ def _identity(ctx: Context) -> str:
     return str(config.model_dump_json(include={"targets", "schedules", "defaults"}))
 
 
-__all__ = ["CONCURRENCY", "MAX_AGE", "Look", "Looks", "Reading", "in_background"]
+__all__ = ["CONCURRENCY", "MAX_AGE", "Look", "Looks", "Reading"]

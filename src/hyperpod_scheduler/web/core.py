@@ -101,6 +101,7 @@ class DashboardCore:
         return self._store
 
     def close(self) -> None:
+        self.looks.close()  # a refresh beside a request still reading the store: let it end first
         if self._store is not None:
             self._store.close()
             self._store = None
