@@ -220,3 +220,16 @@ def test_the_fleet_page_of_a_thousand_clusters_is_under_200_kb(tmp_path: Path) -
     assert page.text.count('class="cluster-row') == 50 and "Clusters 1–50 of 1,000" in page.text
     assert len(client.get("/api/fleet").json()) == 1000
     dash.close()
+
+
+def test_a_viewers_zone_on_one_request_is_not_kept_for_the_next(fleet: DemoFleet) -> None:
+    # The rows are kept between requests: one page's own changes (the viewer's zone, its buttons) are
+    # made in copies, never in the rows the API and the next viewer read.
+    dash = fleet.dashboard(None)
+    client = TestClient(create_app(dash, allowed_hosts=["testserver"]))
+    before = {r["cluster"]: r for r in client.get("/api/fleet").json()}
+    assert client.get("/?tz=Asia/Tokyo").status_code == 200
+    after = {r["cluster"]: r for r in client.get("/api/fleet").json()}
+    assert after == before
+    assert all(isinstance(a, str) for r in after.values() for a in r["actions"])
+    dash.close()

@@ -44,7 +44,6 @@ CONCURRENCY = 8  # below the clients' connection pool (10): no call waits for a 
 Spawn = Callable[[Callable[[], None]], None]
 
 
-
 @dataclass(frozen=True)
 class Look:
     """One cluster's DescribeCluster answer (or the error it gave) and when it was taken."""

@@ -7,7 +7,6 @@ the dashboard was started with, sent as ``Authorization: Bearer`` (API) or typed
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from collections.abc import Iterable
 from datetime import datetime
@@ -195,9 +194,9 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
         query = FleetQuery.parse(q, state, region, account, page, per_page) if asked else None
         if query is not None and not per_page and not page:
             query = _all_of(query)  # a search or a filter alone: every match, as the rows were before
-        found = dash.fleet_rows(query)
-        headers = {"X-Total-Count": str(found["total"]), "X-Matched-Count": str(found["matched"])}
-        return Response(json.dumps(found["rows"]), media_type="application/json", headers=headers)
+        body, total, matched = dash.fleet_json(query)
+        headers = {"X-Total-Count": str(total), "X-Matched-Count": str(matched)}
+        return Response(body, media_type="application/json", headers=headers)
 
     @app.get("/api/fleet/summary", tags=["read"], responses=ERRORS)
     def api_fleet_summary() -> dict[str, Any]:

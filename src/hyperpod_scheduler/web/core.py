@@ -97,7 +97,7 @@ class DashboardCore:
         if self._store is None and self.source is not None:
             self._store = self.source().store
         if self._store is None:
-            self._store = open_store(self.state or load_config(self.config_file).state)
+            self._store = open_store(self.state or self._config().state)
         return self._store
 
     def close(self) -> None:

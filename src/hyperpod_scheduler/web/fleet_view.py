@@ -112,19 +112,24 @@ def fleet_page(dash: DashboardCore, query: FleetQuery | None = None) -> dict[str
     now = dash.now()
     rows = doc["rows"]
     sizes_at = datetime.fromisoformat(doc["sizes_as_of"]) if doc["sizes_as_of"] else None
+    # The kept rows and transitions are shared by every request: what a page changes in its own (the
+    # viewer's time zone, the buttons) is changed in copies.
+    summary = {**doc["summary"], "transitions": [dict(t) for t in doc["summary"]["transitions"]]}
     out = {
         **doc,
+        "summary": summary,
+        "rows": [dict(r) for r in rows] if query is None else rows,
         "as_of_age": _ago(now - datetime.fromisoformat(doc["as_of"])),
         "sizes_text": f"cluster sizes as of {clock_hm(sizes_at)}, {_ago(now - sizes_at)}" if sizes_at else None,
         "refresh_failure": dash.looks.failure,
         "facets": facets(rows),
-        "transitions_listed": listed(doc["summary"]["transitions"]),
+        "transitions_listed": listed(summary["transitions"]),
         "unpriced_listed": listed(doc["summary"]["unpriced"], 5),
         "week_listed": listed(doc["week"], 20),
     }
     if query is not None:
         selection = query.select(rows)
-        out["rows"] = selection.pop("rows")
+        out["rows"] = [dict(r) for r in selection.pop("rows")]
         out["selection"] = selection
     return out
 

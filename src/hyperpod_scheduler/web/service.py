@@ -9,6 +9,7 @@ functions in its own module (``fleet_view``, ``tonight``, ``cluster_view``, ``ma
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime, tzinfo
 from typing import Any
@@ -24,6 +25,8 @@ from hyperpod_scheduler.web.fleet_query import FleetQuery
 class Dashboard(DashboardCore):
     """Everything the app needs; ``token`` None makes it read-only. Each page is its module's function."""
 
+    _json_memo: tuple[list[dict[str, Any]], bytes] | None = None
+
     def fleet(
         self,
         month: dict[str, Any] | None = None,
@@ -31,18 +34,24 @@ class Dashboard(DashboardCore):
         found: Sequence[Governed] | None = None,
     ) -> list[dict[str, Any]]:
         if month is None and ctx is None and found is None:
-            return list(fleet_view.fleet_document(self)["rows"])  # the kept rows (a few seconds old at most)
+            return [dict(r) for r in fleet_view.fleet_document(self)["rows"]]  # copies of the kept rows
         return fleet_view.fleet(self, month, ctx, found)
 
     def fleet_page(self, query: FleetQuery | None = None) -> dict[str, Any]:
         return fleet_view.fleet_page(self, query)
 
-    def fleet_rows(self, query: FleetQuery | None = None) -> dict[str, Any]:
-        """``/api/fleet``: every row (no query), or the page of them ``query`` asks for, with where it sits."""
-        rows = self.fleet()
-        if query is None:
-            return {"rows": rows, "total": len(rows), "matched": len(rows)}
-        return query.select(rows)
+    def fleet_json(self, query: FleetQuery | None = None) -> tuple[bytes, int, int]:
+        """``/api/fleet``: every row (no query), or the page of them ``query`` asks for, as JSON, with how
+        many there are and how many match. Every row is written out once per kept reading."""
+        rows = fleet_view.fleet_document(self)["rows"]
+        if query is not None:
+            chosen = query.select(rows)
+            return json.dumps(chosen["rows"]).encode(), chosen["total"], chosen["matched"]
+        held = self._json_memo
+        if held is None or held[0] is not rows:  # the object itself, held: a new reading is a new list
+            held = (rows, json.dumps(rows).encode())
+            self._json_memo = held
+        return held[1], len(rows), len(rows)
 
     def week(self, ctx: Context, rows: list[dict[str, Any]], now: datetime) -> list[dict[str, Any]]:
         return fleet_view.week(ctx, rows, now)
