@@ -280,16 +280,23 @@ def _file_system(raw: Any) -> FileSystem:
     )
 
 
-def seen_by_stops(store: StateStore) -> Callable[[str], Mapping[str, Any] | None]:
+@dataclass
+class SeenByStops:
     """For ``FileSystemFinder.described``: what the engine kept of a cluster's DescribeCluster answer
-    with its last stop (``Snapshot.storage``), or None (never stopped, or stopped before it was kept)."""
+    with its last stop (``Snapshot.storage``), or None (never stopped, or stopped before it was kept).
+    ``known``: records already read (``build`` hands over the ones it read: not read twice)."""
 
-    def seen(key: str) -> Mapping[str, Any] | None:
-        record = store.get(key)
+    store: StateStore
+    known: dict[str, ClusterRecord | None] = field(default_factory=dict)
+
+    def __call__(self, key: str) -> Mapping[str, Any] | None:
+        record = self.known[key] if key in self.known else self.store.get(key)
         snapshot = record.snapshot if record is not None else None
         return snapshot.storage if snapshot is not None else None
 
-    return seen
+
+def seen_by_stops(store: StateStore) -> SeenByStops:
+    return SeenByStops(store)
 
 
 def _age(seconds: float) -> str:
@@ -322,6 +329,9 @@ def build(
     keys = sorted({e.key for e in entries if e.action in ("stop", "start")})
     records = {k: store.get(k) for k in keys}
     said = list(notes)
+    seen = getattr(file_systems, "described", None)
+    if isinstance(seen, SeenByStops) and seen.store is store:
+        seen.known.update(records)  # FSx discovery reads these same records' snapshots
     systems = file_systems(keys, said)
     report = build_report(entries, records, systems, table, since, until, said)
     # Beside the saving: reserved hours paid for and not used (clusters with a watched training plan).
@@ -358,6 +368,7 @@ __all__ = [
     "FileSystemFinder",
     "FileSystemSource",
     "SavedRefresh",
+    "SeenByStops",
     "build",
     "cost_settings",
     "none_found",
