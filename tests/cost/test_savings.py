@@ -12,9 +12,11 @@ from hypothesis import strategies as st
 
 from hyperpod_scheduler.cost.fsx import FileSystem
 from hyperpod_scheduler.cost.prices import Price, PriceTable, bundled
+from hyperpod_scheduler.cost.rates import money
 from hyperpod_scheduler.cost.savings import PERIODS, Figures, Report, build_report, keep_cost_per_night, nightly
 from hyperpod_scheduler.cost.summary import as_document, csv_rows
 from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.schedule import resolve
 from hyperpod_scheduler.store.records import ClusterRecord, GroupSize, HistoryEntry, Snapshot
 
 KEY = "default/us-east-1/train"
@@ -282,10 +284,14 @@ def test_window_must_have_positive_length() -> None:
 
 
 def test_keep_cost_per_night() -> None:
-    assert keep_cost_per_night("ml.p5.48xlarge", 2, 12, bundled()) == pytest.approx(2 * 12 * 98.32)
-    assert keep_cost_per_night("ml.unknown.xlarge", 2, 12, bundled()) is None
+    # The night is the schedule's (cost.rates): 20:00 to 08:00, 12 hours.
+    nights = resolve("Mon-Fri 08:00-20:00 UTC", {})
+    noon = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)  # a Tuesday
+    assert keep_cost_per_night("ml.p5.48xlarge", 2, nights, noon, bundled()) == pytest.approx(2 * 12 * 98.32)
+    assert keep_cost_per_night("ml.unknown.xlarge", 2, nights, noon, bundled()) is None
+    assert keep_cost_per_night("ml.p5.48xlarge", 2, None, noon, bundled()) is None  # no schedule, no night
     with pytest.raises(UsageError, match="count -1"):
-        keep_cost_per_night("ml.p5.48xlarge", -1, 12, bundled())
+        keep_cost_per_night("ml.p5.48xlarge", -1, nights, noon, bundled())
 
 
 _gaps = st.lists(st.tuples(st.floats(0.1, 30), st.floats(0.1, 30), st.floats(0, 2)), min_size=0, max_size=12)
@@ -316,3 +322,38 @@ def test_nights_never_overlap_or_leave_the_window(
     for a, b in itertools.pairwise(nights):
         assert a.end <= b.start
     assert all(since <= n.start < n.end <= until for n in nights)
+
+
+def test_a_night_of_seconds_is_not_shown_as_zero_node_hours_beside_its_saving() -> None:
+    """The README's tour stops g5-dev and starts it seconds later (the emulator runs 600 times faster
+    than the clock the store keeps): its saving is cents, and the report said "0.0 node-hours avoided"
+    beside them (hours were rounded to a tenth, money to the cent)."""
+    from hyperpod_scheduler.cli.report import report_listing
+
+    stopped = at(0, 20)
+    r = report([stop(stopped), start(stopped + timedelta(seconds=12), duration_h=1 / 3600)], until=at(1, 0))
+    doc = as_document(r)
+    window = doc["clusters"][0]["window"]
+    assert window["saving"] > 0  # 5 nodes for 11 s: $1.23
+    assert window["avoided_node_hours"] == pytest.approx(5 * 11 / 3600, rel=0.05)  # 0.015, not 0.0
+    row = next(row for row in report_listing(r).rows if row[1] == "window")
+    assert row[3] == "0.015", row
+
+
+def test_per_month_is_the_same_whatever_window_holds_the_same_nights() -> None:
+    """Issue 27 item 4: per month was the window projected to 730 hours, so a 30-day range over a week
+    of nights gave a quarter of what a 7-day range gave. With the cluster's schedule it is the saving
+    per stopped hour times the schedule's stopped hours in the month from the window's end."""
+    office = resolve("Mon-Fri 08:00-20:00 UTC", {})
+    week = [e for day in range(4) for e in (stop(at(day, 20)), start(at(day + 1, 8), duration_h=0))]
+    until = at(7, 0)
+    narrow = build_report(week, {}, {KEY: [FS]}, PRICES, at(0, 0), until, schedules={KEY: office})
+    wide = build_report(week, {}, {KEY: [FS]}, PRICES, until - timedelta(days=30), until, schedules={KEY: office})
+    for period in ("window", "per_night", "per_month"):
+        assert narrow.clusters[0].periods.get(period) == wide.clusters[0].periods.get(period), period
+    month = narrow.clusters[0].periods.per_month
+    per_stopped_hour = narrow.clusters[0].periods.window.saving / narrow.clusters[0].periods.window.stopped_hours
+    assert month.saving == pytest.approx(per_stopped_hour * money(1.0, office, until).month_hours)
+    assert month.stopped_hours == pytest.approx(money(1.0, office, until).month_hours)
+    # FSx a month in all is the file system's rate over 730 hours, wherever it is shown.
+    assert as_document(narrow)["clusters"][0]["fsx_per_month"] == pytest.approx(2.0 * 730)

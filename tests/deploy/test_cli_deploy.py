@@ -182,6 +182,27 @@ def test_config_status_says_when_the_pause_switch_is_on(table: str, tmp_path: Pa
     assert "version 2" in paused.output and "scheduling paused: hub.paused is true" in paused.output
 
 
+def test_config_status_says_what_the_orchestrator_recorded_of_the_stacks_scheduling_active(
+    table: str, tmp_path: Path
+) -> None:
+    from datetime import UTC, datetime
+
+    from hyperpod_scheduler.deploy import pause_record
+
+    source = tmp_path / "fleet.yaml"
+    source.write_text(fleet_yaml())
+    assert runner.invoke(root, ["config", "push", str(source), "--location", "dynamodb://hps"]).exit_code == 0
+    before = runner.invoke(root, ["config", "status", "--location", "dynamodb://hps"])
+    assert "scheduling: active (the orchestrator has recorded no SchedulingActive=No)" in before.output
+    ddb = boto3.client("dynamodb", region_name=REGION)
+    pause_record.record(ddb, "hps", (pause_record.STACK,), datetime(2026, 12, 1, 19, 0, tzinfo=UTC))
+    paused = runner.invoke(root, ["config", "status", "--location", "dynamodb://hps"])
+    assert (
+        "scheduling paused: the stack parameter SchedulingActive=No (as the orchestrator recorded it since "
+        "2026-12-01 19:00Z)" in paused.output
+    )
+
+
 def test_push_refuses_a_topic_the_workers_may_not_publish_to(table: str, tmp_path: Path) -> None:
     template = {
         "Resources": {"AlarmTopic": {"Type": "AWS::SNS::Topic"}},

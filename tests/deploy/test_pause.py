@@ -85,3 +85,20 @@ def test_the_switch_is_a_template_parameter_that_reaches_both_functions() -> Non
     with pytest.raises(UsageError, match="HYPERPOD_SCHEDULER_SCHEDULING_ACTIVE: 'maybe' is not Yes or No"):
         Runtime.from_env({**env, "HYPERPOD_SCHEDULER_SCHEDULING_ACTIVE": "maybe"})
     assert json.dumps(hub["Parameters"]["SchedulingActive"])  # plain YAML (no tags)
+
+
+def test_a_pause_record_that_cannot_be_written_never_stops_the_tick(
+    world: FleetWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hyperpod_scheduler.deploy import pause_record
+    from hyperpod_scheduler.errors import AwsError
+
+    def refused(*_: object) -> None:
+        raise AwsError("pause record in hps-state: cannot write: AccessDeniedException: not allowed")
+
+    monkeypatch.setattr(pause_record, "record", refused)
+    world.create(ACCOUNT, HERE, "a")
+    world.settle([(ACCOUNT, HERE, "a")])
+    config_store.write_text(LOCATION, _config())
+    assert orchestrator({}, None, world.runtime())["queued"] == 1
+    assert any(m.startswith("the pause is not recorded for the faces: ") for m in _lines(world, "WARNING"))

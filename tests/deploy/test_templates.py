@@ -181,7 +181,7 @@ def test_the_hub_assumes_only_the_named_spoke_roles_and_with_an_org_id_only_in_t
     assert not allowed(org, "sts:AssumeRole", role, {"aws:ResourceOrgID": "o-zzzzzzzzzz"})
 
 
-def test_the_orchestrator_writes_only_queue_markers_and_reads_only_the_config() -> None:
+def test_the_orchestrator_writes_only_queue_markers_and_its_pause_record_and_reads_only_the_config() -> None:
     policy = Template(load_template("hub"), HUB_PARAMS).role_statements("OrchestratorRole")
     table = "arn:aws:stand-in:::StateTable/Arn"
     for action in ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchGetItem"):
@@ -190,6 +190,11 @@ def test_the_orchestrator_writes_only_queue_markers_and_reads_only_the_config() 
     assert allowed(policy, "dynamodb:GetItem", table, {"dynamodb:LeadingKeys": "config"})
     assert not allowed(policy, "dynamodb:GetItem", table, {"dynamodb:LeadingKeys": "rec#a/b/c"})
     assert not allowed(policy, "dynamodb:Scan", table)
+    # The effective pause, for the faces that read only the table; never the fleet config itself.
+    for action in ("dynamodb:GetItem", "dynamodb:PutItem"):
+        assert allowed(policy, action, table, {"dynamodb:LeadingKeys": "pause"})
+    for action in ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"):
+        assert not allowed(policy, action, table, {"dynamodb:LeadingKeys": "config"})
     # Whether a queued message still waits on the queue (else its part is queued afresh).
     queue = "arn:aws:stand-in:::WorkQueue/Arn"
     assert allowed(policy, "sqs:SendMessage", queue) and allowed(policy, "sqs:GetQueueAttributes", queue)

@@ -214,3 +214,20 @@ def test_no_approval_is_asked_for_a_stop_a_hold_keeps_from_happening(rig: Rig) -
     rig.tick_until(17, 30)
     assert not [e for e in rig.events.events if e.kind == "approval"]
     assert rig.history("approval") == []
+
+
+def test_tonight_keeps_a_release_nobody_approved_yet_and_a_persons_stop_releases_it(rig: Rig) -> None:
+    # Issue 27: "tonight" is the scheduled stop as the planner and the guards send it. Before anyone
+    # approved, that stop keeps the P5s (and bills for them); a Stop now from the dashboard is its own
+    # approval, so its preview releases them. Once approved, tonight bills nothing but storage.
+    web = rig.web()
+    (row,) = web.get("/api/fleet").json()
+    tonight = row["tonight"]
+    assert tonight["bills"] and "approval" in tonight["why"], tonight
+    assert {k["group"]: k["kept_by"] for k in tonight["kept"]}.get("gpu") == "approval"
+    preview = web.get("/api/clusters/p5/preview/stop").json()
+    assert {g["group"]: g["after"] for g in preview["groups"]}["gpu"] == 0, preview
+    rig.tick_until(17, 5)
+    assert _answer(rig, rig.link(), "approve", "alice").status_code == 200
+    (row,) = rig.web().get("/api/fleet").json()
+    assert not row["tonight"]["bills"] and "nothing but storage bills" in row["tonight"]["why"], row["tonight"]

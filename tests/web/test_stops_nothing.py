@@ -1,64 +1,40 @@
 """'A stop that sent nothing leaves the cluster running' (issue 27 item 2) must not swallow a real stop:
 a cluster whose unprotected groups were walked to zero, with only its protected group still billing,
-is stopped, and its Fleet row and page offer Start now (which restores the recorded sizes)."""
+is stopped, and its Fleet row and page offer Start now (which restores the recorded sizes).
+
+The one rule is ``app.actions.never_stopped`` on the planner's forecast (it replaced the pages' own
+``truth.stops_nothing`` and ``acting.for_row``/``for_cluster``, which judged from the protections alone)."""
 
 from __future__ import annotations
 
-from hyperpod_scheduler.web import acting, truth
+from hyperpod_scheduler.app.actions import actions, never_stopped
+from hyperpod_scheduler.config.model import Policy
+from hyperpod_scheduler.engine.fleet import ref_for
+from hyperpod_scheduler.engine.ref import ClusterSettings
+from hyperpod_scheduler.engine.stop_forecast import StopForecast, forecast
+from hyperpod_scheduler.guards.capacity import CapacityGuard
+from tests.engine.builders import T0, cluster, group
+
+PLAN = {"TrainingPlanArn": "arn:aws:sagemaker:us-east-1:1:training-plan/p"}
+
+
+def _stopped_with_its_plan_group_kept() -> StopForecast:
+    # A training-plan group (kept, billing) and workers at zero.
+    view = cluster({**group("plan", 4, itype="ml.p5.48xlarge"), **PLAN}, group("workers", 0))
+    ref = ref_for("c1", "us-east-1").governed(ClusterSettings())
+    return forecast(view, None, ref, [CapacityGuard(Policy())], now=T0)
 
 
 def test_a_stopped_cluster_with_only_its_protected_group_billing_still_offers_start() -> None:
-    row = {
-        "state": "stopped",
-        "billing": [{"group": "plan", "count": 4}],  # a training-plan group: kept, billing
-        "protected": [{"group": "plan", "kept": 4}],
-        "recorded_sizes": {"plan": 4, "workers": 8},  # workers walked 8 -> 0 by the stop
-        "hold": None,
-    }
-    assert "start" in acting.for_row(row)
-    page = {
-        "groups": [{"group": "plan", "current": 4, "target": 4}, {"group": "workers", "current": 0, "target": 0}],
-        "protected_groups": [{"group": "plan", "keep_at": 4}],
-        "recorded_sizes": {"plan": 4, "workers": 8},
-        "actions": ["start", "hold"],
-        "hold": None,
-    }
-    assert "start" in acting.for_cluster(page)
-    assert not truth.stops_nothing(page["groups"], page["protected_groups"], page["recorded_sizes"])
+    f = _stopped_with_its_plan_group_kept()
+    assert f.keeps_everything  # a stop now would send nothing...
+    recorded = {"plan": 4, "workers": 8}  # ...but the last stop walked workers 8 -> 0: it is stopped
+    assert not never_stopped(f, recorded)
+    assert "start" in actions("stopped", True, False, f, recorded)
 
 
 def test_a_cluster_whose_stop_sent_nothing_is_still_offered_what_a_running_one_is() -> None:
-    row = {
-        "state": "stopped",
-        "billing": [{"group": "plan", "count": 4}],
-        "protected": [{"group": "plan", "kept": 4}],
-        "recorded_sizes": {"plan": 4},
-        "hold": None,
-    }
-    assert "start" not in acting.for_row(row) and "stop" in acting.for_row(row)
-
-
-def test_the_schedules_page_does_not_call_a_walked_down_cluster_never_stopped() -> None:
-    """The schedules page's 'never stopped' reads the same truth: a cluster a stop walked down (workers
-    8 -> 0, its training-plan group still billing) is stopped by its schedule, not 'never stopped'."""
-    from types import SimpleNamespace
-    from typing import Any, cast
-
-    from hyperpod_scheduler.cluster.tiers import Tier
-    from hyperpod_scheduler.cluster.view import GroupView
-
-    def group(name: str, n: int, plan: str | None) -> GroupView:
-        return GroupView(name, n, n, None, "ml.p5.48xlarge", "InService", "Compute", plan, Tier.AMI, {})
-
-    view = SimpleNamespace(
-        groups=(group("plan", 4, "arn:aws:sagemaker:us-east-1:1:training-plan/p"), group("workers", 0, None))
-    )
-    g = cast(
-        Any,
-        SimpleNamespace(
-            ref=SimpleNamespace(name="c1"),
-            policy=SimpleNamespace(scarce_families=(), groups={}, release_scarce_capacity=False, keep_slurm_head=None),
-        ),
-    )
-    assert truth.never_stopped(lambda _: view, [g]) == ["c1"]  # what DescribeCluster alone shows
-    assert truth.never_stopped(lambda _: view, [g], lambda _: {"plan": 4, "workers": 8}) == []
+    f = _stopped_with_its_plan_group_kept()
+    offered = actions("stopped", True, False, f, {"plan": 4})
+    assert never_stopped(f, {"plan": 4}) and never_stopped(f, {})
+    assert "start" not in offered and "stop" in offered

@@ -249,9 +249,12 @@ class Context:
 
         return lead_for(self.engine(), g, self.config.defaults.ready_by)
 
-    def guards_built(self, ref: ClusterRef, include_protected: bool = False) -> list[StopGuard]:
+    def guards_built(
+        self, ref: ClusterRef, include_protected: bool = False, side_effects: bool = True
+    ) -> list[StopGuard]:
         """The guards a stop of ``ref`` asks, from the settings its own target gave it (``ref.settings``,
-        resolved by the fleet): never looked up again here by region and name."""
+        resolved by the fleet): never looked up again here by region and name. ``side_effects`` False:
+        without the checkpoint audit (it signals and drains), for a forecast of the stop."""
         from hyperpod_scheduler.guards.approval import ApprovalGuard
         from hyperpod_scheduler.guards.capacity import CapacityGuard
 
@@ -261,7 +264,8 @@ class Context:
             guards.append(ApprovalGuard(policy, self._approvals))
         checkpoints = ref.settings.checkpoints
         if checkpoints is not None:
-            guards.append(self._checkpoint_guard(ref, checkpoints, policy.keep_slurm_head))
+            if side_effects:
+                guards.append(self._checkpoint_guard(ref, checkpoints, policy.keep_slurm_head))
         else:
             from hyperpod_scheduler.guards.coverage import AuditCoverage
 

@@ -36,6 +36,7 @@ from hyperpod_scheduler.inputs import bounded, files
 from hyperpod_scheduler.store.records import ClusterRecord
 
 if TYPE_CHECKING:
+    from hyperpod_scheduler.schedule import Schedule
     from hyperpod_scheduler.store.base import StateStore
 
 DEFAULT_WINDOW = timedelta(days=30)
@@ -313,6 +314,37 @@ def none_found(keys: Sequence[str], notes: list[str]) -> dict[str, list[FileSyst
     return {}
 
 
+def schedules_for(config: Config | Any, keys: Sequence[str]) -> dict[str, Schedule]:
+    """By key, the schedule of each cluster the config names (``targets[].clusters[]``; the cluster's,
+    its target's or the defaults' schedule), for the report's per-month figures. Read from the config
+    alone (the report does no discovery): a tag-selected cluster, or one the config no longer names,
+    has none, and its month is its share of the window. A name in two regions matches by region."""
+    from hyperpod_scheduler.schedule import load_schedules, resolve
+
+    named: dict[tuple[str | None, str], str] = {}
+    default = getattr(getattr(config, "defaults", None), "schedule", None)
+    for target in getattr(config, "targets", None) or []:
+        for entry in target.clusters or []:
+            label = entry.schedule or target.schedule or default
+            if label:
+                named.setdefault((target.region, entry.name), label)
+    if not named:
+        return {}
+    try:
+        table = load_schedules(getattr(config, "schedules", None) or {})
+    except UsageError:
+        return {}  # the config's own commands say what is wrong with it; the report goes on without months
+    out: dict[str, Schedule] = {}
+    for key in keys:
+        region, name = split_key(key)
+        label = named.get((region, name)) or named.get((None, name))
+        if label is None:
+            continue
+        with contextlib.suppress(UsageError):
+            out[key] = resolve(label, table)
+    return out
+
+
 def build(
     store: StateStore,
     table: PriceTable,
@@ -320,8 +352,11 @@ def build(
     since: datetime,
     until: datetime,
     notes: Sequence[str] = (),
+    config: Config | Any = None,
 ) -> Report:
-    """The report over ``[since, until)``: every cluster with a night, a shortfall or a file system."""
+    """The report over ``[since, until)``: every cluster with a night, a shortfall or a file system.
+    ``config``: where the clusters' schedules come from (``schedules_for``: their per-month figures,
+    ``cost.rates``); every face passes its config, so a month is one figure everywhere."""
     if until <= since:
         raise UsageError(f"--until {until.isoformat()} must be after --since {since.isoformat()}")
     # From the beginning: a night that began before ``since`` still counts from ``since`` on.
@@ -333,7 +368,8 @@ def build(
     if isinstance(seen, SeenByStops) and seen.store is store:
         seen.known.update(records)  # FSx discovery reads these same records' snapshots
     systems = file_systems(keys, said)
-    report = build_report(entries, records, systems, table, since, until, said)
+    governing = schedules_for(config, keys) if config is not None else {}
+    report = build_report(entries, records, systems, table, since, until, said, governing)
     # Beside the saving: reserved hours paid for and not used (clusters with a watched training plan).
     planned = sorted({e.key for e in entries if e.action == "plan"})
     report.reserved_idle = reserved_idle({k: records.get(k) or store.get(k) for k in planned}, since, until)
@@ -374,6 +410,7 @@ __all__ = [
     "none_found",
     "prices",
     "profile_for",
+    "schedules_for",
     "seen_by_stops",
     "split_key",
     "window",

@@ -6,24 +6,28 @@ Nothing here calls AWS: a status row is the record, the schedule and the clock.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from hyperpod_scheduler.app.billing import Billing, hourly_now, hourly_of, last_line, left_billing, line_types
 from hyperpod_scheduler.app.compose import Context
+from hyperpod_scheduler.app.freshness import reads_document, unreachable_text
 from hyperpod_scheduler.app.history import sentence
 from hyperpod_scheduler.app.wording import count_of, usd, when
 from hyperpod_scheduler.cost.prices import PriceTable
+from hyperpod_scheduler.cost.rates import money
 from hyperpod_scheduler.cost.savings import keep_cost_per_night
 from hyperpod_scheduler.engine.fleet import Governed, next_transition, schedule_state
 from hyperpod_scheduler.engine.planner import effective_hold, live_retry
 from hyperpod_scheduler.schedule import Schedule
 from hyperpod_scheduler.store.outcomes import read_outcomes
 from hyperpod_scheduler.store.records import (
+    LEGACY_ACCOUNT,
     AmiChange,
     Approval,
+    AwsReads,
     ClusterRecord,
     GroupOutcome,
     HistoryEntry,
@@ -46,17 +50,6 @@ class KeptGroup:
     kept: int
     instance_type: str | None
     keep_cost_per_night_usd: float | None
-
-
-@dataclass(frozen=True)
-class Billing:
-    """A group with nodes while its cluster is stopped (kept by a guard or a policy, or a scale-in that
-    did not finish): what still bills, and its price per hour (None when unpriced)."""
-
-    group: str
-    count: int
-    instance_type: str | None
-    usd_per_hour: float | None
 
 
 @dataclass(frozen=True)
@@ -100,6 +93,17 @@ class StatusRow:
     # The applied state was "stopped" but the last stop kept every group (it sent nothing): the row
     # reads running, and says why. A typed fact, not a flag's text read back.
     stop_sent_nothing: bool = False
+    # How the engine's last DescribeCluster reads went (engine.reads): failing, every figure above is
+    # as of ``reads.sizes_as_of``, and the row says since when AWS has not answered.
+    reads: AwsReads | None = None
+    # The account the cluster is in (None: not known yet, a record from before account keys).
+    account: str | None = None
+    # The fleet's pause switch is on (``Pause.line``): this cluster is neither stopped nor started.
+    paused: str | None = None
+
+    @property
+    def aws_unreachable(self) -> bool:
+        return self.reads is not None and self.reads.failing
 
     @property
     def governed(self) -> bool:
@@ -111,7 +115,9 @@ class StatusRow:
         return {
             "key": self.key,
             "cluster": self.cluster,
+            "account": self.account,
             "region": self.region,
+            "paused": self.paused,
             "schedule": self.schedule,
             "schedule_expression": self.schedule_expression,
             "state": self.state,
@@ -133,6 +139,7 @@ class StatusRow:
             "wants_now": self.wants_now,
             "recorded_at": None if self.recorded_at is None else self.recorded_at.isoformat(),
             "stop_sent_nothing": self.stop_sent_nothing,
+            "aws": reads_document(self.reads),
             "refused": None if self.refused is None else self.refused.model_dump(mode="json"),
             "ami_changes": [c.model_dump(mode="json") for c in self.ami_changes],
             "state_text": state_text(self),
@@ -199,16 +206,19 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
     elif state == "running" and record is not None and _came_back_empty(record):
         state = "stopped"  # the start rolled back for capacity: no node runs, whatever the record applied
     prices = ctx.prices()
-    billing = _billing(record, lines, prices) if state == "stopped" else ()
+    billing = left_billing(record, lines, prices) if state == "stopped" else ()
     hold = record.hold if record is not None and effective_hold(record, now) else None
     wants = hold.state if hold is not None else (schedule_state(g.schedule, now).desired if g is not None else None)
     retry, dropped = _retry(record, g, wants, now)
     parts = record_key.split("/")
     approval = _latest_approval(record, now)
     flags = _flags(record, lines, hold, billing, now, sent_nothing, retry, dropped)
+    reads = record.reads if record is not None else None
+    if reads is not None and reads.failing:
+        flags = (Flag("stale", unreachable_text(reads)), *flags)  # nothing here is live: say so first
     if approval is not None and approval.state == "pending":
-        hours = night_hours(g.schedule, now) if g is not None else 0.0
-        flags = (_approval_flag(approval, record, prices, hours), *flags)  # a decision waits: first
+        schedule = g.schedule if g is not None else None
+        flags = (_approval_flag(approval, record, prices, schedule, now), *flags)  # a decision waits: first
     return StatusRow(
         key=record_key,
         cluster=g.ref.name if g is not None else record_key.rsplit("/", 1)[-1],
@@ -225,7 +235,7 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
         refused=record.refused if record else None,
         ami_changes=tuple(record.ami_changes) if record else (),
         billing=billing,
-        usd_per_hour=_hourly_now(state, record, lines, billing, prices),
+        usd_per_hour=hourly_now(state, record, lines, billing, prices),
         flags=flags,
         timezone=g.schedule.timezone.key if g is not None else None,
         approval=approval,
@@ -234,10 +244,17 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
         retry_dropped=dropped,
         recorded_at=record.updated_at if record is not None else None,
         stop_sent_nothing=sent_nothing,
+        reads=reads,
+        account=g.ref.account
+        if g is not None
+        else (parts[0] if len(parts) >= 3 and parts[0] != LEGACY_ACCOUNT else None),
+        paused=ctx.paused.line() if ctx.paused is not None else None,
     )
 
 
-def _approval_flag(approval: Approval, record: ClusterRecord | None, prices: PriceTable, hours: float) -> Flag:
+def _approval_flag(
+    approval: Approval, record: ClusterRecord | None, prices: PriceTable, schedule: Schedule | None, now: datetime
+) -> Flag:
     """A pending request to release scarce groups, with what it is about: nodes, and money per night
     (what releasing saves, and refusing keeps billing)."""
     sizes = record.snapshot.sizes if record is not None and record.snapshot is not None else {}
@@ -249,13 +266,14 @@ def _approval_flag(approval: Approval, record: ClusterRecord | None, prices: Pri
             priced = False
             continue
         parts.append(f"{group} ({count_of(size.count, size.instance_type)})")
-        cost = _hourly(prices, size.instance_type, size.count)
+        cost = hourly_of(prices, size.instance_type, size.count)
         priced = priced and cost is not None
         hourly += cost or 0.0
-    money = f", {usd(hourly * hours)} per night" if priced and hours else ""
+    night = money(hourly, schedule, now).per_night if priced else None
+    said = f", {usd(night)} per night" if night else ""
     return Flag(
         "approval",
-        f"release of {', '.join(parts)} awaits approval until {when(approval.expires_at)}{money}",
+        f"release of {', '.join(parts)} awaits approval until {when(approval.expires_at)}{said}",
     )
 
 
@@ -285,70 +303,6 @@ def _retry(
 HISTORY_LOOKBACK = 60
 
 
-def _last(lines: list[HistoryEntry], action: str, outcomes: tuple[str, ...]) -> HistoryEntry | None:
-    return next((e for e in lines if e.action == action and e.outcome in outcomes), None)  # newest first
-
-
-def _line_types(line: HistoryEntry | None, record: ClusterRecord | None) -> dict[str, str | None]:
-    types: dict[str, str | None] = {}
-    if record is not None and record.snapshot is not None:
-        types.update({n: s.instance_type for n, s in record.snapshot.sizes.items()})
-    sizes = line.detail.get("sizes") if line is not None else None
-    if isinstance(sizes, Mapping):
-        for n, v in sizes.items():
-            if isinstance(v, Mapping) and isinstance(v.get("instance_type"), str):
-                types[str(n)] = v["instance_type"]
-    return types
-
-
-def _hourly(prices: PriceTable, instance_type: str | None, count: int) -> float | None:
-    price = prices.instance(instance_type) if instance_type else None
-    return None if price is None else price.usd * count
-
-
-def _billing(record: ClusterRecord | None, lines: list[HistoryEntry], prices: PriceTable) -> tuple[Billing, ...]:
-    """The groups the last stop left with nodes (a stop that kept everything sent nothing, and its line
-    still says what stayed up)."""
-    line = _last(lines, "stop", ("ok", "noop", "failed"))
-    if line is None:
-        return ()
-    types = _line_types(line, record)
-    out = []
-    for o in read_outcomes(line.detail).values():
-        if o.current > 0:
-            itype = types.get(o.group)
-            out.append(Billing(o.group, o.current, itype, _hourly(prices, itype, o.current)))
-    return tuple(sorted(out, key=lambda b: -(b.usd_per_hour or 0.0)))  # what costs most first
-
-
-def _hourly_now(
-    state: str,
-    record: ClusterRecord | None,
-    lines: list[HistoryEntry],
-    billing: tuple[Billing, ...],
-    prices: PriceTable,
-) -> float | None:
-    if state == "stopped":
-        return sum(b.usd_per_hour or 0.0 for b in billing)
-    if state != "running":
-        return None
-    # Running: the sizes the last stop recorded (or what the last start restored), priced.
-    stop = _last(lines, "stop", ("ok", "noop", "failed"))
-    sizes: dict[str, int] = {}
-    if record is not None and record.snapshot is not None:
-        sizes = {n: s.count for n, s in record.snapshot.sizes.items()}
-    elif stop is not None and isinstance(stop.detail.get("sizes"), Mapping):
-        sizes = {str(n): int(v.get("count", 0)) for n, v in stop.detail["sizes"].items() if isinstance(v, Mapping)}
-    start = _last(lines, "start", ("ok", "failed"))
-    if start is not None:
-        sizes.update({o.group: o.current for o in read_outcomes(start.detail).values()})
-    if not sizes:
-        return None
-    types = _line_types(stop, record)
-    hourly = [_hourly(prices, types.get(n), c) for n, c in sizes.items() if c]
-    return None if any(h is None for h in hourly) else sum(h or 0.0 for h in hourly)
-
-
 def _flags(
     record: ClusterRecord | None,
     lines: list[HistoryEntry],
@@ -367,7 +321,7 @@ def _flags(
         flags.append(Flag("held", f"held {hold.state}{until} by {hold.by}"))
     if billing:
         flags.append(Flag("kept", "kept overnight: " + ", ".join(count_of(b.count, b.instance_type) for b in billing)))
-    stop = _last(lines, "stop", ("ok", "noop", "blocked", "failed", "refused"))
+    stop = last_line(lines, "stop", ("ok", "noop", "blocked", "failed", "refused"))
     if stop is not None and stop.outcome == "blocked":
         flags.append(Flag("blocked", f"stop blocked {when(stop.at)}: {sentence(stop).text.split(': ', 1)[-1]}"))
     if retry is not None:
@@ -400,7 +354,7 @@ def _stop_sent_nothing(lines: list[HistoryEntry]) -> bool:
     """The last stop kept every group (protected capacity, ``keep``, the Slurm head with them): it sent
     no update, the record says "stopped" so the schedule does not retry it, and yet every node runs.
     A face that called this "stopped" would say something untrue (issue 27, item 2)."""
-    stop = _last(lines, "stop", ("ok", "noop", "failed"))
+    stop = last_line(lines, "stop", ("ok", "noop", "failed"))
     if stop is None or stop.outcome != "noop":
         return False
     outcomes = list(read_outcomes(stop.detail).values())
@@ -419,28 +373,24 @@ def _kept(
     """What the last stop kept: the snapshot's ``kept``, or (a stop that kept every group sends nothing
     and records no snapshot) the groups its history line says stayed up."""
     kept: dict[str, int] = dict(record.snapshot.kept) if record is not None and record.snapshot is not None else {}
-    stop = _last(lines, "stop", ("ok", "noop", "failed"))
+    stop = last_line(lines, "stop", ("ok", "noop", "failed"))
     if not kept and stop is not None:
         kept = {o.group: o.current for o in read_outcomes(stop.detail).values() if o.current > 0}
     if not kept:
         return ()
-    types = _line_types(stop, record)
-    hours = night_hours(schedule, now) if schedule is not None else 0.0
+    types = line_types(stop, record)
     out = []
     for group, count in kept.items():
         itype = types.get(group)
-        cost = keep_cost_per_night(itype, count, hours, ctx.prices()) if itype and hours else None
+        cost = keep_cost_per_night(itype, count, schedule, now, ctx.prices()) if itype else None
         out.append(KeptGroup(group, count, itype, None if cost is None else round(cost, 2)))
     return tuple(out)
 
 
 def night_hours(schedule: Schedule, now: datetime) -> float:
-    """Length of the next stopped stretch (stop to following start), for per-night cost figures."""
-    upcoming = schedule.next_transitions(now, 3)
-    for first, second in itertools.pairwise(upcoming):
-        if first.state == "stopped" and second.state == "running":
-            return (second.at - first.at).total_seconds() / 3600
-    return 0.0
+    """The length of the schedule's night (``cost.rates``: in progress or next, whole), for per-night
+    cost figures."""
+    return money(None, schedule, now).night_hours
 
 
 def state_text(row: StatusRow) -> str:
@@ -455,6 +405,8 @@ def state_text(row: StatusRow) -> str:
     if row.state == "running" and row.stop_sent_nothing:
         kept = ", ".join(count_of(p.kept, p.instance_type) for p in row.protected)
         text += f" · every group kept by the last stop ({kept})" if kept else " · every group kept by the last stop"
+    if row.aws_unreachable:
+        text += " (last known)"  # the flag says since when AWS has not answered
     if row.hold is None:
         return text
     until = f" until {row.hold.until.astimezone(UTC):%a %H:%M}Z" if row.hold.until else ""

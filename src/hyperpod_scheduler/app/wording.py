@@ -62,10 +62,20 @@ def usd(value: float | None, *, cents: bool = True) -> str:
     return ("\u2212" + shown) if value < 0 and shown.strip("$0.,") else shown
 
 
+def hours(value: float) -> str:
+    """``1,234.5`` hours; a figure under a tenth that is not zero keeps two significant digits
+    (``0.013``): a saving in cents beside "0.0 node-hours avoided" would read as a contradiction."""
+    if not math.isfinite(value):
+        return "-"
+    if value and abs(value) < 0.1:
+        return f"{value:.2g}" if abs(value) >= 0.001 else f"{value:.1e}"
+    return f"{value:,.1f}"
+
+
 def count_of(count: int, instance_type: str | None) -> str:
     """``4 × p5.48xlarge`` (the ``ml.`` prefix says nothing a person needs)."""
     kind = (instance_type or "nodes").removeprefix("ml.")
     return f"{count} \u00d7 {kind}"
 
 
-__all__ = ["clock", "count_of", "countdown", "duration", "iso_minute", "usd", "when"]
+__all__ = ["clock", "count_of", "countdown", "duration", "hours", "iso_minute", "usd", "when"]

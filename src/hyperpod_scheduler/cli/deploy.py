@@ -153,14 +153,31 @@ def status_cmd(location: str | None = typer.Option(None, "--location", "-l", hel
     where = _location(location)
     fleet, version = config_store.load_versioned(where)
     accounts = len({t.account for t in fleet.targets})
-    lines = [
-        f"{where}: version {version}, {len(fleet.targets)} target(s) in {accounts} account(s)",
-        PAUSED_LINE
-        if fleet.hub.paused
-        else "scheduling: active (the hub's SchedulingActive parameter may still pause it)",
-    ]
+    lines = [f"{where}: version {version}, {len(fleet.targets)} target(s) in {accounts} account(s)"]
+    if fleet.hub.paused:
+        lines.append(PAUSED_LINE)
+    lines.append(_stack_pause_line(where, fleet.hub.paused))
     for line in lines:
         console.print(line, markup=False, soft_wrap=True)
+
+
+def _stack_pause_line(where: config_store.Location, by_config: bool) -> str:
+    """What the table says of the stack's SchedulingActive (only the orchestrator sees it, and records it
+    in the table); a config in S3 names no table, so it can only say the parameter may pause it."""
+    from hyperpod_scheduler.deploy import pause_record
+
+    if where.scheme != "dynamodb":
+        return "the hub's SchedulingActive parameter may also pause it (recorded in the state table, not here)"
+    recorded = pause_record.read(config_store.boto3_client("dynamodb", where.region), where.name)
+    if recorded is not None and recorded.by_stack:
+        return (
+            f"scheduling paused: the stack parameter SchedulingActive=No (as the orchestrator recorded it since "
+            f"{recorded.since:%Y-%m-%d %H:%M}Z)"
+        )
+    said = "scheduling: paused by hub.paused only" if by_config else "scheduling: active"
+    if recorded is None:
+        return f"{said} (the orchestrator has recorded no SchedulingActive=No)"
+    return f"{said} (SchedulingActive=Yes as the orchestrator recorded it since {recorded.since:%Y-%m-%d %H:%M}Z)"
 
 
 @config_app.command("pull")

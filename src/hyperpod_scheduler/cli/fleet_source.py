@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from hyperpod_scheduler.app.compose import Clients, Pause, Source
@@ -36,10 +37,27 @@ def _sagemaker_in(session: Any, region: str) -> Any:
     return session.client("sagemaker", region_name=region)
 
 
+def _pause(
+    by_stack: bool, stack_since: datetime | None, by_config: bool, version: int, pushed: datetime | None
+) -> Pause | None:
+    """The fleet's pause as the laptop can know it: the stack's ``SchedulingActive`` only from the
+    orchestrator's record in the table (it is in the functions' environment alone), ``hub.paused`` from
+    the pushed config itself; since the earlier of the two when both hold."""
+    settings: list[tuple[str, datetime | None]] = []
+    if by_stack:
+        settings.append(("the stack parameter SchedulingActive=No (as the orchestrator recorded it)", stack_since))
+    if by_config:
+        settings.append((f"the fleet config's hub.paused (config version {version})", pushed))
+    if not settings:
+        return None
+    known = [at for _, at in settings if at is not None]
+    return Pause(" and ".join(by for by, _ in settings), min(known) if known else None)
+
+
 def fleet_source(location_text: str, state: str | None = None, sagemaker_in: SagemakerIn | None = None) -> Source:
     """The pushed fleet config of the table at ``location_text``, its store, and the targets' roles."""
     from hyperpod_scheduler.aws.clients import aws_client
-    from hyperpod_scheduler.deploy import config_store, credentials
+    from hyperpod_scheduler.deploy import config_store, credentials, pause_record
     from hyperpod_scheduler.deploy.fleet_config import FleetTarget, parse_fleet_yaml
     from hyperpod_scheduler.store import open_store
 
@@ -89,9 +107,9 @@ def fleet_source(location_text: str, state: str | None = None, sagemaker_in: Sag
         sns=lambda region: aws_client("sns", None, region or location.region),
         pricing=lambda: aws_client("pricing", None, "us-east-1"),
     )
-    paused = None
-    if fleet.hub.paused:
-        paused = Pause(f"the fleet config's hub.paused (config version {version})", pushed)
+    recorded = pause_record.read(config_store.boto3_client("dynamodb", location.region), location.name)
+    paused = _pause(recorded.by_stack if recorded else False, recorded.since if recorded else None,
+                    fleet.hub.paused, version, pushed)  # fmt: skip
     store = open_store(str(location))
 
     def accounts(how: Reach) -> str | None:

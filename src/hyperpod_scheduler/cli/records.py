@@ -2,7 +2,7 @@
 schedule), claim (whose cluster this is) and forget (drop the recorded sizes). Each takes ``--region``
 and ``--profile``: two accounts may each have a cluster of one name.
 
-Exit codes as in ``cli.ops``: 0 done, 2 bad input (an unknown cluster, a name that needs a profile).
+Exit codes as in ``cli.exits``: 0 done, 2 bad input (an unknown cluster, a name that needs a profile).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import typer
 
 from hyperpod_scheduler.app.history import sentence
 from hyperpod_scheduler.app.wording import duration, iso_minute
-from hyperpod_scheduler.cli.context import make_context, parse_instant
-from hyperpod_scheduler.cli.ops import ClusterArg, ConfigOpt, DryRunOpt, JsonOpt, ProfileOpt, RegionOpt, StateOpt
+from hyperpod_scheduler.cli.context import make_context
+from hyperpod_scheduler.cli.options import ClusterArg, ConfigOpt, DryRunOpt, JsonOpt, ProfileOpt, RegionOpt, StateOpt
 from hyperpod_scheduler.cli.output import Column, Listing, console, emit, output_format, output_option
 from hyperpod_scheduler.cli.refs import cluster_ref, governed_ref, known_ref
 from hyperpod_scheduler.engine.messages import sizes_text
@@ -70,19 +70,19 @@ def register(app: typer.Typer) -> None:
         state: str | None = StateOpt,
     ) -> None:
         """Override the schedule: keep a cluster running (or stopped) until a time or until released."""
-        if hold_state not in ("running", "stopped"):
+        from hyperpod_scheduler.app.actions import check_hold
+
+        if hold_state not in ("running", "stopped"):  # before the config is read: the answer is the same
             raise UsageError(f"--state-wanted: {hold_state!r} is not 'running' or 'stopped'")
         ctx = make_context(config, state, False)
-        end = parse_instant(until, "--until") if until else None
-        if end is not None and end <= ctx.now():
-            raise UsageError(f"--until: {until!r} is not in the future")
+        kept, end = check_hold(hold_state, until, ctx.now(), state_field="--state-wanted", until_field="--until")
         ref = known_ref(ctx, cluster, region, profile, "hold")
         ends = f" until {iso_minute(end)}" if end else " until released"
         if dry_run:
-            console.print(f"{cluster}: would hold {hold_state}{ends}")
+            console.print(f"{cluster}: would hold {kept}{ends}")
             return
-        ctx.engine().set_hold(ref, hold_state, end, reason)  # type: ignore[arg-type]
-        console.print(f"{cluster}: held {hold_state}{ends}")
+        ctx.engine().set_hold(ref, kept, end, reason)
+        console.print(f"{cluster}: held {kept}{ends}")
 
     @app.command()
     def release(

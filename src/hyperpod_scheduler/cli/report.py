@@ -17,7 +17,7 @@ from typing import Any
 import typer
 
 from hyperpod_scheduler.app import report as reports
-from hyperpod_scheduler.app.wording import iso_minute, usd
+from hyperpod_scheduler.app.wording import hours, iso_minute, usd
 from hyperpod_scheduler.aws.clients import AwsClients
 from hyperpod_scheduler.cli.context import Context, make_context, parse_instant
 from hyperpod_scheduler.cli.output import (
@@ -52,6 +52,9 @@ COLUMNS = (
 CAPTION = (
     "saving = what the nodes the schedule turned off would have billed. FSx bills whether or not the cluster "
     "is stopped, and kept groups were kept on purpose: both are shown beside the saving, never subtracted."
+    " Per night: the window over its nights. Per month: the saving (and FSx, kept) per stopped hour, times the"
+    " stopped hours the cluster's schedule has in the 730 hours after the window (a cluster no schedule governs:"
+    " the window's share of 730 hours), so the range picked does not change it."
 )
 
 
@@ -109,7 +112,7 @@ def make_report(
     notes: list[str] = []
     table = reports.prices(settings.prices, ctx.now(), aws or AwsClients(), notes)
     finder = file_system_finder(ctx, aws, fsx_max_age) if with_fsx else reports.none_found
-    return reports.build(ctx.store, table, finder, start, end, notes)
+    return reports.build(ctx.store, table, finder, start, end, notes, ctx.config)
 
 
 def report_listing(report: Report) -> Listing:
@@ -124,7 +127,7 @@ def report_listing(report: Report) -> Listing:
                     name,
                     period.replace("_", " "),
                     str(entry["nights"]) if period == "window" else "",
-                    f"{f['avoided_node_hours']:,.1f}",
+                    hours(f["avoided_node_hours"]),
                     usd(f["saving"]),
                     usd(f["fsx_while_stopped"]),
                     usd(f["kept_cost"]),

@@ -3,7 +3,7 @@
 With nothing configured (no config file, and a store that cannot hold a record: its SQLite file does not
 exist, or ``memory:``) the answer is "no clusters", known from where the two are without reading either:
 that answer imports no engine, store, config model or botocore (issue 30: at most half of ``aws
---version``). Anything else is ``cli.ops``'s, imported when it is needed.
+--version``). Anything else is ``cli.status_full``'s, imported when it is needed.
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ def register(app: typer.Typer) -> None:
         if not watch and nothing_configured(config, state):
             emit(status_listing(_when(at), []), fmt, [])
             return
-        from hyperpod_scheduler.cli import ops  # the engine, the store, botocore: only for clusters to show
+        from hyperpod_scheduler.cli import status_full  # the engine, the store, botocore: only for clusters to show
 
-        ops.show_status(config, state, fmt, watch, interval, at)
+        status_full.show_status(config, state, fmt, watch, interval, at)
 
 
 def _when(at: str | None) -> datetime:
@@ -67,19 +67,25 @@ def nothing_configured(config: str | None, state: str | None) -> bool:
     return not settings and config_path(config) is None and nothing_stored(state)
 
 
-def status_listing(now: datetime, rows: Sequence[Sequence[str]], title: str | None = None) -> Listing:
+def status_listing(
+    now: datetime, rows: Sequence[Sequence[str]], title: str | None = None, *, accounts: bool = False,
+    regions: bool = False,
+) -> Listing:  # fmt: skip
     """The status table around its rows (each already in words): the columns, the title, and what an
-    empty table says."""
+    empty table says. ``accounts``: the clusters are in more than one account, so each row's second
+    cell is its account (two accounts' ``train`` are two rows a reader must tell apart); ``regions``:
+    in more than one region, so the region shows in the narrow table too."""
     from hyperpod_scheduler.app.wording import iso_minute
 
     return Listing(
         [
             Column("cluster", keep=True),
+            *([Column("account", keep=True)] if accounts else []),
             Column("state"),
             Column("schedule"),
             Column("next transition"),
             Column("attention"),
-            Column("region", wide_only=True),
+            Column("region", wide_only=not regions),
             Column("bills now", wide_only=True, right=True),
             Column("recorded sizes", wide_only=True),
             Column("protected", wide_only=True),

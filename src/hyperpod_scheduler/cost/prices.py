@@ -17,10 +17,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from hyperpod_scheduler.cost.rates import HOURS_PER_MONTH as HOURS_PER_MONTH  # one month everywhere
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.inputs import bounded
 
-HOURS_PER_MONTH = 730.0  # AWS bills GB-month prices over a 730-hour month
 # No HyperPod node-hour nor FSx GB-month costs anywhere near this; a figure above it (1e308, which turns
 # into $inf once multiplied by hours) is a broken or hostile answer, not a price.
 MAX_USD = 100_000.0

@@ -26,8 +26,12 @@ Money, all in USD and none netted against another:
 - ``kept_cost``: what the kept nodes billed meanwhile: a saving not taken, also beside, never subtracted.
 
 Periods: ``window`` (the report's window), ``per_night`` (the window divided by the cluster's nights)
-and ``per_month`` (the window projected to a 730-hour month). The fleet total of every period is the
-sum of the clusters' figures for that period, so each TOTAL row adds up the rows above it.
+and ``per_month``: the figures per stopped hour observed in the window, times the stopped hours of the
+cluster's schedule in the 730 hours from the window's end (``cost.rates.money``, the one per-month
+formula of every face), so the range picked does not change it. A cluster no schedule governs has no
+stopped month of its own: its window is projected to a 730-hour month by its share of the window
+(``× 730 / window hours``). The fleet total of every period is the sum of the clusters' figures for
+that period, so each TOTAL row adds up the rows above it.
 """
 
 from __future__ import annotations
@@ -35,23 +39,31 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from hyperpod_scheduler.cost.fsx import FileSystem
-from hyperpod_scheduler.cost.prices import HOURS_PER_MONTH, Price, PriceTable
+from hyperpod_scheduler.cost.prices import Price, PriceTable
+from hyperpod_scheduler.cost.rates import HOURS_PER_MONTH, money
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.store.outcomes import read_outcomes
 from hyperpod_scheduler.store.records import ClusterRecord, HistoryEntry
+
+if TYPE_CHECKING:
+    from hyperpod_scheduler.schedule import Schedule
 
 SETTLED = ("ok", "failed")
 PERIODS = ("window", "per_night", "per_month")
 
 
-def keep_cost_per_night(instance_type: str, count: int, hours: float, prices: PriceTable) -> float | None:
-    """What keeping ``count`` nodes of ``instance_type`` for ``hours`` costs (USD); None if unpriced."""
-    if count < 0 or hours < 0:
-        raise UsageError(f"keep cost: count {count} and hours {hours} must be 0 or more")
+def keep_cost_per_night(
+    instance_type: str, count: int, schedule: Schedule | None, now: datetime, prices: PriceTable
+) -> float | None:
+    """What keeping ``count`` nodes of ``instance_type`` costs over the schedule's night (``cost.rates``:
+    the night in progress or the next one, whole); None if unpriced or no night."""
+    if count < 0:
+        raise UsageError(f"keep cost: count {count} must be 0 or more")
     price = prices.instance(instance_type)
-    return None if price is None else price.usd * count * hours
+    return None if price is None else money(price.usd * count, schedule, now).per_night
 
 
 @dataclass(frozen=True)
@@ -138,6 +150,8 @@ class ClusterCost:
     unpriced: set[str] = field(default_factory=set)
     fsx_hourly: float = 0.0  # what the priced file systems bill per hour, stopped or not
     prices_used: dict[str, Price] = field(default_factory=dict)
+    fsx_per_month: float = 0.0  # what they bill in a whole 730-hour month (cost.rates.money)
+    per_month_from: str = "window"  # "schedule" (its stopped month) or "window" (no schedule: its share)
 
     @property
     def name(self) -> str:
@@ -327,8 +341,11 @@ def cost_of(
     file_systems: Sequence[FileSystem],
     prices: PriceTable,
     window_hours: float,
+    schedule: Schedule | None = None,
+    until: datetime | None = None,
 ) -> ClusterCost:
-    """One cluster's figures over its nights, per window, night and month."""
+    """One cluster's figures over its nights, per window, night and month (``schedule``: the one that
+    governs the cluster, whose stopped hours from ``until`` make its month)."""
     cost = ClusterCost(key, shortfalls=list(shortfalls), file_systems=list(file_systems))
     for fs in file_systems:
         priced = fs.priced(prices)
@@ -340,8 +357,14 @@ def cost_of(
     cost.nights = [NightCost(n, _night_figures(n, cost.fsx_hourly, prices, cost)) for n in nights]
     window = sum((n.figures for n in cost.nights), Figures())
     per_night = window.scaled(1 / len(cost.nights)) if cost.nights else Figures()
-    per_month = window.scaled(HOURS_PER_MONTH / window_hours) if window_hours > 0 else Figures()
-    cost.periods = Periods(window, per_night, per_month)
+    month = money(cost.fsx_hourly, schedule, until) if until is not None else money(cost.fsx_hourly, None, datetime.min)
+    cost.fsx_per_month = month.month_always or 0.0
+    factor = month.scale_to_month(window.stopped_hours)
+    if factor is not None:
+        cost.per_month_from = "schedule"
+    elif window_hours > 0:
+        factor = HOURS_PER_MONTH / window_hours
+    cost.periods = Periods(window, per_night, window.scaled(factor) if factor else Figures())
     return cost
 
 
@@ -353,15 +376,27 @@ def build_report(
     since: datetime,
     until: datetime,
     notes: Sequence[str] = (),
+    schedules: Mapping[str, Schedule] | None = None,
 ) -> Report:
-    """The whole report: every key with a night, a shortfall or known file systems, and the fleet total."""
+    """The whole report: every key with a night, a shortfall or known file systems, and the fleet total.
+    ``schedules``: by key, the schedule that governs each cluster (its month; see the module doc)."""
     if until <= since:
         raise UsageError(f"report window: --until {until.isoformat()} must be after --since {since.isoformat()}")
     nights, shortfalls = nights_and_shortfalls(entries, records, since, until)
     keys = sorted(set(nights) | set(shortfalls) | {k for k, v in file_systems.items() if v})
     hours = (until - since).total_seconds() / 3600
     clusters = [
-        cost_of(k, nights.get(k, []), shortfalls.get(k, []), file_systems.get(k, []), prices, hours) for k in keys
+        cost_of(
+            k,
+            nights.get(k, []),
+            shortfalls.get(k, []),
+            file_systems.get(k, []),
+            prices,
+            hours,
+            (schedules or {}).get(k),
+            until,
+        )
+        for k in keys
     ]
     total = sum((c.periods for c in clusters), Periods())
     return Report(since, until, clusters, total, prices.sources, list(notes))

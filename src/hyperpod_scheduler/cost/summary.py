@@ -7,7 +7,6 @@ import io
 from dataclasses import asdict
 from typing import Any
 
-from hyperpod_scheduler.cost.prices import HOURS_PER_MONTH
 from hyperpod_scheduler.cost.savings import PERIODS, ClusterCost, Figures, Periods, Report, nightly
 
 CSV_COLUMNS = (
@@ -29,9 +28,17 @@ UNITS = {
 }
 
 
+def _hours(value: float) -> float:
+    """To 0.1 h; a figure under 0.1 h that is not zero keeps two significant digits, so a night of
+    seconds (the README's tour) reads 0.013 node-hours beside its cents, never 0.0."""
+    if value and abs(value) < 0.1:
+        return float(f"{value:.2g}")
+    return round(value, 1)
+
+
 def figures(values: Figures) -> dict[str, float]:
-    """Hours to 0.1, money to the cent."""
-    return {k: round(v, 1) if k.endswith("hours") else round(v, 2) for k, v in asdict(values).items()}
+    """Hours to 0.1 (two significant digits below it), money to the cent."""
+    return {k: _hours(v) if k.endswith("hours") else round(v, 2) for k, v in asdict(values).items()}
 
 
 def periods(p: Periods) -> dict[str, dict[str, float]]:
@@ -46,7 +53,8 @@ def _cluster(c: ClusterCost) -> dict[str, Any]:
         "released_anything": c.released_anything,
         **periods(c.periods),
         "shortfall_nodes": c.shortfall_nodes,
-        "fsx_per_month": round(c.fsx_hourly * HOURS_PER_MONTH, 2),
+        "fsx_per_month": round(c.fsx_per_month, 2),
+        "per_month_from": c.per_month_from,
         "file_systems": [
             {
                 "id": fs.id,
@@ -120,7 +128,7 @@ def as_document(report: Report) -> dict[str, Any]:
             "nights": report.nights,
             **periods(report.total),
             "shortfall_nodes": report.shortfall_nodes,
-            "fsx_per_month": round(sum(c.fsx_hourly for c in report.clusters) * HOURS_PER_MONTH, 2),
+            "fsx_per_month": round(sum(c.fsx_per_month for c in report.clusters), 2),
         },
         "nightly": [{"night": day, **figures(f)} for day, f in nightly(report)],
         "reserved_idle": [

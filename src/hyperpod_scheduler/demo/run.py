@@ -285,7 +285,14 @@ def run_demo(
         # The week's report, as `report` would print it: FSx found through the emulator's own APIs.
         aws = AwsClients(emu.endpoint)
         finder = reports.FileSystemFinder(config, lambda region, profile: client, aws)
-        report = reports.build(store, reports.prices(config.cost.prices, clock(), aws), finder, sim_start, clock())
+        report = reports.build(
+            store,
+            reports.prices(config.cost.prices, clock(), aws),
+            finder,
+            sim_start,
+            clock(),
+            config=config,
+        )
         result = DemoResult(list(summaries.values()), collector.events, days, emu.endpoint, report)
         if on_finish is not None:
             # While the emulator and the store still exist (the dashboard can serve them).

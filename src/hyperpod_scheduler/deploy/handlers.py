@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_scheduler.config.check import checkpoint_blocks
-from hyperpod_scheduler.deploy import config_store, credentials, observe, organizations
+from hyperpod_scheduler.deploy import config_store, credentials, observe, organizations, pause_record
 from hyperpod_scheduler.deploy.jobs import TargetJob, batches, claim_of, decode_job, encode_job, jobs_for
 from hyperpod_scheduler.deploy.markers import (
     DEFAULT_QUEUED_S,
@@ -164,6 +164,7 @@ def orchestrate(runtime: Runtime) -> dict[str, Any]:
     markers = runtime.markers()
     held = markers.held([job.key for job in fanout.jobs], now)
     paused = _paused(runtime, fleet)
+    _record_pause(runtime, fleet, now)
     if paused is not None:
         return _pause(runtime, markers, fanout.jobs, held, paused, now) | {"targets": len(fleet.targets)}
     sqs = runtime.client_for("sqs", None)
@@ -221,6 +222,18 @@ def _paused(runtime: Runtime, fleet: Any) -> str | None:
     if fleet.hub.paused:
         return "the fleet config's hub.paused is true"
     return None
+
+
+def _record_pause(runtime: Runtime, fleet: Any, now: datetime) -> None:
+    """Say in the table which pause settings hold, for the faces that read only the table (the stack's
+    parameter is in this function's environment alone). A failure to say so never stops the tick."""
+    settings = ((pause_record.STACK,) if not runtime.scheduling_active else ()) + (
+        (pause_record.CONFIG,) if fleet.hub.paused else ()
+    )
+    try:
+        pause_record.record(runtime.client_for("dynamodb", None), runtime.table, settings, now)
+    except HyperpodSchedulerError as exc:
+        runtime.log("WARNING", f"the pause is not recorded for the faces: {exc}")
 
 
 def _pause(

@@ -20,6 +20,7 @@ from hyperpod_scheduler.config.model import Policy
 from hyperpod_scheduler.engine.events import Event
 from hyperpod_scheduler.engine.planner import effective_hold
 from hyperpod_scheduler.engine.runner import ClusterRef, Engine
+from hyperpod_scheduler.engine.slurm_roles import remembered_roles
 from hyperpod_scheduler.errors import HyperpodSchedulerError
 from hyperpod_scheduler.guards.approval import needs_approval
 from hyperpod_scheduler.schedule import Schedule
@@ -67,7 +68,8 @@ def ask_if_due(
     if now >= stop_at:
         return None  # too late to ask: the stop keeps the groups (the guard says why)
     known, _ = engine.identify(ref)
-    groups = needs_approval(engine.describe(known), policy)
+    # With the Slurm roles the record remembers, as the stop's own guard round sees the cluster.
+    groups = needs_approval(remembered_roles(engine.describe(known), record, now), policy)
     if not groups:
         return None
     text = (

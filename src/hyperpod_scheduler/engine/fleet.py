@@ -303,13 +303,14 @@ def tick(
                 lambda: image_approval.ask_if_due(engine, g.ref, g.schedule, now, dashboard_url),
             )
         failed = caught(engine, g.ref, now, None, one_turn)
-        if failed is not None:
-            return failed
-        if not dry_run:
+        if failed is None and not dry_run:
             if g.policy.approve_release:
                 caught(engine, g.ref, now, "approval", lambda: lapse_due(engine, g.ref, now))
             caught(engine, g.ref, now, "training plan watch", lambda: watch_plans(engine, g.ref, now))
-        return outcome[0]
+        # How the turn's DescribeCluster reads went, onto the record (a face then says since when AWS
+        # has not answered, engine.reads): after the turn, never inside its compare-and-sets.
+        caught(engine, g.ref, now, "reads", lambda: engine.keep_reads(g.ref, write=not dry_run))
+        return failed or outcome[0]
 
     return (pool or threads(concurrency))(one, list(governed))
 
@@ -358,6 +359,7 @@ def turn(
         None,
         lambda: out.append(engine.reconcile(ref, state, enforced=enforced, dry_run=dry_run)),
     )
+    caught(engine, ref, engine.now(), "reads", lambda: engine.keep_reads(ref, write=not dry_run))
     return failed or out[0]
 
 
@@ -383,6 +385,9 @@ class PlannedStep:
     action: Action
     schedule: str
     why: str = ""
+    # Where the cluster is: two targets' clusters of one name are two steps a reader must tell apart.
+    account: str | None = None
+    region: str | None = None
 
 
 def plan(
@@ -393,6 +398,7 @@ def plan(
     steps: list[PlannedStep] = []
     for g in governed:
         lead = (leads or {}).get(g.ref.key)
+        place = (g.ref.account, g.ref.region)
         for t in g.schedule.transitions(start, until + (lead.lead if lead else timedelta())):
             action: Action = "start" if t.state == "running" else "stop"
             if not g.schedule.allows(action):
@@ -401,10 +407,11 @@ def plan(
                 issue = t.at - lead.lead
                 why = f"ready by {t.at:%a %H:%M}Z: starts {lead.lead.total_seconds() / 60:.0f} min early ({lead.why})"
                 if start <= issue < until:
-                    steps.append(PlannedStep(issue, g.ref.name, action, g.schedule_label, why))
+                    steps.append(PlannedStep(issue, g.ref.name, action, g.schedule_label, why, *place))
             elif t.at < until:
-                steps.append(PlannedStep(t.at, g.ref.name, action, g.schedule_label, _why(g.schedule, t.at, action)))
-    return sorted(steps, key=lambda s: (s.at, s.cluster))
+                said = _why(g.schedule, t.at, action)
+                steps.append(PlannedStep(t.at, g.ref.name, action, g.schedule_label, said, *place))
+    return sorted(steps, key=lambda s: (s.at, s.cluster, s.account or "", s.region or ""))
 
 
 def _why(schedule: Schedule, at: datetime, action: Action) -> str:
@@ -443,8 +450,18 @@ def _first(*values: Any) -> bool:
 
 
 def as_mapping(steps: Iterable[PlannedStep]) -> list[Mapping[str, Any]]:
+    """The steps as JSON; every step names its account and region (null: not known yet), one fleet or
+    many, so a reader's parser does not change with the fleet's shape."""
     return [
-        {"at": s.at.isoformat(), "cluster": s.cluster, "action": s.action, "schedule": s.schedule, "why": s.why}
+        {
+            "at": s.at.isoformat(),
+            "cluster": s.cluster,
+            "account": s.account,
+            "region": s.region,
+            "action": s.action,
+            "schedule": s.schedule,
+            "why": s.why,
+        }
         for s in steps
     ]
 

@@ -6,7 +6,7 @@ last, only if every other guard allowed, and only on the groups that really go t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -32,17 +32,7 @@ def run(
     origin: Origin = "manual",
 ) -> planner.Send | planner.Noop | Result:
     """Ask every guard about this stop: a block skips it (until the next transition), keeps leave groups up."""
-    ctx = StopContext(
-        cluster=ref.name,
-        key=ref.key,
-        region=ref.region,
-        view=view,
-        groups_to_zero=tuple(n for n, (c, _) in plan.counts.items() if c == 0 and view.targets().get(n, 0) > 0),
-        now=eng.now(),
-        dry_run=dry_run,
-        transition_at=transition_at,
-        origin=origin,
-    )
+    ctx = stop_context(ref, view, plan, eng.now(), transition_at, origin, dry_run)
     guards = list(eng.guards_for(ref))
     # Guards with side effects (the checkpoint guard signals, drains and requeues on allow) run last,
     # only if every other guard allowed, and only on the groups that really go to zero.
@@ -55,20 +45,55 @@ def run(
         verdicts = [ask(guard, ctx) for guard in batch]
         blocked = [v for v in verdicts if v.decision == "block"]
         if blocked:
-            reason = "; ".join(f"{v.guard}: {v.reason}" for v in blocked)
+            reason = block_reason(blocked)
             eng.emit(ref, "blocked", f"stop blocked: {reason}", guards=[v.guard for v in blocked])
             if not dry_run:
                 line = eng.entry(ref, "stop", "blocked", reason=reason, verdicts=[_verdict_detail(v) for v in blocked])
                 acting.mark_applied(eng, ref, record, "running", transition_at, line)
             return Result(ref.name, "blocked", reason)
+        add_floors(floors, verdicts)
         for v in verdicts:
             if v.decision == "keep":
                 eng.emit(ref, "note", f"{v.guard}: {v.reason}")
-                for group, count in v.floors.items():
-                    floors[group] = max(floors.get(group, 0), count)
             elif v.detail:  # an allow with something to say (what the audit did, that none ran)
                 eng.emit(ref, "note", f"{v.guard}: {v.reason}", **{"verdict": _verdict_detail(v)})
     return planner.apply_floors(plan, view, floors)
+
+
+def stop_context(
+    ref: ClusterRef,
+    view: ClusterView,
+    plan: planner.Send,
+    now: datetime,
+    transition_at: datetime | None,
+    origin: Origin,
+    dry_run: bool,
+) -> StopContext:
+    """What the guards are asked about this stop: the groups it walks from nodes to zero."""
+    return StopContext(
+        cluster=ref.name,
+        key=ref.key,
+        region=ref.region,
+        view=view,
+        groups_to_zero=tuple(n for n, (c, _) in plan.counts.items() if c == 0 and view.targets().get(n, 0) > 0),
+        now=now,
+        dry_run=dry_run,
+        transition_at=transition_at,
+        origin=origin,
+    )
+
+
+def block_reason(blocked: Sequence[Verdict]) -> str:
+    return "; ".join(f"{v.guard}: {v.reason}" for v in blocked)
+
+
+def add_floors(floors: dict[str, int], verdicts: Sequence[Verdict]) -> dict[str, int]:
+    """The floors the ``keep`` verdicts ask for, merged into ``floors``: the highest count wins."""
+    for v in verdicts:
+        if v.decision == "keep":
+            for group, count in v.floors.items():
+                floors[group] = max(floors.get(group, 0), count)
+    return floors
 
 
 def ask(guard: StopGuard, ctx: StopContext) -> Verdict:

@@ -11,7 +11,8 @@ from datetime import datetime, timedelta
 from hyperpod_scheduler.engine import image_update, images
 from hyperpod_scheduler.engine.approvals import DEFAULT_APPROVAL_MINUTES, ask
 from hyperpod_scheduler.engine.runner import ClusterRef, Engine
-from hyperpod_scheduler.guards.capacity import protections
+from hyperpod_scheduler.engine.slurm_roles import remembered_roles
+from hyperpod_scheduler.engine.stop_forecast import forecast
 from hyperpod_scheduler.schedule import Schedule
 from hyperpod_scheduler.store.records import Approval, ClusterRecord, ImageUpdate
 
@@ -37,8 +38,13 @@ def ask_if_due(
     if record is not None and _asked(record, start_at):
         return None
     known, _ = engine.identify(ref)
-    view = engine.describe(known)
-    asleep = {g.name for g in view.groups} - {p.group for p in protections(view.groups, settings.policy)}
+    view = remembered_roles(engine.describe(known), record, now)
+    # The groups at zero after that stop, as the planner and the guards decide it (floors, keep, the
+    # Slurm head, an approval of the release not given): only those can move release while at zero.
+    stop = forecast(
+        view, record, known, engine.guards_for(known), now=now, transition_at=stops[0].at, origin="schedule"
+    )
+    asleep = {g.group for g in stop.groups if g.after == 0}
     moves = [u for u in image_update.wanted(engine, known, record, view, asleep) if u.why != "rolled back"]
     if not moves:
         return None

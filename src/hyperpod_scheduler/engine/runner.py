@@ -10,6 +10,7 @@ lease keeps a second runner from re-sending a first runner's intent that is stil
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -23,7 +24,7 @@ from hyperpod_scheduler.aws import answers
 from hyperpod_scheduler.aws.clients import no_blind_retries
 from hyperpod_scheduler.cluster.view import ClusterView, parse_cluster
 from hyperpod_scheduler.config.model import Retry
-from hyperpod_scheduler.engine import acting, holds, intents, planner, settling
+from hyperpod_scheduler.engine import acting, holds, intents, planner, reads, settling
 from hyperpod_scheduler.engine.events import Event, Sink, discard
 from hyperpod_scheduler.engine.identity import Accounts, LegacyRead
 from hyperpod_scheduler.engine.images import Releases
@@ -86,6 +87,7 @@ class Engine:
         # Keys whose record watched no training plan when this tick's turn read it: the plan watch after
         # the turn then needs no read of its own (only this engine's own answers add plans to a record).
         self._no_plans: set[str] = set()
+        self.reads = reads.Reads()  # this turn's DescribeCluster reads, kept on the record by keep_reads
 
     # ---- reporting -------------------------------------------------------------------------------
     def emit(self, ref: ClusterRef, kind: Any, message: str, **detail: Any) -> None:
@@ -123,7 +125,13 @@ class Engine:
 
     def describe(self, ref: ClusterRef) -> ClusterView:
         """The cluster as AWS reports it; an answer from another account than the record's is refused."""
-        answer = self.client(ref).describe_cluster(ClusterName=ref.name)
+        try:
+            answer = self.client(ref).describe_cluster(ClusterName=ref.name)
+        except (ClientError, BotoCoreError, HyperpodSchedulerError) as exc:
+            if reads.unanswered(exc):
+                self.reads.failed(ref, self.now(), exc)  # kept on the record after the turn (engine.reads)
+            raise
+        self.reads.ok(ref, self.now())
         view = parse_cluster(answer)  # parse_cluster checks the shape itself
         self.accounts.check(ref, view)
         plans: dict[str, tuple[list[str], str | None]] = {}
@@ -136,6 +144,13 @@ class Engine:
         if self.looked is not None:
             self.looked(ref, view, self.now())
         return view
+
+    def keep_reads(self, ref: ClusterRef, *, write: bool = True) -> None:
+        """After a cluster's turn: how its reads went, onto its record (``engine.reads``); ``write``
+        False (a dry run) forgets them."""
+        seen = self.reads.take(ref)
+        if write:
+            reads.keep(self.store, (self.accounts.known(ref) or ref).key, seen)
 
     def identify(self, ref: ClusterRef, *, dry_run: bool = False) -> tuple[ClusterRef, ClusterView | None]:
         """``ref`` with its account, learning it from the cluster's ARN on the first look (one
@@ -299,9 +314,15 @@ class Engine:
                 if not self.keep_lease(ref):
                     return Result(ref.name, "skip", "lost this cluster's lease while waiting for health checks")
 
-        if dry_run:
-            return work()
-        return self.with_lease(ref, work, wait_s=self.lease_ttl_s if wait else 0.0, poll_seconds=poll_seconds)
+        try:
+            if dry_run:
+                return work()
+            return self.with_lease(ref, work, wait_s=self.lease_ttl_s if wait else 0.0, poll_seconds=poll_seconds)
+        finally:
+            # How the reads went, onto the record (engine.reads); a store that fails here must not hide
+            # what the action did, so its failure is left to the next turn.
+            with contextlib.suppress(Exception):
+                self.keep_reads(ref, write=not dry_run)
 
     def raise_groups(self, ref: ClusterRef, counts: Mapping[str, int], *, transition_id: str, reason: str) -> Result:
         """Start only these groups, to these counts (holding the lease; the usual intent and follow)."""

@@ -61,12 +61,17 @@ class ApprovalGuard(Guard):
                 f"release of {', '.join(needed)} approved by {approval.by} at {approval.decided_at:%H:%M}Z",
                 detail={"approval": approval.id, "state": "approved", "by": approval.by},
             )
-        if approval is None:
+        if approval is None and ctx.transition_at is not None and ctx.now < ctx.transition_at:
+            # Asked before the stop (a forecast): the request goes out approval_minutes before it.
+            why = "released only with a person's approval (asked before the stop; no answer keeps it)"
+        elif approval is None:
             why = "no approval was asked for in time"
         elif state == "refused":
             why = f"release refused by {approval.by} at {approval.decided_at:%H:%M}Z"
         elif state == "approved":
             why = f"approved for {', '.join(approval.groups)} only"
+        elif ctx.now < approval.expires_at:  # asked before the stop (a preview): no answer yet
+            why = f"awaiting approval until {approval.expires_at:%H:%M}Z (no answer keeps it)"
         else:
             why = f"nobody approved the release by {approval.expires_at:%H:%M}Z (lapsed)"
         floors = {g.name: max(g.current, g.target) for g in ctx.view.groups if g.name in needed}
@@ -88,5 +93,6 @@ class ApprovalGuard(Guard):
                 "reasons": {
                     n: why if n in needed else f"the Slurm head stays with {', '.join(needed)}" for n in floors
                 },
+                "kinds": {n: "approval" if n in needed else "slurm head" for n in floors},
             },
         )

@@ -63,6 +63,9 @@ class Protection:
     keep_at: int  # the count the stop leaves (current size, or a floor)
     reason: str
     overridable: bool  # --include-protected may release it
+    # What keeps it, for a face to name (the reason says it in words): training plan, keep, floor,
+    # scarce, slurm head (kept with compute, or keep_slurm_head), role unknown.
+    kind: str = "protected"
 
 
 def protections(groups: tuple[GroupView, ...], policy: Policy) -> list[Protection]:
@@ -83,14 +86,16 @@ def protections(groups: tuple[GroupView, ...], policy: Policy) -> list[Protectio
                     "on a training plan: reserved, prepaid capacity; stopping it "
                     "saves nothing and risks the reservation",
                     overridable=False,
+                    kind="training plan",
                 )
             )
         elif explicit == "keep":
-            out.append(Protection(g.name, size, "policy keep", overridable=True))
+            out.append(Protection(g.name, size, "policy keep", overridable=True, kind="keep"))
         elif isinstance(explicit, dict):
             floor = min(explicit["floor"], size)
             if floor > 0:
-                out.append(Protection(g.name, floor, f"policy floor {explicit['floor']}", overridable=True))
+                why = f"policy floor {explicit['floor']}"
+                out.append(Protection(g.name, floor, why, overridable=True, kind="floor"))
         elif explicit == "zero":
             continue
         elif (scarce := scarce_type(g, extra)) is not None and not policy.release_scarce_capacity:
@@ -100,6 +105,7 @@ def protections(groups: tuple[GroupView, ...], policy: Policy) -> list[Protectio
                     size,
                     f"scarce capacity ({scarce_text(g, scarce)}) is not released without release_scarce_capacity: true",
                     overridable=True,
+                    kind="scarce",
                 )
             )
         elif g.node_type in HEAD_NODE_TYPES:
@@ -138,7 +144,7 @@ def _head_protections(
         size = max(g.current, g.target)
         if size > 0:
             role = (g.node_type or "head").lower()
-            out.append(Protection(g.name, size, why.format(role=role), overridable=overridable))
+            out.append(Protection(g.name, size, why.format(role=role), overridable=overridable, kind="slurm head"))
     return out
 
 
@@ -161,7 +167,7 @@ def _unknown_role_protections(unknown: list[GroupView], kept: list[Protection], 
         size = max(g.current, g.target)
         if size > 0:
             reason = f"Slurm roles unknown: {g.role_unknown}; {why} (set keep_slurm_head: false to zero it)"
-            out.append(Protection(g.name, size, reason, overridable=overridable))
+            out.append(Protection(g.name, size, reason, overridable=overridable, kind="role unknown"))
     return out
 
 
@@ -181,13 +187,17 @@ class CapacityGuard(Guard):
             return Verdict(self.name, "allow", "no protected groups")
         floors = {p.group: p.keep_at for p in found}
         reasons = {p.group: p.reason for p in found}
+        kinds = {p.group: p.kind for p in found}
+        overridable = {p.group: p.overridable for p in found}
         summary = "; ".join(f"keeping '{p.group}' at {p.keep_at}: {p.reason}" for p in found)
-        return Verdict(self.name, "keep", summary, floors=floors, detail={"reasons": reasons})
+        detail = {"reasons": reasons, "kinds": kinds, "overridable": overridable}
+        return Verdict(self.name, "keep", summary, floors=floors, detail=detail)
 
 
-def head_warning(groups: tuple[GroupView, ...], policy: Policy) -> str | None:
-    """What `plan` says when a stop zeroes the Slurm controller."""
-    kept = {p.group for p in protections(groups, policy)}
+def head_warning(groups: tuple[GroupView, ...], policy: Policy, kept: set[str] | None = None) -> str | None:
+    """What `plan` says when a stop zeroes the Slurm controller. ``kept``: the groups the stop keeps, as
+    the planner and every guard decide it (``engine.stop_forecast``); else this policy's protections."""
+    kept = {p.group for p in protections(groups, policy)} if kept is None else kept
     if any(g.node_type == "Controller" and g.name not in kept for g in groups):
         return (
             "the stop zeroes the Slurm controller: the queue (/var/spool/slurmctld) and accounting state on its "

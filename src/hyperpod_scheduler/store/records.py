@@ -414,6 +414,30 @@ class SlurmRoles(Stored):
     read_at: AwareDatetime
 
 
+class AwsReads(Stored):
+    """How the engine's last DescribeCluster reads of the cluster went, so no face shows what the record
+    holds as live while AWS does not answer: the last read that answered, the last that failed (AWS
+    unreachable, throttled or failing), since when reads fail, and the error. ``failing_since`` is
+    cleared by the next read that answers."""
+
+    ok_at: AwareDatetime | None = None  # the last read that answered
+    failed_at: AwareDatetime | None = None  # the last read that did not
+    failing_since: AwareDatetime | None = None  # the first failure after the last good read; None: reads answer
+    error: Text | None = None  # the last failure, one line
+    # When reads began failing with no good read remembered: the record as it was written before (its
+    # sizes are as of then).
+    recorded_before: AwareDatetime | None = None
+
+    @property
+    def failing(self) -> bool:
+        return self.failing_since is not None
+
+    @property
+    def sizes_as_of(self) -> datetime | None:
+        """When what the record holds was last known from AWS."""
+        return self.ok_at or self.recorded_before
+
+
 class ClusterRecord(Stored):
     """Everything remembered about one cluster. ``version`` is owned by the store (compare-and-set)."""
 
@@ -443,6 +467,7 @@ class ClusterRecord(Stored):
     # Accounts whose cluster such a record was found not to fit: they cannot be whose it is.
     misfits: list[str] = Field(default_factory=list)
     slurm_roles: SlurmRoles | None = None  # learned from provisioning_parameters.json (``SlurmRoles``)
+    reads: AwsReads | None = None  # the last DescribeCluster reads, good and failed (``AwsReads``)
 
     @field_validator("start_durations_s")
     @classmethod

@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 from zoneinfo import ZoneInfo
 
 from botocore.exceptions import BotoCoreError, ClientError
-from fastapi import Body, FastAPI, Form, Header, Query, Request
+from fastapi import Body, Depends, FastAPI, Form, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
@@ -26,10 +26,11 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from hyperpod_scheduler import __version__
+from hyperpod_scheduler.app import wording
 from hyperpod_scheduler.errors import HyperpodSchedulerError
 from hyperpod_scheduler.inputs.redact import scrub
 from hyperpod_scheduler.inputs.text import clean
-from hyperpod_scheduler.web import acting, zones
+from hyperpod_scheduler.web import acting, places, zones
 from hyperpod_scheduler.web import grid as grids
 from hyperpod_scheduler.web.edge import Edge, HostAllowList
 from hyperpod_scheduler.web.fleet_query import FleetQuery
@@ -40,6 +41,7 @@ _MAX_MESSAGE = 300
 ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"description": "Bad input (one line naming the field and value)"},
     404: {"description": "Unknown cluster or schedule"},
+    409: {"description": "Several clusters have this name: the message names each; say which with account and region"},
     421: {"description": "The Host header names a host this dashboard does not answer for"},
     502: {"description": "An AWS call failed (e.g. tag discovery without credentials)"},
 }
@@ -76,6 +78,8 @@ def _bearer(authorization: str | None) -> str | None:
 def _status(exc: Exception) -> int:
     if isinstance(exc, Refused):
         return exc.status
+    if isinstance(exc, places.Ambiguous):
+        return 409
     return 404 if isinstance(exc, NotFound) else 400
 
 
@@ -93,6 +97,18 @@ def _shown(exc: Exception) -> str:
 def _all_of(query: FleetQuery) -> FleetQuery:
     """A search or filter without ``per_page``: every match, on one page (the API's rows as before)."""
     return dataclasses.replace(query, page=1, per_page=1_000_000)
+
+
+def _place(
+    account: Annotated[str | None, Query(description="The cluster's account, when several have its name")] = None,
+    region: Annotated[str | None, Query(description="The cluster's region, when several have its name")] = None,
+    profile: Annotated[str | None, Query(description="The profile reaching it, when its account is not known")] = None,
+) -> places.Place:
+    """Which of several same-named clusters an address means (none given: the only one of the name)."""
+    return places.asked(account, region, profile)
+
+
+Where = Annotated[places.Place, Depends(_place)]
 
 
 def _field(loc: tuple[Any, ...]) -> str:
@@ -116,6 +132,7 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
         read_only=lambda: dash.read_only,
     )
     templates = Jinja2Templates(directory=str(HERE / "templates"))
+    templates.env.globals["hours"] = wording.hours  # the CLI's way of writing hours, on the pages too
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
 
     def zone_of(request: Request) -> ZoneInfo | None:
@@ -208,18 +225,19 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
     @app.get("/api/clusters/{name}", tags=["read"], responses=ERRORS)
     def api_cluster(
         name: str,
+        where: Where,
         from_: Annotated[str | None, Query(alias="from", description="ISO start of the timeline window")] = None,
     ) -> dict[str, Any]:
         """One cluster: groups, timeline (a week back, two days ahead, or from ``from``), history as
         sentences, checkpoint audits, ready-by lead."""
-        return dash.cluster(name, from_ or None)
+        return dash.cluster(name, from_ or None, place=where)
 
     @app.get("/api/clusters/{name}/preview/{action}", tags=["read"], responses=ERRORS)
-    def api_preview(name: str, action: str) -> dict[str, Any]:
+    def api_preview(name: str, action: str, where: Where) -> dict[str, Any]:
         """What a stop or start would do per group, and its cost per hour (nothing is sent)."""
         if action not in ("stop", "start"):
             raise NotFound(f"action: {action!r} has no preview (stop or start)")
-        return dash.preview(name, action)
+        return dash.preview(name, action, where)
 
     @app.get("/api/savings", tags=["read"], responses=ERRORS)
     def api_savings(
@@ -243,31 +261,43 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
 
     @app.post("/api/clusters/{name}/hold", tags=["write"], responses=WRITE_ERRORS)
     def api_hold(
-        name: str, body: Annotated[HoldBody, Body()], authorization: Annotated[str | None, Header()] = None
+        name: str,
+        body: Annotated[HoldBody, Body()],
+        where: Where,
+        authorization: Annotated[str | None, Header()] = None,
     ) -> dict[str, Any]:
         """Keep a cluster running (or stopped) until a time or until released."""
-        return dash.act(name, "hold", _bearer(authorization), body.by, body.until, body.state, body.reason)
+        return dash.act(name, "hold", _bearer(authorization), body.by, body.until, body.state, body.reason, where)
 
     @app.post("/api/clusters/{name}/release", tags=["write"], responses=WRITE_ERRORS)
     def api_release(
-        name: str, body: Annotated[ActBody, Body()], authorization: Annotated[str | None, Header()] = None
+        name: str,
+        body: Annotated[ActBody, Body()],
+        where: Where,
+        authorization: Annotated[str | None, Header()] = None,
     ) -> dict[str, Any]:
         """End a hold; the next tick applies the schedule."""
-        return dash.act(name, "release", _bearer(authorization), body.by, reason=body.reason)
+        return dash.act(name, "release", _bearer(authorization), body.by, reason=body.reason, place=where)
 
     @app.post("/api/clusters/{name}/stop", tags=["write"], responses=WRITE_ERRORS)
     def api_stop(
-        name: str, body: Annotated[ActBody, Body()], authorization: Annotated[str | None, Header()] = None
+        name: str,
+        body: Annotated[ActBody, Body()],
+        where: Where,
+        authorization: Annotated[str | None, Header()] = None,
     ) -> dict[str, Any]:
         """Stop now (sizes recorded, protected groups kept)."""
-        return dash.act(name, "stop", _bearer(authorization), body.by, reason=body.reason)
+        return dash.act(name, "stop", _bearer(authorization), body.by, reason=body.reason, place=where)
 
     @app.post("/api/clusters/{name}/start", tags=["write"], responses=WRITE_ERRORS)
     def api_start(
-        name: str, body: Annotated[ActBody, Body()], authorization: Annotated[str | None, Header()] = None
+        name: str,
+        body: Annotated[ActBody, Body()],
+        where: Where,
+        authorization: Annotated[str | None, Header()] = None,
     ) -> dict[str, Any]:
         """Start now (recorded sizes restored)."""
-        return dash.act(name, "start", _bearer(authorization), body.by, reason=body.reason)
+        return dash.act(name, "start", _bearer(authorization), body.by, reason=body.reason, place=where)
 
     # ---- pages --------------------------------------------------------------------------------------
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
@@ -276,16 +306,15 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
         query = FleetQuery.parse(p.get("q"), p.get("state"), p.get("region"), p.get("account"), p.get("page"),
                                  p.get("per_page"))  # fmt: skip
         shown = zones.fleet_in(dash.fleet_page(query), zone_of(request))
-        for row in shown["rows"]:
-            row["actions"] = acting.for_row(row)
         return page(request, "fleet.html", f=shown)
 
     @app.get("/clusters/{name}", response_class=HTMLResponse, include_in_schema=False)
-    def cluster_page(request: Request, name: str, from_: Annotated[str | None, Query(alias="from")] = None) -> Response:
+    def cluster_page(
+        request: Request, name: str, where: Where, from_: Annotated[str | None, Query(alias="from")] = None
+    ) -> Response:
         zone = zone_of(request)
-        shown = dash.cluster(name, from_ or None, zone)
+        shown = dash.cluster(name, from_ or None, zone, where)
         zones.next_in(shown, zone, datetime.fromisoformat(shown["timeline"]["now"]))
-        shown["actions"] = acting.for_cluster(shown)
         return page(request, "cluster.html", c=shown)
 
     @app.get("/savings", response_class=HTMLResponse, include_in_schema=False)
@@ -309,12 +338,12 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
         return RedirectResponse(f"/schedules?{urlencode(query)}", status_code=303)
 
     @app.get("/clusters/{name}/actions/{action}", response_class=HTMLResponse, include_in_schema=False)
-    def confirm_page(request: Request, name: str, action: str) -> Response:
+    def confirm_page(request: Request, name: str, action: str, where: Where) -> Response:
         if action not in ACTIONS:
             raise NotFound(f"action: {action!r} is not one of {', '.join(ACTIONS)}")
-        preview = dash.preview(name, action) if action in ("stop", "start") else None
+        preview = dash.preview(name, action, where) if action in ("stop", "start") else None
         zone = zone_of(request)
-        shown = dash.cluster(name, None, zone)
+        shown = dash.cluster(name, None, zone, where)
         zones.next_in(shown, zone, datetime.fromisoformat(shown["timeline"]["now"]))
         return page(request, "confirm.html", c=shown, action=action, p=preview)
 
@@ -323,6 +352,7 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
         request: Request,
         name: str,
         action: str,
+        where: Where,
         token: Annotated[str, Form()] = "",
         by: Annotated[str, Form()] = "",
         until: Annotated[str, Form()] = "",
@@ -332,9 +362,9 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
         if action not in ACTIONS:
             raise NotFound(f"action: {action!r} is not one of {', '.join(ACTIONS)}")
         # Taken before the action is sent: the result page names the groups it changes.
-        preview = dash.preview(name, action) if action in ("stop", "start") else None
+        preview = dash.preview(name, action, where) if action in ("stop", "start") else None
         try:
-            result = dash.act(name, action, token, by, until or None, state, reason)
+            result = dash.act(name, action, token, by, until or None, state, reason, where)
         except Refused as exc:
             # A wrong or missing token: the same form again, with what was typed (never the token).
             typed = {"by": by, "reason": reason, "until": until, "state": state}
@@ -342,17 +372,17 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
                 request,
                 "confirm.html",
                 exc.status,
-                c=dash.cluster(name),
+                c=dash.cluster(name, place=where),
                 action=action,
                 p=preview,
                 typed=typed,
                 refused=_shown(exc),
             )
-        return page(request, "done.html", r=acting.result_view(name, action, result, preview))
+        return page(request, "done.html", r=acting.result_view(name, action, result, preview, where.query()))
 
     @app.get("/clusters/{name}/approvals/{approval_id}", response_class=HTMLResponse, include_in_schema=False)
-    def approval_page(request: Request, name: str, approval_id: str, t: str = "") -> Response:
-        shown = dash.approval(name, approval_id, t)
+    def approval_page(request: Request, name: str, approval_id: str, where: Where, t: str = "") -> Response:
+        shown = dash.approval(name, approval_id, t, where)
         response = page(request, "approval.html", a=shown, token=t if not shown["problem"] else "")
         response.headers["Referrer-Policy"] = "no-referrer"  # the token is in this page's address
         response.headers["Cache-Control"] = "no-store"
@@ -363,19 +393,20 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
         request: Request,
         name: str,
         approval_id: str,
+        where: Where,
         t: Annotated[str, Form()] = "",
         by: Annotated[str, Form()] = "",
         decision: Annotated[str, Form()] = "",
     ) -> Response:
         if decision not in ("approve", "refuse"):
             raise HyperpodSchedulerError(f"decision: {decision!r} is not 'approve' or 'refuse'")
-        result = dash.answer_approval(name, approval_id, t, decision == "approve", by)
+        result = dash.answer_approval(name, approval_id, t, decision == "approve", by, where)
         return page(
             request,
             "message.html",
             title=f"{name}: release {result['state']}",
             message=result["message"],
-            back=f"/clusters/{name}",
+            back=f"/clusters/{name}" + (f"?{result['where']}" if result["where"] else ""),
         )
 
     @app.get("/healthz", include_in_schema=False)

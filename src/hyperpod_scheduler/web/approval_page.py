@@ -8,13 +8,14 @@ from hyperpod_scheduler.engine import approvals
 from hyperpod_scheduler.inputs.text import clean
 from hyperpod_scheduler.web import approval_view
 from hyperpod_scheduler.web.core import DashboardCore, NotFound, Refused
+from hyperpod_scheduler.web.places import ANYWHERE, Place
 
 
-def approval(dash: DashboardCore, name: str, approval_id: str, token: str) -> dict[str, Any]:
+def approval(dash: DashboardCore, name: str, approval_id: str, token: str, place: Place = ANYWHERE) -> dict[str, Any]:
     """What the confirm page shows for an approval link; the link's token is its only authority."""
     ctx = dash.context()
     try:
-        g = dash.governed(ctx, name)
+        g = dash.governed(ctx, name, place, holding=approval_id)
         key = (ctx.engine().accounts.known(g.ref) or g.ref).key
         record = ctx.store.get(key)
         try:
@@ -27,6 +28,7 @@ def approval(dash: DashboardCore, name: str, approval_id: str, token: str) -> di
             a, problem = approvals.find(record, approval_id), str(exc)
         return {
             "cluster": name,
+            "where": dash.address(ctx, name, g.ref),
             "id": a.id,
             "groups": a.groups,
             "stop": a.transition_at.isoformat(),
@@ -45,12 +47,12 @@ def approval(dash: DashboardCore, name: str, approval_id: str, token: str) -> di
 
 
 def answer_approval(
-    dash: DashboardCore, name: str, approval_id: str, token: str, approve: bool, by: str
+    dash: DashboardCore, name: str, approval_id: str, token: str, approve: bool, by: str, place: Place = ANYWHERE
 ) -> dict[str, Any]:
     """Approve or refuse a release, once, before its stop; who answered goes into the history."""
     ctx = dash.context()
     try:
-        g = dash.governed(ctx, name)
+        g = dash.governed(ctx, name, place, holding=approval_id)
         key = (ctx.engine().accounts.known(g.ref) or g.ref).key
         try:
             a = approvals.decide(ctx.store, key, approval_id, token, approve, clean(by, one_line=True)[:64], ctx.now())
@@ -59,6 +61,7 @@ def answer_approval(
         verb = "approved" if approve else "refused"
         return {
             "cluster": name,
+            "where": dash.address(ctx, name, g.ref),
             "id": a.id,
             "state": a.state,
             "by": a.by,

@@ -13,6 +13,7 @@ from typing import Any
 
 from hyperpod_scheduler.app.wording import when
 from hyperpod_scheduler.cost.prices import PriceTable
+from hyperpod_scheduler.cost.rates import money
 from hyperpod_scheduler.schedule import Schedule
 
 
@@ -52,11 +53,11 @@ def figures(
             hourly_total += hourly
         nodes = f"{count} × {_short(g.type_text)}" if g is not None else "node count not known"
         rows.append({"group": name, "count": count, "instance_type": itype, "usd_per_hour": hourly, "nodes": nodes})
-    start = (
-        next((t.at for t in schedule.next_transitions(stop_at, 4) if t.state == "running"), None) if schedule else None
-    )
-    hours = round((start - stop_at).total_seconds() / 3600, 1) if start is not None else None
-    night = round(hourly_total * hours, 2) if hourly_total is not None and hours is not None else None
+    # The night the stop begins (cost.rates: the one formula of every per-night figure), from the stop.
+    figures_at = money(hourly_total, schedule, stop_at)
+    start = figures_at.night[1] if figures_at.night is not None else None
+    hours = round(figures_at.night_hours, 1) if start is not None else None
+    night = round(figures_at.per_night, 2) if figures_at.per_night is not None else None
     return {
         "rows": rows,
         "nodes_text": ", ".join(r["nodes"] for r in rows),

@@ -5,16 +5,18 @@ from __future__ import annotations
 from datetime import timedelta, tzinfo
 from typing import Any
 
+from hyperpod_scheduler.app.actions import never_stopped, nothing_text
 from hyperpod_scheduler.app.history import sentence
 from hyperpod_scheduler.app.instants import parse_instant
 from hyperpod_scheduler.app.status import status_row
 from hyperpod_scheduler.app.wording import duration, when
-from hyperpod_scheduler.guards.capacity import protections
+from hyperpod_scheduler.engine.stop_forecast import StopForecast
 from hyperpod_scheduler.store.outcomes import read_phases
 from hyperpod_scheduler.store.records import HistoryEntry
 from hyperpod_scheduler.web import truth
 from hyperpod_scheduler.web.core import WEEK, DashboardCore
 from hyperpod_scheduler.web.fleet_view import available_actions, fleet_row_of
+from hyperpod_scheduler.web.places import ANYWHERE, Place
 from hyperpod_scheduler.web.svg import timeline_svg
 from hyperpod_scheduler.web.timeline import KINDS, LABELS, group_rows, markers
 
@@ -24,19 +26,27 @@ WINDOW_AHEAD = timedelta(days=2)
 
 
 def cluster(
-    dash: DashboardCore, name: str, start_text: str | None = None, viewer: tzinfo | None = None
+    dash: DashboardCore,
+    name: str,
+    start_text: str | None = None,
+    viewer: tzinfo | None = None,
+    place: Place = ANYWHERE,
 ) -> dict[str, Any]:
     ctx = dash.context()
-    g, ref = dash.target(ctx, name)
+    g, ref = dash.target(ctx, name, place)
     now = ctx.now()
     r = status_row(ctx, g, ref.key)
-    row = {**fleet_row_of(r, None, now), "actions": available_actions(r)}
     record = ctx.store.get(ref.key)
+    recorded = {n: s.count for n, s in record.snapshot.sizes.items()} if record and record.snapshot else {}
     groups: list[dict[str, Any]] = []
     protected: list[dict[str, Any]] = []
     describe_error = None
-    policy = ref.settings.policy
     view = dash.describe_cached(ctx, ref)
+    # What the schedule's stop (a person's, for a cluster no schedule governs) would send: the planner's
+    # and the guards' answer, the one the Fleet page, the stop preview and `plan` show.
+    forecast = dash.stop_forecast(ctx, ref, g.schedule if g is not None else None)
+    known = forecast if isinstance(forecast, StopForecast) else None
+    row = {**fleet_row_of(r, None, now), "actions": available_actions(r, forecast)}
     created = None if isinstance(view, Exception) else truth.created_at(view.raw)
     if not isinstance(view, Exception):
         groups = [
@@ -50,7 +60,8 @@ def cluster(
             for v in view.groups
         ]
         protected = [
-            {"group": p.group, "keep_at": p.keep_at, "reason": p.reason} for p in protections(view.groups, policy)
+            {"group": k.group, "keep_at": k.after, "reason": k.why, "kept_by": k.kept_by}
+            for k in (known.kept if known is not None else ())
         ]
     else:
         describe_error = str(view)
@@ -77,22 +88,29 @@ def cluster(
         held=hold is not None,
         held_until=hold.until if hold is not None else None,
         since=created,
-        stops_nothing=truth.stops_nothing(
-            groups,
-            protected,
-            {n: s.count for n, s in record.snapshot.sizes.items()} if record and record.snapshot else {},
-        ),
+        stops_nothing=known is not None and never_stopped(known, recorded),
     )
     marks = markers(history, start, end)
     lead = ctx.lead_for(g) if g is not None else None
     used = {seg.kind for x in rows for seg in x.segments}
     return {
         **row,
+        "where": dash.address(
+            ctx, name, ref, governed=g is not None
+        ),  # what its links carry when another cluster has its name
         "governed": g is not None,
         "groups": groups,
         "protected_groups": protected,
         "describe_error": describe_error,
-        "recorded_sizes": {n: s.count for n, s in record.snapshot.sizes.items()} if record and record.snapshot else {},
+        "recorded_sizes": recorded,
+        "at_stop": None
+        if known is None
+        else {
+            "outcome": known.outcome,
+            "reason": known.reason,
+            "nothing": nothing_text(known),
+            "never_stopped": never_stopped(known, recorded),
+        },
         "ready_by": {
             "enabled": bool(g is not None and g.schedule.ready_by),
             "lead_minutes": round(lead.lead.total_seconds() / 60, 1) if lead else 0.0,

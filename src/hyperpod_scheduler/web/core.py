@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hmac
 import os
+import threading
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from hyperpod_scheduler.app import actions
 from hyperpod_scheduler.app import report as reports
 from hyperpod_scheduler.app.compose import Context, Source, chain_clients
 from hyperpod_scheduler.app.looks import Looks
@@ -30,14 +33,19 @@ from hyperpod_scheduler.cost.savings import Report
 from hyperpod_scheduler.cost.settings import CostSettings
 from hyperpod_scheduler.engine.fleet import OUTSIDE, Governed
 from hyperpod_scheduler.engine.runner import ClusterRef
+from hyperpod_scheduler.engine.stop_forecast import StopForecast
 from hyperpod_scheduler.errors import HyperpodSchedulerError
+from hyperpod_scheduler.schedule import Schedule
 from hyperpod_scheduler.store import open_store
+from hyperpod_scheduler.web import places
+from hyperpod_scheduler.web.places import ANYWHERE, Place
 
 if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient
 
     from hyperpod_scheduler.store.base import StateStore
 
+_MEMO_LOCK = threading.Lock()
 WEEK = timedelta(days=7)
 ActionName = Literal["hold", "release", "stop", "start"]
 ACTIONS: tuple[ActionName, ...] = ("hold", "release", "stop", "start")
@@ -84,6 +92,9 @@ class DashboardCore:
     # The config file parsed once per version of it (a 1,000-cluster YAML is a second to parse): keyed
     # by what changes when it is saved, and by the HYPERPOD_SCHEDULER_* settings that may apply to it.
     _config_memo: tuple[tuple[Any, ...], Config] | None = None
+    # The governed fleet as one request's context read it: finding it again is discovery again
+    # (ListClusters and tags), and a page asks for a cluster and then for its namesakes.
+    _governed_in: weakref.WeakKeyDictionary[Context, list[Governed]] = field(default_factory=weakref.WeakKeyDictionary)
 
     @property
     def read_only(self) -> bool:
@@ -149,34 +160,67 @@ class DashboardCore:
             raise Refused("access token missing or wrong: action refused", 401)
 
     # ---- reads -----------------------------------------------------------------------------------
-    def governed(self, ctx: Context, name: str) -> Governed:
-        g = ctx.fleet().find(name)
+    def governed(self, ctx: Context, name: str, place: Place = ANYWHERE, holding: str | None = None) -> Governed:
+        """The governed cluster ``name`` at ``place`` (two targets' clusters of one name: the address must
+        say which, else ``Ambiguous`` naming each). ``holding``: an approval id, which also tells two
+        namesakes apart (the link a notification carried names the cluster only)."""
+        found = [(place_of(g.ref), g) for g in self.all_governed(ctx, fresh=True) if g.ref.name == name]
+        try:
+            g = places.one(name, place, found)
+        except places.Ambiguous:
+            if holding is None:
+                raise
+            g = places.one(name, place, [(p, x) for p, x in found if _holds(ctx, x.ref, holding)])
         if g is None:
-            raise NotFound(f"cluster: {name!r} is not governed by the config")
+            where = f" in {place.text()}" if place.asked else ""
+            raise NotFound(f"cluster: {name!r} is not governed by the config{where}")
         return g
 
-    def target(self, ctx: Context, name: str) -> tuple[Governed | None, ClusterRef]:
+    def target(self, ctx: Context, name: str, place: Place = ANYWHERE) -> tuple[Governed | None, ClusterRef]:
         """A governed cluster, or one the store remembers (a manual stop outside the config). For the
         pages that only read: from the shared reading of the fleet (no discovery per view of a cluster);
         an action finds its cluster afresh (``governed``)."""
-        g = self._known(ctx, name)
+        governed = self.all_governed(ctx)
+        g = places.one(name, place, [(place_of(x.ref), x) for x in governed if x.ref.name == name])
         if g is not None:
             return g, g.ref
-        for key in ctx.store.list_keys():
-            if key.rsplit("/", 1)[-1] == name and not key.startswith("agent/"):
-                region, _ = reports.split_key(key)
-                return None, ClusterRef(key, name, region).governed(ctx.fleet().settings(OUTSIDE))
-        raise NotFound(f"cluster: {name!r} is not governed by the config and not in the state store")
+        known = {x.ref.key for x in governed}
+        remembered = [
+            (places.Place.of_key(key), key)
+            for key in ctx.store.list_keys()
+            if key.rsplit("/", 1)[-1] == name and not key.startswith("agent/") and key not in known
+        ]
+        key = places.one(name, place, remembered)
+        if key is not None:
+            region, _ = reports.split_key(key)
+            return None, ClusterRef(key, name, region).governed(ctx.fleet().settings(OUTSIDE))
+        where = f" in {place.text()}" if place.asked else ""
+        raise NotFound(f"cluster: {name!r} is not governed by the config and not in the state store{where}")
 
-    def _known(self, ctx: Context, name: str) -> Governed | None:
-        try:
-            governed = self.looks.reading(ctx).governed
-        except (ClientError, BotoCoreError, HyperpodSchedulerError):
-            return ctx.fleet().find(name)  # nothing could be read: as before, said by the fleet's own reading
-        found = [g for g in governed if g.ref.name == name]
-        if len({(g.ref.region, g.ref.profile) for g in found}) > 1:
-            return ctx.fleet().find(name)  # named twice: the fleet's own usage error says how to choose
-        return found[0] if found else None
+    def all_governed(self, ctx: Context, *, fresh: bool = False) -> list[Governed]:
+        """``ctx``'s governed fleet, read once per request context: for a page that only reads, the
+        dashboard's shared reading (app.looks: no discovery per view); ``fresh`` (an action): found now."""
+        with _MEMO_LOCK:
+            hit = self._governed_in.get(ctx) if fresh else None
+        if hit is None and not fresh:
+            try:
+                return self.looks.reading(ctx).governed
+            except (ClientError, BotoCoreError, HyperpodSchedulerError):
+                pass  # nothing could be read: the fleet's own reading below says what it could
+        if hit is None:
+            hit = ctx.fleet().governed()
+            with _MEMO_LOCK:
+                self._governed_in[ctx] = hit
+        return hit
+
+    def address(self, ctx: Context, name: str, ref: ClusterRef, governed: bool = True) -> str:
+        """The query a page's links to cluster ``name`` carry: empty while the name alone finds it (a
+        bare name finds the one governed cluster of that name first), its account and region while it
+        does not (another governed cluster has the name; for one only the store remembers, any other)."""
+        keys = {g.ref.key for g in self.all_governed(ctx) if g.ref.name == name}
+        if not governed:
+            keys |= {k for k in ctx.store.list_keys() if k.rsplit("/", 1)[-1] == name and not k.startswith("agent/")}
+        return place_of(ref).query() if len(keys | {ref.key}) > 1 else ""
 
     def describe_cached(self, ctx: Context, ref: ClusterRef) -> Any:
         """DescribeCluster through the engine (answers checked), or the exception it raised, from the
@@ -192,12 +236,30 @@ class DashboardCore:
         self.looks.keep(ref, answer, ctx.now())  # a caller's context (the HTML report) has no engine hook
         return answer
 
+    def stop_forecast(
+        self, ctx: Context, ref: ClusterRef, schedule: Schedule | None = None
+    ) -> StopForecast | Exception:
+        """What a stop would send (``app.actions.stop_forecast``) from the cached DescribeCluster, or
+        the exception the describe raised. ``schedule``: its scheduled stop; None: a person's, now."""
+        view = self.describe_cached(ctx, ref)
+        if isinstance(view, Exception):
+            return view
+        return actions.stop_forecast(ctx, ref, view, schedule=schedule)
+
     def report(self, ctx: Context, since: datetime, until: datetime) -> Report:
         """The same computation as ``report`` on the command line (``app.report.build``)."""
         settings = self.cost or reports.cost_settings(ctx.config)
         notes: list[str] = []
         table = reports.prices(settings.prices, ctx.now(), self.aws, notes)
-        return reports.build(ctx.store, table, self._systems(ctx), since, until, notes)
+        return reports.build(
+            ctx.store,
+            table,
+            self._systems(ctx),
+            since,
+            until,
+            notes,
+            ctx.config,
+        )
 
     def _systems(self, ctx: Context) -> reports.FileSystemSource:
         if self.file_systems is not None:
@@ -220,3 +282,13 @@ class DashboardCore:
 
 def _first_known(*answers: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
     return next((a for a in answers if a is not None), None)
+
+
+def place_of(ref: ClusterRef) -> Place:
+    """Where a governed cluster is: its account (when known), region, and the profile that reaches it."""
+    return Place(ref.account, ref.region, ref.profile)
+
+
+def _holds(ctx: Context, ref: ClusterRef, approval_id: str) -> bool:
+    record = ctx.store.get((ctx.engine().accounts.known(ref) or ref).key)
+    return record is not None and any(a.id == approval_id for a in record.approvals)

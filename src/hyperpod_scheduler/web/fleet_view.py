@@ -13,15 +13,18 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from hyperpod_scheduler.app.actions import actions
 from hyperpod_scheduler.app.compose import Context
 from hyperpod_scheduler.app.history import notable
 from hyperpod_scheduler.app.status import StatusRow, fleet_status, status_row
 from hyperpod_scheduler.app.wording import clock, countdown, usd, when
 from hyperpod_scheduler.engine.fleet import Governed
+from hyperpod_scheduler.engine.stop_forecast import StopForecast
 from hyperpod_scheduler.schedule.clock import zone as iana_zone
-from hyperpod_scheduler.web import acting
+from hyperpod_scheduler.web import places
 from hyperpod_scheduler.web.core import WEEK, DashboardCore
 from hyperpod_scheduler.web.fleet_query import FleetQuery, facets, listed
+from hyperpod_scheduler.web.places import Place
 from hyperpod_scheduler.web.tonight import tonight
 
 # The rows are the store's of at most ROWS_MAX_AGE_S ago, or ROWS_STALE_S while a newer reading is
@@ -47,13 +50,19 @@ def fleet(
     rows = []
     for r in fleet_status(ctx, governed=found):
         g = governed.get(r.key)
+        forecast = dash.stop_forecast(ctx, g.ref, g.schedule) if g is not None else None
         rows.append(
             {
                 **fleet_row_of(r, saved.get(r.key, 0.0 if g is not None else None), ctx.now()),
-                "tonight": tonight(dash, ctx, g, r),
-                "actions": available_actions(r),
+                "tonight": tonight(ctx, g, r, forecast),
+                "actions": available_actions(r, forecast),
             }
         )
+    # Two rows of one name (two accounts' `train`): their links carry account and region.
+    profiles = {g.ref.key: g.ref.profile for g in found}
+    spots = [(row["cluster"], Place(row["account"], row["region"], profiles.get(row["key"]))) for row in rows]
+    for row, where in zip(rows, places.queries(spots), strict=True):
+        row["where"] = where
     return rows
 
 
@@ -183,9 +192,10 @@ def fleet_row(ctx: Context, g: Governed, month_saving: float | None) -> dict[str
     return fleet_row_of(status_row(ctx, g), month_saving)
 
 
-def available_actions(r: StatusRow) -> list[str]:
-    """The buttons that make sense now (``acting.buttons``)."""
-    return acting.buttons(r.state, bool(r.billing), r.hold is not None)
+def available_actions(r: StatusRow, forecast: StopForecast | Exception | None) -> list[str]:
+    """The buttons that make sense now (``app.actions.actions``, from what a stop would send)."""
+    known = forecast if isinstance(forecast, StopForecast) else None
+    return actions(r.state, bool(r.billing), r.hold is not None, known, r.recorded_sizes)
 
 
 def fleet_summary(

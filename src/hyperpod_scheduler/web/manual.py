@@ -4,20 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from hyperpod_scheduler.app.actions import act_now, change_text, check_hold, nothing_text, stop_forecast
 from hyperpod_scheduler.app.compose import Context
-from hyperpod_scheduler.app.instants import parse_instant
 from hyperpod_scheduler.app.wording import when
-from hyperpod_scheduler.errors import UsageError
-from hyperpod_scheduler.guards.capacity import protections
 from hyperpod_scheduler.store.records import HistoryEntry
 from hyperpod_scheduler.web.core import ACTIONS, ActionName, DashboardCore, NotFound
+from hyperpod_scheduler.web.places import ANYWHERE, Place
 
 
-def preview(dash: DashboardCore, name: str, action: str) -> dict[str, Any]:
+def preview(dash: DashboardCore, name: str, action: str, place: Place = ANYWHERE) -> dict[str, Any]:
     """What a stop or start from the dashboard would do, group by group, and what it is worth per
     hour; read-only (DescribeCluster, the record, the policy, prices)."""
     ctx = dash.context()
-    _, ref = dash.target(ctx, name)
+    _, ref = dash.target(ctx, name, place)
     record = ctx.store.get(ref.key)
     out: dict[str, Any] = {"action": action, "groups": [], "nothing": None, "in_flight": None, "error": None}
     if record is not None and record.pending is not None:
@@ -27,16 +26,17 @@ def preview(dash: DashboardCore, name: str, action: str) -> dict[str, Any]:
         out["error"] = f"cannot describe the cluster: {view}"
         return out
     prices = ctx.prices()
-    policy = ref.settings.policy
-    kept = {p.group: p for p in protections(view.groups, policy)}
     recorded = record.snapshot.sizes if record is not None and record.snapshot is not None else {}
+    # A stop: what the planner and the guards would send now (app.actions), the same answer as `plan`.
+    forecast = stop_forecast(ctx, ref, view) if action == "stop" else None
+    fates = {g.group: g for g in forecast.groups} if forecast is not None else {}
     saved = still = 0.0
     for v in view.groups:
         now_count = max(v.current, v.target)
-        if action == "stop":
-            p = kept.get(v.name)
-            after = min(p.keep_at, now_count) if p is not None else 0
-            change = f"stays at {after}: {p.reason}" if p is not None and after else ("to 0" if now_count else "at 0")
+        fate = fates.get(v.name)
+        kept_by = ""
+        if fate is not None:
+            after, change, kept_by = fate.after, change_text(fate), fate.kept_by
         else:
             size = recorded.get(v.name)
             after = size.count if size is not None else now_count
@@ -53,22 +53,20 @@ def preview(dash: DashboardCore, name: str, action: str) -> dict[str, Any]:
                 "now": now_count,
                 "after": after,
                 "change": change,
+                "kept_by": kept_by,
                 "usd_per_hour_each": hourly,
             }
         )
-    if action == "stop" and not any(x["now"] > x["after"] for x in out["groups"]):
-        out["nothing"] = (
-            "already stopped: nothing would be sent"
-            if all(x["now"] == 0 for x in out["groups"])
-            else "every group with nodes is protected: nothing would be sent"
-        )
+    if forecast is not None:
+        out["nothing"] = nothing_text(forecast)
+        out["outcome"] = forecast.outcome
     if action == "start" and not recorded:
         out["nothing"] = "no sizes recorded for this cluster: a start would do nothing"
     elif action == "start" and all(x["now"] == x["after"] for x in out["groups"]):
         out["nothing"] = "already at the recorded sizes: nothing would be sent"
     out["usd_per_hour_saved"] = round(saved, 2) if action == "stop" else None
     out["usd_per_hour_after"] = round(still, 2)
-    out["checkpoints"] = action == "stop" and ref.settings.checkpoints is not None
+    out["checkpoints"] = forecast is not None and forecast.audited_at_stop
     return out
 
 
@@ -81,6 +79,7 @@ def act(
     until: str | None = None,
     hold_state: str = "running",
     reason: str = "",
+    place: Place = ANYWHERE,
 ) -> dict[str, Any]:
     """Hold, release, stop or start one cluster; recorded in the history with who asked."""
     if action not in ACTIONS:
@@ -88,7 +87,7 @@ def act(
     dash.authorize(token)
     ctx = dash.context()
     try:
-        return _act(dash, ctx, name, action, by, until, hold_state, reason)
+        return _act(dash, ctx, name, action, by, until, hold_state, reason, place)
     finally:
         if ctx is not dash.fixed_context:
             ctx.close()  # a checkpoint channel a stop opened
@@ -103,19 +102,16 @@ def _act(
     until: str | None,
     hold_state: str,
     reason: str,
+    place: Place,
 ) -> dict[str, Any]:
-    g = dash.governed(ctx, name)
+    g = dash.governed(ctx, name, place)
     who = f"dashboard:{(by or 'anonymous').strip()[:64]}"
     engine = ctx.engine(actor=who)
     now = ctx.now()
     if action == "hold":
-        if hold_state not in ("running", "stopped"):
-            raise UsageError(f"state: {hold_state!r} is not 'running' or 'stopped'")
-        end = parse_instant(until, "until") if until else None
-        if end is not None and end <= now:
-            raise UsageError(f"until: {until!r} is not in the future")
-        engine.set_hold(g.ref, hold_state, end, reason or "dashboard")  # type: ignore[arg-type]
-        message = f"held {hold_state}" + (f" until {end.isoformat()}" if end else " until released")
+        kept, end = check_hold(hold_state, until, now, state_field="state", until_field="until")
+        engine.set_hold(g.ref, kept, end, reason or "dashboard")
+        message = f"held {kept}" + (f" until {end.isoformat()}" if end else " until released")
         return {"cluster": name, "action": action, "kind": "ok", "message": message, "by": who}
     if action == "release":
         released = engine.release(g.ref)
@@ -127,12 +123,9 @@ def _act(
             "by": who,
         }
     said = (reason or "").strip()[:500]
-    shown = preview(dash, name, action)
-    result = engine.act(
-        g.ref,
-        action,
-        transition_id=f"dashboard-{action}@{now.isoformat()}",
-        reason=f"dashboard: {said}" if said else "dashboard",
+    shown = preview(dash, name, action, place)
+    result = act_now(
+        engine, g.ref, action, now, source="dashboard", reason=f"dashboard: {said}" if said else "dashboard"
     )
     # The engine writes history when an update settles (possibly on a later tick, by the
     # scheduler); this line records who asked, at once.

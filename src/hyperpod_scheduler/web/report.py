@@ -12,6 +12,7 @@ from markupsafe import Markup
 
 from hyperpod_scheduler import __version__
 from hyperpod_scheduler.app import report as reports
+from hyperpod_scheduler.app import wording
 from hyperpod_scheduler.app.compose import Context
 from hyperpod_scheduler.cost.settings import CostSettings
 from hyperpod_scheduler.inputs import files
@@ -22,6 +23,7 @@ HERE = Path(__file__).parent
 
 def render_report(dash: Dashboard, since: str | None = None, until: str | None = None, tz: str | None = None) -> str:
     env = Environment(loader=FileSystemLoader(str(HERE / "templates")), autoescape=select_autoescape(["html"]))
+    env.globals["hours"] = wording.hours
     fleet = dash.fleet_page()
     rows = fleet["rows"]
     values: dict[str, Any] = {

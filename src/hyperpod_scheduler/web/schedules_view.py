@@ -7,12 +7,13 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from hyperpod_scheduler.app.actions import never_stopped
 from hyperpod_scheduler.app.compose import Context
 from hyperpod_scheduler.app.status import status_row
 from hyperpod_scheduler.engine.fleet import Governed
+from hyperpod_scheduler.engine.stop_forecast import StopForecast
 from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
 from hyperpod_scheduler.web import grid as grids
-from hyperpod_scheduler.web import truth
 from hyperpod_scheduler.web.config_edit import read_document, write_schedule
 from hyperpod_scheduler.web.core import DashboardCore, NotFound
 
@@ -69,10 +70,8 @@ def schedules(dash: DashboardCore, tz: str | None) -> dict[str, Any]:
                 "hours_running": running,
                 "hours_stopped": 168 - running,
                 "stopped_pct": round(100 * (168 - running) / 168),
-                "releasable_usd_per_hour": round(_releasable(ctx, users.get(name, [])), 2),
-                "never_stopped": truth.never_stopped(
-                    lambda g: dash.describe_cached(ctx, g.ref), users.get(name, []), lambda g: _recorded(ctx, g)
-                ),
+                "releasable_usd_per_hour": round(_releasable(dash, ctx, users.get(name, [])), 2),
+                "never_stopped": _never_stopped(dash, ctx, users.get(name, [])),
             }
         )
     return {"viewer_timezone": zone.key, "days": list(grids.day_names()), "schedules": out}
@@ -98,22 +97,38 @@ def save_schedule(dash: DashboardCore, name: str, grid: grids.Grid, token: str |
     return {"name": name, "windows": entry["windows"], "timezone": entry["timezone"]}
 
 
+def _never_stopped(dash: DashboardCore, ctx: Context, clusters: list[Governed]) -> list[str]:
+    """The clusters whose scheduled stop sends nothing because it keeps every group with nodes
+    (``app.actions.never_stopped``); one that cannot be described is left out (not claimed either way)."""
+    out = []
+    for g in clusters:
+        forecast = dash.stop_forecast(ctx, g.ref, g.schedule)
+        if isinstance(forecast, StopForecast) and never_stopped(forecast, _recorded(ctx, g)):
+            out.append(g.ref.name)
+    return out
+
+
 def _recorded(ctx: Any, g: Governed) -> dict[str, int]:
-    """The sizes the cluster's record keeps (what a start restores), for ``truth.stops_nothing``."""
+    """The sizes the cluster's record keeps (what a start restores)."""
     record = ctx.store.get(g.ref.key)
     return {n: s.count for n, s in record.snapshot.sizes.items()} if record and record.snapshot else {}
 
 
-def _releasable(ctx: Context, clusters: list[Governed]) -> float:
+def _releasable(dash: DashboardCore, ctx: Context, clusters: list[Governed]) -> float:
     """What the clusters on a schedule bill an hour while running, less what their stops keep: the
-    figure a stopped hour saves (from recorded sizes; a cluster never stopped yet counts nothing)."""
+    figure a stopped hour saves (from recorded sizes; a cluster never stopped yet counts nothing). What
+    a stop keeps is the planner's and the guards' answer; when the cluster cannot be described, what
+    its last stop kept."""
     prices = ctx.prices()
     total = 0.0
     for g in clusters:
         record = ctx.store.get(g.ref.key)
-        row = status_row(ctx, g)
         sizes = record.snapshot.sizes if record is not None and record.snapshot is not None else {}
-        kept = {k.group: k.kept for k in row.protected}
+        forecast = dash.stop_forecast(ctx, g.ref, g.schedule) if sizes else None
+        if isinstance(forecast, StopForecast):
+            kept = {k.group: k.after for k in forecast.kept}
+        else:
+            kept = {k.group: k.kept for k in status_row(ctx, g).protected}
         for group, size in sizes.items():
             price = prices.instance(size.instance_type) if size.instance_type else None
             if price is not None:

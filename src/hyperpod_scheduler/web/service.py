@@ -20,6 +20,7 @@ from hyperpod_scheduler.web import approval_page, cluster_view, fleet_view, manu
 from hyperpod_scheduler.web import grid as grids
 from hyperpod_scheduler.web.core import ACTIONS, DashboardCore, NotFound, Refused
 from hyperpod_scheduler.web.fleet_query import FleetQuery
+from hyperpod_scheduler.web.places import ANYWHERE, Place
 
 
 class Dashboard(DashboardCore):
@@ -56,11 +57,13 @@ class Dashboard(DashboardCore):
     def week(self, ctx: Context, rows: list[dict[str, Any]], now: datetime) -> list[dict[str, Any]]:
         return fleet_view.week(ctx, rows, now)
 
-    def cluster(self, name: str, start_text: str | None = None, viewer: tzinfo | None = None) -> dict[str, Any]:
-        return cluster_view.cluster(self, name, start_text, viewer)
+    def cluster(
+        self, name: str, start_text: str | None = None, viewer: tzinfo | None = None, place: Place = ANYWHERE
+    ) -> dict[str, Any]:
+        return cluster_view.cluster(self, name, start_text, viewer, place)
 
-    def preview(self, name: str, action: str) -> dict[str, Any]:
-        return manual.preview(self, name, action)
+    def preview(self, name: str, action: str, place: Place = ANYWHERE) -> dict[str, Any]:
+        return manual.preview(self, name, action, place)
 
     def act(
         self,
@@ -71,9 +74,10 @@ class Dashboard(DashboardCore):
         until: str | None = None,
         hold_state: str = "running",
         reason: str = "",
+        place: Place = ANYWHERE,
     ) -> dict[str, Any]:
         try:
-            return manual.act(self, name, action, token, by, until, hold_state, reason)
+            return manual.act(self, name, action, token, by, until, hold_state, reason, place)
         finally:
             self.looks.changed()  # the Fleet page shows what the action did at once
 
@@ -89,12 +93,14 @@ class Dashboard(DashboardCore):
         finally:
             self.looks.changed()
 
-    def approval(self, name: str, approval_id: str, token: str) -> dict[str, Any]:
-        return approval_page.approval(self, name, approval_id, token)
+    def approval(self, name: str, approval_id: str, token: str, place: Place = ANYWHERE) -> dict[str, Any]:
+        return approval_page.approval(self, name, approval_id, token, place)
 
-    def answer_approval(self, name: str, approval_id: str, token: str, approve: bool, by: str) -> dict[str, Any]:
+    def answer_approval(
+        self, name: str, approval_id: str, token: str, approve: bool, by: str, place: Place = ANYWHERE
+    ) -> dict[str, Any]:
         try:
-            return approval_page.answer_approval(self, name, approval_id, token, approve, by)
+            return approval_page.answer_approval(self, name, approval_id, token, approve, by, place)
         finally:
             self.looks.changed()
 

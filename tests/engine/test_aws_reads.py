@@ -1,0 +1,157 @@
+"""Issue 27 item 8: while AWS does not answer, the faces say so and since when. A DescribeCluster that
+fails is kept on the cluster's record (the last failed read, and the last good one), and `status` (table
+and JSON) and the dashboard read "AWS unreachable since ...; sizes as of ..." instead of showing the
+record's sizes as live. The emulator's faults answer every call with HTTP 500."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+import yaml
+from botocore.config import Config as BotoConfig
+from botocore.exceptions import ClientError, EndpointConnectionError
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from hyperpod_scheduler.app.compose import Context, chain_clients
+from hyperpod_scheduler.cli.main import app as cli_app
+from hyperpod_scheduler.cluster.samples import slurm_request
+from hyperpod_scheduler.config.load import load_config
+from hyperpod_scheduler.emulator import Emulator, running_emulator
+from hyperpod_scheduler.engine import reads
+from hyperpod_scheduler.store import open_store
+from hyperpod_scheduler.web import Dashboard, create_app
+from tests.engine.conftest import ROLE, START, settle
+
+NAME = "c1"
+FAST = {"provisioning": [300, 360], "ami_setup": [200, 240], "deep_health_check": [1800, 2000]}
+
+
+@dataclass
+class Rig:
+    emu: Emulator
+    client: Any
+    config: Path
+    state: Path
+
+    def tick(self) -> list[Any]:
+        with open_store(str(self.state)) as store:
+            ctx = Context(load_config(self.config), store, chain_clients(lambda ref: self.client), self.emu.clock.now)
+            return [r.kind for r in ctx.tick(ctx.fleet().governed())]
+
+    def record(self) -> Any:
+        with open_store(str(self.state)) as store:
+            [key] = [k for k in store.list_keys() if k.endswith(f"/{NAME}")]
+            return store.get(key)
+
+    def status(self) -> dict[str, Any]:
+        at = self.emu.clock.now().isoformat()
+        argv = ["status", "--json", "--config", str(self.config), "--state", str(self.state), "--at", at]
+        result = CliRunner().invoke(cli_app, argv)
+        assert result.exit_code == 0, result.output
+        [row] = json.loads(result.output)
+        return dict(row)
+
+    def api(self) -> dict[str, Any]:
+        dash = Dashboard(
+            config_file=str(self.config),
+            state=str(self.state),
+            now=self.emu.clock.now,
+            client_for=lambda r: self.client,
+        )
+        [row] = TestClient(create_app(dash, allowed_hosts=["testserver"])).get("/api/fleet").json()
+        return dict(row)
+
+
+@pytest.fixture
+def rig(tmp_path: Path) -> Iterator[Rig]:
+    with running_emulator(virtual_start=START, seed=5, capacity={"timing": FAST}) as emu:
+        session = boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1")
+        # One attempt a call: a failing AWS fails at once, not after botocore's backoff.
+        client = session.client(
+            "sagemaker", endpoint_url=emu.endpoint, config=BotoConfig(retries={"total_max_attempts": 1})
+        )
+        client.create_cluster(**slurm_request(NAME, {"gpu": ("ml.g5.12xlarge", 2)}, role=ROLE))
+        settle(emu, client, NAME)
+        config, state = tmp_path / "hyperpod-scheduler.yaml", tmp_path / "state.sqlite"
+        document = {
+            "state": str(state),
+            "targets": [{"region": "us-east-1", "clusters": [{"name": NAME, "schedule": "Mon-Fri 08:00-18:00 UTC"}]}],
+        }
+        config.write_text(yaml.safe_dump(document), encoding="utf-8")
+        yield Rig(emu, client, config, state)
+
+
+def test_status_and_the_dashboard_say_since_when_aws_has_not_answered(rig: Rig) -> None:
+    # Monday 06:00: the schedule wants the cluster stopped; the stop goes out and settles.
+    rig.tick()
+    settle(rig.emu, rig.client, NAME)
+    rig.tick()
+    good = rig.record().reads
+    assert good is not None and good.ok_at is not None and not good.failing
+    assert rig.status()["aws"]["reachable"] is True
+    # 08:00: the start is due, and AWS answers nothing but HTTP 500.
+    rig.emu.advance((START.replace(hour=8) - rig.emu.clock.now()).total_seconds())
+    rig.emu.faults = {"error_rate": 1.0}
+    assert rig.tick() == ["error"]
+    failed_at = rig.emu.clock.now()
+    bad = rig.record().reads
+    assert bad.failing_since == failed_at and bad.failed_at == failed_at and bad.ok_at == good.ok_at
+    assert "InternalFailure" in (bad.error or "") or "500" in (bad.error or "")
+    rig.emu.advance(300)
+    rig.tick()  # a later failure keeps the first one's time
+    assert rig.record().reads.failing_since == failed_at
+    said = f"AWS unreachable since Mon 30 Nov 08:00 UTC; sizes as of Mon 30 Nov {good.ok_at:%H:%M} UTC"
+    for row in (rig.status(), rig.api()):
+        assert row["flags"][0] == {"kind": "stale", "text": said}, row["flags"]
+        assert row["state_text"].startswith("stopped") and "(last known)" in row["state_text"], row["state_text"]
+        assert row["aws"]["reachable"] is False and row["aws"]["failing_since"] == failed_at.isoformat()
+        assert row["aws"]["sizes_as_of"] == good.ok_at.isoformat()
+    table = CliRunner().invoke(
+        cli_app,
+        ["status", "--config", str(rig.config), "--state", str(rig.state), "--at", rig.emu.clock.now().isoformat()],
+        env={"COLUMNS": "400"},
+    )
+    assert "AWS unreachable since Mon 30 Nov 08:00 UTC" in table.output, table.output
+    # AWS answers again: the start goes out, and the faces no longer call anything stale.
+    rig.emu.faults = {"error_rate": 0.0}
+    rig.tick()
+    after = rig.record().reads
+    assert not after.failing and after.ok_at is not None and after.ok_at > failed_at
+    assert all(f["kind"] != "stale" for f in rig.status()["flags"]) and rig.status()["aws"]["reachable"] is True
+
+
+def test_an_answer_is_not_a_failed_read_and_a_connection_that_fails_is() -> None:
+    not_found = ClientError(
+        {"Error": {"Code": "ResourceNotFound", "Message": "no"}, "ResponseMetadata": {"HTTPStatusCode": 400}},
+        "Describe",
+    )
+    throttled = ClientError(
+        {"Error": {"Code": "ThrottlingException"}, "ResponseMetadata": {"HTTPStatusCode": 400}}, "D"
+    )
+    assert not reads.unanswered(not_found)
+    assert reads.unanswered(throttled)
+    assert reads.unanswered(EndpointConnectionError(endpoint_url="http://127.0.0.1:1"))
+    assert not reads.unanswered(ValueError("a bug"))
+
+
+def test_a_good_read_is_written_when_it_ends_a_failure_and_otherwise_at_most_every_ten_minutes() -> None:
+    t0 = START
+    first = reads.merged(None, reads.Seen(ok_at=t0), t0)
+    assert first is not None and first.ok_at == t0
+    assert reads.merged(first, reads.Seen(ok_at=t0 + timedelta(minutes=1)), t0) is None  # nothing a face shows
+    assert reads.merged(first, reads.Seen(ok_at=t0 + reads.OK_EVERY), t0) is not None
+    failing = reads.merged(first, reads.Seen(failed_at=t0 + timedelta(minutes=2), error="x"), t0)
+    assert failing is not None and failing.failing_since == t0 + timedelta(minutes=2) and failing.sizes_as_of == t0
+    back = reads.merged(failing, reads.Seen(ok_at=t0 + timedelta(minutes=3)), t0)
+    assert back is not None and not back.failing and back.ok_at == t0 + timedelta(minutes=3)
+    # Failing with no good read remembered: the sizes are as of the record's last write.
+    never = reads.merged(None, reads.Seen(failed_at=t0, error="x"), t0 - timedelta(hours=1))
+    assert never is not None and never.sizes_as_of == t0 - timedelta(hours=1)
