@@ -30,7 +30,7 @@ from hyperpod_scheduler.web.tonight import tonight
 # The rows are the store's of at most ROWS_MAX_AGE_S ago, or ROWS_STALE_S while a newer reading is
 # being made beside the request (the page says as of when).
 ROWS_MAX_AGE_S = 5.0
-ROWS_STALE_S = 60.0
+ROWS_STALE_S = 120.0  # above the page's own reload (every minute): a viewer is never the one who waits
 
 
 def fleet(
@@ -78,7 +78,7 @@ def fleet_document(dash: DashboardCore) -> dict[str, Any]:
     reading = dash.looks.reading(ctx)  # first: a stale fleet starts its refresh beside this request
     now = ctx.now()
     # Kept while the config and the pause stay the same and no look or action moved since (app.looks):
-    # a few seconds as they are, up to a minute while they are built again beside the request.
+    # a few seconds as they are, up to two minutes while they are built again beside the request.
     token = (ctx.config.model_dump_json(include={"targets", "schedules", "defaults", "cost"}), ctx.paused)
     fresh = dash.rows_max_age_s
 
