@@ -1,5 +1,6 @@
 """``hyperpod-scheduler report`` at fleet scale (issue 30): 10, 100 and 1,000 clusters with stop/start
-history, FSx discovery through the emulator (its own process) with 0 and 20 ms added to every AWS call.
+history (and the records the stops left), FSx discovery through the emulator (its own process) with 0 and
+20 ms added to every AWS call.
 
     .venv/bin/python bench/report_fleet_bench.py [--runs 3] [--quick]
 
@@ -21,8 +22,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -30,8 +33,10 @@ sys.path.insert(0, str(HERE))
 from emulator_bench import Http, _port  # noqa: E402
 from hyperpod_scheduler.app import report as reports  # noqa: E402
 from hyperpod_scheduler.aws.clients import AwsClients  # noqa: E402
+from hyperpod_scheduler.cluster.storage import storage_members  # noqa: E402
 from hyperpod_scheduler.config.model import Config  # noqa: E402
 from hyperpod_scheduler.store import HistoryEntry, open_store  # noqa: E402
+from hyperpod_scheduler.store.records import ClusterRecord, GroupSize, Snapshot  # noqa: E402
 from tick_bench import CREDENTIALS, START, create_fleet, emulator_process, names  # noqa: E402
 
 CLI = [str(Path(sys.executable).with_name("hyperpod-scheduler"))]
@@ -39,14 +44,33 @@ ACCOUNT = "123456789012"
 TARGETS = {0: 1.5, 20: 3.0}  # seconds at 1,000 clusters, by added latency
 
 
-def _store(path: Path, clusters: list[str]) -> None:
-    """A night per cluster: a stop at 19:00 and a start at 08:00 the next morning."""
+def _store(path: Path, clusters: list[str], storage: dict[str, dict[str, Any]]) -> None:
+    """A night per cluster: a stop at 19:00 and a start at 08:00 the next morning, and the record that
+    stop left, as the scheduler writes it: its sizes and what FSx discovery reads of the DescribeCluster
+    answer it was planned on (``Snapshot.storage``), so ``report`` describes no cluster (issue 30)."""
     with open_store(str(path)) as store:
         for name in clusters:
             key = f"{ACCOUNT}/us-east-1/{name}"
             stopped = START - timedelta(days=2, hours=-9)
             for at, action in ((stopped, "stop"), (stopped + timedelta(hours=13), "start")):
                 store.append_history(HistoryEntry(key=key, at=at, action=action, actor="bench", outcome="settled"))
+            snapshot = Snapshot(
+                taken_at=stopped,
+                sizes={"cpu": GroupSize(count=2, instance_type="ml.c5.xlarge")},
+                transition_id=f"bench-{name}",
+                reason="stop",
+                storage=storage[name],
+            )
+            record = ClusterRecord.new(key, stopped).evolve(snapshot=snapshot, applied_state="running")
+            store.put(record, 0)
+
+
+def _storage(endpoint: str, clusters: list[str]) -> dict[str, dict[str, Any]]:
+    """What each stop kept of its DescribeCluster answer (untimed: the scheduler's own looks made them)."""
+    client = AwsClients(endpoint).client("sagemaker", None, "us-east-1")
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda n: client.describe_cluster(ClusterName=n), clusters))
+    return {n: storage_members(a) for n, a in zip(clusters, answers, strict=True)}
 
 
 def _wall(command: list[str], env: dict[str, str]) -> float:
@@ -87,13 +111,18 @@ def main() -> None:
         f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at start (other work on the "
         f"machine too); emulator in its own process; {runs} run(s) each, interleaved, median wall"
     )
+    print(
+        "the store holds each cluster's record as its last stop left it, so `report` finds FSx mounts there "
+        "(no DescribeCluster); the in-process columns describe every cluster (the reference: how it was)"
+    )
     rows: list[tuple[int, int, float, float, float, float | None, float | None]] = []
     with emulator_process() as endpoint:
         create_fleet(endpoint, max(sizes))
+        storage = _storage(endpoint, names(max(sizes)))
         stores = {}
         for n in sizes:
             stores[n] = folder / f"state-{n}.sqlite"
-            _store(stores[n], names(n))
+            _store(stores[n], names(n), storage)
         env = {
             # Byte-code cached in the bench's folder (PYTHONDONTWRITEBYTECODE dropped): an installed package
             # has its .pyc files; without them every run compiles every module (a second of start-up here).

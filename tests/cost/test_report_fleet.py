@@ -15,8 +15,13 @@ import pytest
 from hyperpod_scheduler.app import report as reports
 from hyperpod_scheduler.aws.clients import AwsClients
 from hyperpod_scheduler.cluster.samples import slurm_request
+from hyperpod_scheduler.cluster.storage import storage_members
 from hyperpod_scheduler.config.model import Config
+from hyperpod_scheduler.cost import fsx
 from hyperpod_scheduler.emulator import Emulator, running_emulator
+from hyperpod_scheduler.engine.fleet import ref_for
+from hyperpod_scheduler.engine.runner import Engine
+from hyperpod_scheduler.store.memory import MemoryStore
 from tests.engine.conftest import START
 
 NAMES = [f"fleet-{i:02d}" for i in range(12)]
@@ -182,3 +187,55 @@ def test_a_kept_refresh_file_holds_no_access_key(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLEEXAMPLE02")
     two = cli_report._identity(ctx, AwsClients())
     assert one != two and "AKIA" not in one
+
+
+def test_what_a_stop_keeps_of_the_answer_finds_the_same_fsx_as_the_whole_answer() -> None:
+    # Mounts on a group, a lifecycle prefix, a restricted group's managed FSx: everything FSx discovery
+    # reads, and what the engine keeps with a stop's sizes (cluster.storage) must find the same.
+    answer: dict[str, Any] = {
+        "ClusterName": "c",
+        "ClusterStatus": "InService",
+        "InstanceGroups": [
+            {
+                "InstanceGroupName": "workers",
+                "InstanceType": "ml.p5.48xlarge",
+                "CurrentCount": 4,
+                "LifeCycleConfig": {"SourceS3Uri": "s3://bucket/lifecycle/", "OnCreate": "on_create.sh"},
+                "InstanceStorageConfigs": [
+                    {"EbsVolumeConfig": {"VolumeSizeInGB": 500}},
+                    {"FsxLustreConfig": {"DnsName": "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com"}},
+                ],
+            },
+            {"InstanceGroupName": "controller", "InstanceType": "ml.m5.xlarge", "CurrentCount": 1},
+        ],
+        "RestrictedInstanceGroups": [
+            {"InstanceGroupName": "r", "EnvironmentConfig": {"FSxLustreConfig": {"SizeInGiB": 1200}}}
+        ],
+        "RestrictedInstanceGroupsConfig": {
+            "SharedEnvironmentConfig": {"CurrentFSxLustreConfig": {"SizeInGiB": 2400, "PerUnitStorageThroughput": 250}}
+        },
+    }
+    kept = storage_members(answer)
+    assert fsx.ids_from_storage_configs(kept) == fsx.ids_from_storage_configs(answer) == ["fs-0123456789abcdef0"]
+    assert fsx.source_uris(kept) == fsx.source_uris(answer) == ["s3://bucket/lifecycle/"]
+    assert fsx.managed_file_systems(kept) == fsx.managed_file_systems(answer) != []
+    assert "controller" not in json.dumps(kept) and "InstanceType" not in json.dumps(kept)  # nothing else
+
+
+def test_report_describes_no_cluster_whose_stop_the_engine_recorded(emu: Emulator) -> None:
+    emu.advance(3600)  # every cluster in service: a stop is sent
+    store = MemoryStore()
+    client = AwsClients(emu.endpoint).client("sagemaker", None, "us-east-1")
+    engine = Engine(store, lambda ref: client, emu.clock.now)
+    for name in NAMES[:6]:
+        assert engine.act(ref_for(name, "us-east-1"), "stop", transition_id=f"t-{name}").kind == "sent"
+    keys = sorted(store.list_keys())
+    assert len(keys) == 6
+    describing, described = _finder(emu, 4)
+    expected = describing(keys, [])
+    assert described.calls == 6
+    reading, none = _finder(emu, 4, described=reports.seen_by_stops(store))
+    notes: list[str] = []
+    assert reading(keys, notes) == expected  # the tagged file systems of the first five, as before
+    assert none.calls == 0
+    assert "FSx mounts of 6 cluster(s) as the scheduler's own last look at them recorded them" in " ".join(notes)

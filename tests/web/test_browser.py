@@ -200,6 +200,38 @@ def test_fleet_page_on_a_phone_keeps_every_label(phone: Watched, week: DemoWeek)
     phone.clean()
 
 
+@pytest.mark.parametrize("viewport", ["laptop", "phone"])
+def test_a_fleet_larger_than_a_page_is_searched_and_paged_at_both_widths(
+    browser: Any, week: DemoWeek, viewport: str
+) -> None:
+    # A page of one row stands in for 1,000 clusters at 50 a page (issue 30): the same form and pager.
+    watched = Watched(browser, LAPTOP if viewport == "laptop" else PHONE)
+    try:
+        page = watched.goto(week.url + "/?per_page=1")
+        assert page.locator("tr.cluster-row").count() == 1
+        assert "Clusters 1–1 of 3" in page.locator("#shown").inner_text()
+        assert (
+            page.evaluate("document.documentElement.scrollWidth")
+            <= (LAPTOP if viewport == "laptop" else PHONE)["width"] + 1
+        )
+        assert _axe(page) == []
+        first = page.locator("tr.cluster-row").first.get_attribute("data-cluster")
+        page.get_by_role("link", name=re.compile("next 1")).click()
+        page.wait_for_url("**page=2**")
+        assert page.locator("tr.cluster-row").first.get_attribute("data-cluster") != first
+        search = page.get_by_role("searchbox", name="Search")
+        search.fill("g5")
+        search.press("Enter")
+        page.wait_for_url("**q=g5**")
+        assert [r.get_attribute("data-cluster") for r in page.locator("tr.cluster-row").all()] == ["g5-dev"]
+        assert "matching (of 3)" in page.locator("#shown").inner_text()
+        assert _axe(page) == []
+        _shot(page, f"fleet-search-{viewport}")
+        watched.clean()
+    finally:
+        watched.context.close()
+
+
 # ---- cluster pages ---------------------------------------------------------------------------------
 
 

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from hyperpod_scheduler.agent.channel import Channel
     from hyperpod_scheduler.agent.messages import SlurmShape
     from hyperpod_scheduler.agent.settings import CheckpointSettings
+    from hyperpod_scheduler.app.looks import Looks
     from hyperpod_scheduler.engine.fleet import AccountLookup, Fleet, Governed, Pool
     from hyperpod_scheduler.engine.readiness import Lead
     from hyperpod_scheduler.engine.runner import ClusterRef, Engine, Result
@@ -145,8 +146,11 @@ class Context:
         notify: bool = True,
         paused: Pause | None = None,
         accounts: AccountLookup | None = None,
+        looks: Looks | None = None,
     ) -> None:
         self.config = config
+        # The faces' shared cache of DescribeCluster answers (app.looks): the engine's own looks keep it fresh.
+        self.looks = looks
         # Faces read this one fact to say the fleet is paused (status, the Fleet page).
         self.paused = paused
         self.accounts = accounts
@@ -208,6 +212,7 @@ class Context:
             read_file=self.read_file,
             releases=releases_for,
             slurm_shape=self.slurm_shape,
+            looked=self.looks.record if self.looks is not None else None,
         )
 
     def read_file(self, ref: ClusterRef, uri: str) -> bytes:

@@ -109,6 +109,9 @@ class FileSystemFinder:
     concurrency: int = DISCOVERY_CONCURRENCY
     # The last refresh kept on disk too, for the next process (a `report` run again within cache_s).
     saved: SavedRefresh | None = None
+    # A DescribeCluster answer already at hand for a cluster key (the dashboard's shared looks, which the
+    # engine's own describes keep fresh): used instead of describing that cluster again.
+    described: Callable[[str], Mapping[str, Any] | None] | None = None
 
     def __call__(self, keys: Sequence[str], notes: list[str]) -> dict[str, list[FileSystem]]:
         cached = self.cache.get(tuple(keys))
@@ -143,9 +146,10 @@ class FileSystemFinder:
             if (region, profile) not in places:
                 places[(region, profile)] = self._place(region, profile, settings.discover, notes)
         lock = threading.Lock()
+        reused = [0]
 
         def one(item: tuple[str, str | None, str, list[str], str | None]) -> tuple[list[FileSystem] | None, list[str]]:
-            _, region, name, configured, profile = item
+            key, region, name, configured, profile = item
             place = places[(region, profile)]
             said: list[str] = []
             if place.failed is not None:
@@ -154,7 +158,13 @@ class FileSystemFinder:
                 cluster, s3 = None, None
                 if settings.discover:
                     try:
-                        cluster = dict(place.sagemaker.describe_cluster(ClusterName=name))
+                        known = self.described(key) if self.described is not None else None
+                        if known is not None:
+                            with lock:
+                                reused[0] += 1
+                        cluster = dict(
+                            known if known is not None else place.sagemaker.describe_cluster(ClusterName=name)
+                        )
                         # Only a cluster with lifecycle scripts has a provisioning_parameters.json to read.
                         if fsx.source_uris(cluster):
                             with lock:
@@ -181,6 +191,11 @@ class FileSystemFinder:
                 answers = list(pool.map(one, work))
         else:
             answers = [one(item) for item in work]
+        if reused[0]:
+            notes.append(
+                f"FSx mounts of {reused[0]} cluster(s) as the scheduler's own last look at them recorded them "
+                "(no DescribeCluster of their own)"
+            )
         out: dict[str, list[FileSystem]] = {}
         for (key, *_), (systems, said) in zip(work, answers, strict=True):  # in the keys' order, as before
             notes.extend(said)
@@ -266,6 +281,25 @@ def _file_system(raw: Any) -> FileSystem:
     )
 
 
+@dataclass
+class SeenByStops:
+    """For ``FileSystemFinder.described``: what the engine kept of a cluster's DescribeCluster answer
+    with its last stop (``Snapshot.storage``), or None (never stopped, or stopped before it was kept).
+    ``known``: records already read (``build`` hands over the ones it read: not read twice)."""
+
+    store: StateStore
+    known: dict[str, ClusterRecord | None] = field(default_factory=dict)
+
+    def __call__(self, key: str) -> Mapping[str, Any] | None:
+        record = self.known[key] if key in self.known else self.store.get(key)
+        snapshot = record.snapshot if record is not None else None
+        return snapshot.storage if snapshot is not None else None
+
+
+def seen_by_stops(store: StateStore) -> SeenByStops:
+    return SeenByStops(store)
+
+
 def _age(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
@@ -330,6 +364,9 @@ def build(
     keys = sorted({e.key for e in entries if e.action in ("stop", "start")})
     records = {k: store.get(k) for k in keys}
     said = list(notes)
+    seen = getattr(file_systems, "described", None)
+    if isinstance(seen, SeenByStops) and seen.store is store:
+        seen.known.update(records)  # FSx discovery reads these same records' snapshots
     systems = file_systems(keys, said)
     governing = schedules_for(config, keys) if config is not None else {}
     report = build_report(entries, records, systems, table, since, until, said, governing)
@@ -367,12 +404,14 @@ __all__ = [
     "FileSystemFinder",
     "FileSystemSource",
     "SavedRefresh",
+    "SeenByStops",
     "build",
     "cost_settings",
     "none_found",
     "prices",
     "profile_for",
     "schedules_for",
+    "seen_by_stops",
     "split_key",
     "window",
 ]

@@ -75,6 +75,7 @@ def file_system_finder(ctx: Context, aws: AwsClients | None = None, max_age: flo
         aws,
         cache_s=max_age,
         saved=saved,
+        described=reports.seen_by_stops(ctx.store),
     )
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
+from hyperpod_scheduler.cluster.storage import storage_members
 from hyperpod_scheduler.cluster.view import ClusterView
 from hyperpod_scheduler.store.records import (
     ClusterRecord,
@@ -231,7 +232,14 @@ def snapshot_for_stop(
             image_release=g.image_release,
             health_checks=bool(g.details.get("OnStartDeepHealthChecks")),
         )
-    snapshot = Snapshot(taken_at=now, sizes=sizes, transition_id=transition_id, reason="stop", cluster_arn=view.arn)
+    snapshot = Snapshot(
+        taken_at=now,
+        sizes=sizes,
+        transition_id=transition_id,
+        reason="stop",
+        cluster_arn=view.arn,
+        storage=storage_members(view.raw),  # for report's FSx discovery: no DescribeCluster of its own
+    )
     return snapshot, tuple(notes)
 
 

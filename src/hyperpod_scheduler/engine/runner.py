@@ -60,6 +60,7 @@ class Engine:
         read_file: Callable[[ClusterRef, str], bytes] | None = None,
         releases: Releases | None = None,
         slurm_shape: Callable[[ClusterRef], SlurmShape | None] | None = None,
+        looked: Callable[[ClusterRef, ClusterView, datetime], None] | None = None,
     ) -> None:
         self.store = store
         self.client_for = client_for
@@ -83,6 +84,9 @@ class Engine:
         self.slurm_shape = slurm_shape
         # The HyperPod AMI releases known for a cluster (engine.images); None: no group changes release.
         self.releases = releases
+        # Told of every DescribeCluster answer this engine accepts (the faces' shared cache of looks,
+        # app.looks): a tick's own look refreshes what the dashboard shows, at no extra call.
+        self.looked = looked
         self.accounts = Accounts(store, now, self.entry, lambda ref, m: self.emit(ref, "note", m))
         self._plan_groups: dict[tuple[str | None, str | None, str], dict[str, tuple[list[str], str | None]]] = {}
         # Keys whose record watched no training plan when this tick's turn read it: the plan watch after
@@ -150,6 +154,8 @@ class Engine:
                 plans[g.training_plan_arn] = ([*groups, g.name], g.instance_type)
         if plans:  # for the plan watch: a tick with nothing due makes no DescribeCluster of its own
             self._plan_groups[(ref.region, ref.profile, ref.name)] = plans
+        if self.looked is not None:
+            self.looked(ref, view, self.now())
         return view
 
     def keep_reads(self, ref: ClusterRef, *, write: bool = True) -> None:

@@ -74,6 +74,9 @@ class Schedule:
         self._cache: OrderedDict[int, _Period] = OrderedDict()
         self._edges: dict[float, list[float]] = {}  # the same weeks' edges, keyed for is_running's lookup
         self._changes_cache: OrderedDict[int, list[tuple[int, bool]]] = OrderedDict()
+        # The last few spans asked for: a fleet page asks every cluster under this schedule the same
+        # week ahead (issue 30), and each answer is the same frozen transitions.
+        self._spans: dict[tuple[float, float], tuple[Transition, ...]] = {}  # plain dict: ticks share it in threads
         self._span = self._change_span()
 
     def __repr__(self) -> str:
@@ -119,10 +122,17 @@ class Schedule:
     def transitions(self, start: datetime, end: datetime) -> list[Transition]:
         """Every transition with ``start <= at < end``, in order."""
         lo, hi = epoch(start), epoch(end)
+        held = self._spans.get((lo, hi))
+        if held is not None:
+            return list(held)
         found: list[tuple[int, bool]] = []
         for k in range(self._index(lo), self._index(hi) + 1):
             found.extend(t for t in self._changes(k) if lo <= t[0] < hi)
-        return [_transition(t) for t in found]
+        out = tuple(_transition(t) for t in found)
+        if len(self._spans) >= 8:
+            self._spans = {}  # a handful of spans are asked for again and again; the rest once
+        self._spans[(lo, hi)] = out
+        return list(out)
 
     def next_transitions(self, after: datetime, count: int = 1) -> list[Transition]:
         """The next ``count`` transitions strictly after ``after`` (fewer if the schedule stops changing;

@@ -154,6 +154,10 @@ class Snapshot(Stored):
     # The cluster these sizes are of: a start onto another cluster of the same name (deleted and created
     # again while stopped) is refused. None in snapshots from before it was kept.
     cluster_arn: str | None = None
+    # What FSx discovery reads of the DescribeCluster answer the stop was planned on (cost.fsx
+    # storage_members: mounts, lifecycle prefixes, managed FSx): ``report`` then describes no cluster the
+    # store knows. None in snapshots from before it was kept.
+    storage: dict[str, Any] | None = None
 
 
 # The phases of a start, in order: nodes asked for, launched, lifecycle setup passed, deep health

@@ -6,6 +6,7 @@ the dashboard was started with, sent as ``Authorization: Bearer`` (API) or typed
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable
 from datetime import datetime
@@ -32,6 +33,7 @@ from hyperpod_scheduler.inputs.text import clean
 from hyperpod_scheduler.web import acting, places, zones
 from hyperpod_scheduler.web import grid as grids
 from hyperpod_scheduler.web.edge import Edge, HostAllowList
+from hyperpod_scheduler.web.fleet_query import FleetQuery
 from hyperpod_scheduler.web.service import ACTIONS, Dashboard, NotFound, Refused
 
 HERE = Path(__file__).parent
@@ -90,6 +92,11 @@ def _shown(exc: Exception) -> str:
     # which field and what is wrong, the person who sent it knows what they sent.
     text = _QUOTED.sub("(value not shown)", scrub(clean(str(exc), one_line=True)))
     return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
+
+
+def _all_of(query: FleetQuery) -> FleetQuery:
+    """A search or filter without ``per_page``: every match, on one page (the API's rows as before)."""
+    return dataclasses.replace(query, page=1, per_page=1_000_000)
 
 
 def _place(
@@ -188,10 +195,25 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
         return page(request, "message.html", 502, title="AWS error", message=message)
 
     # ---- JSON API ---------------------------------------------------------------------------------
-    @app.get("/api/fleet", tags=["read"], responses=ERRORS)
-    def api_fleet() -> list[dict[str, Any]]:
-        """Every governed cluster: schedule, state, hold, next transition, protected groups, month's net saving."""
-        return dash.fleet()
+    @app.get("/api/fleet", tags=["read"], responses=ERRORS, response_model=list[dict[str, Any]])
+    def api_fleet(
+        q: Annotated[str | None, Query(description="Search: words found in the name, account or region")] = None,
+        state: Annotated[str | None, Query(description="Only clusters in this state (running, stopped, ...)")] = None,
+        region: Annotated[str | None, Query(description="Only clusters in this region")] = None,
+        account: Annotated[str | None, Query(description="Only clusters in this account")] = None,
+        page: Annotated[str | None, Query(description="Page number (with per_page; from 1)")] = None,
+        per_page: Annotated[str | None, Query(description="Rows a page (1 to 500); none: every row")] = None,
+    ) -> Response:
+        """Every cluster (governed first): schedule, state, hold, next transition, protected groups, month's
+        net saving. With a search, a filter or ``per_page``: the matching rows, a page at a time; the
+        headers ``X-Total-Count`` (every cluster) and ``X-Matched-Count`` (those that match) say how many."""
+        asked = any(v not in (None, "") for v in (q, state, region, account, page, per_page))
+        query = FleetQuery.parse(q, state, region, account, page, per_page) if asked else None
+        if query is not None and not per_page and not page:
+            query = _all_of(query)  # a search or a filter alone: every match, as the rows were before
+        body, total, matched = dash.fleet_json(query)
+        headers = {"X-Total-Count": str(total), "X-Matched-Count": str(matched)}
+        return Response(body, media_type="application/json", headers=headers)
 
     @app.get("/api/fleet/summary", tags=["read"], responses=ERRORS)
     def api_fleet_summary() -> dict[str, Any]:
@@ -280,7 +302,10 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
     # ---- pages --------------------------------------------------------------------------------------
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def fleet_page(request: Request) -> Response:
-        shown = zones.fleet_in(dash.fleet_page(), zone_of(request))
+        p = request.query_params
+        query = FleetQuery.parse(p.get("q"), p.get("state"), p.get("region"), p.get("account"), p.get("page"),
+                                 p.get("per_page"))  # fmt: skip
+        shown = zones.fleet_in(dash.fleet_page(query), zone_of(request))
         return page(request, "fleet.html", f=shown)
 
     @app.get("/clusters/{name}", response_class=HTMLResponse, include_in_schema=False)

@@ -9,10 +9,10 @@ them together for the app.
 from __future__ import annotations
 
 import hmac
+import os
 import threading
-import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -23,8 +23,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 from hyperpod_scheduler.app import actions
 from hyperpod_scheduler.app import report as reports
 from hyperpod_scheduler.app.compose import Context, Source, chain_clients
+from hyperpod_scheduler.app.looks import Looks
 from hyperpod_scheduler.aws.clients import AwsClients
 from hyperpod_scheduler.config.load import config_path, load_config
+from hyperpod_scheduler.config.model import Config
 from hyperpod_scheduler.cost import summary
 from hyperpod_scheduler.cost.fsx import FileSystem
 from hyperpod_scheduler.cost.savings import Report
@@ -44,7 +46,6 @@ if TYPE_CHECKING:
     from hyperpod_scheduler.store.base import StateStore
 
 _MEMO_LOCK = threading.Lock()
-DESCRIBE_CACHE_S = 60.0  # the fleet page describes each cluster for its "why"; a minute-old answer will do
 WEEK = timedelta(days=7)
 ActionName = Literal["hold", "release", "stop", "start"]
 ACTIONS: tuple[ActionName, ...] = ("hold", "release", "stop", "start")
@@ -83,7 +84,14 @@ class DashboardCore:
     _fsx_cache: dict[tuple[str, ...], tuple[float, dict[str, list[FileSystem]], list[str]]] = field(
         default_factory=dict
     )
-    _describe_cache: dict[str, tuple[float, Any]] = field(default_factory=dict)
+    # The fleet's governed clusters and DescribeCluster answers, read by one shared refresh and by the
+    # engine's own looks (app.looks), never once per cluster per request. Shared by a dataclasses.replace.
+    looks: Looks = field(default_factory=Looks)
+    # The Fleet page's rows are the store's of at most this long ago (web.fleet_view; 0: every request).
+    rows_max_age_s: float = 5.0  # web.fleet_view.ROWS_MAX_AGE_S
+    # The config file parsed once per version of it (a 1,000-cluster YAML is a second to parse): keyed
+    # by what changes when it is saved, and by the HYPERPOD_SCHEDULER_* settings that may apply to it.
+    _config_memo: tuple[tuple[Any, ...], Config] | None = None
     # The governed fleet as one request's context read it: finding it again is discovery again
     # (ListClusters and tags), and a page asks for a cluster and then for its namesakes.
     _governed_in: weakref.WeakKeyDictionary[Context, list[Governed]] = field(default_factory=weakref.WeakKeyDictionary)
@@ -100,10 +108,11 @@ class DashboardCore:
         if self._store is None and self.source is not None:
             self._store = self.source().store
         if self._store is None:
-            self._store = open_store(self.state or load_config(self.config_file).state)
+            self._store = open_store(self.state or self._config().state)
         return self._store
 
     def close(self) -> None:
+        self.looks.close()  # a refresh beside a request still reading the store: let it end first
         if self._store is not None:
             self._store.close()
             self._store = None
@@ -116,11 +125,27 @@ class DashboardCore:
             src = self.source()
             return Context(
                 src.config, self.store(), src.clients, self.now, actor="dashboard", paused=src.paused,
-                accounts=src.accounts,
+                accounts=src.accounts, looks=self.looks,
             )  # fmt: skip
         return Context(
-            load_config(self.config_file), self.store(), chain_clients(self.client_for), self.now, actor="dashboard"
+            self._config(), self.store(), chain_clients(self.client_for), self.now, actor="dashboard", looks=self.looks
         )
+
+    def _config(self) -> Config:
+        path = self.config_path
+        try:
+            st = path.stat() if path is not None else None
+        except OSError:
+            st = None  # load_config says what is wrong with it
+        env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("HYPERPOD_SCHEDULER_")))
+        key = (str(path), st.st_mtime_ns, st.st_size, st.st_ino, env) if st is not None else None
+        memo = self._config_memo
+        if key is not None and memo is not None and memo[0] == key:
+            return memo[1]
+        config = load_config(self.config_file)
+        if key is not None:
+            self._config_memo = (key, config)
+        return config
 
     # ---- access ----------------------------------------------------------------------------------
     def token_matches(self, given: str | None) -> bool:
@@ -139,7 +164,7 @@ class DashboardCore:
         """The governed cluster ``name`` at ``place`` (two targets' clusters of one name: the address must
         say which, else ``Ambiguous`` naming each). ``holding``: an approval id, which also tells two
         namesakes apart (the link a notification carried names the cluster only)."""
-        found = [(place_of(g.ref), g) for g in self.all_governed(ctx) if g.ref.name == name]
+        found = [(place_of(g.ref), g) for g in self.all_governed(ctx, fresh=True) if g.ref.name == name]
         try:
             g = places.one(name, place, found)
         except places.Ambiguous:
@@ -152,7 +177,9 @@ class DashboardCore:
         return g
 
     def target(self, ctx: Context, name: str, place: Place = ANYWHERE) -> tuple[Governed | None, ClusterRef]:
-        """A governed cluster, or one the store remembers (a manual stop outside the config)."""
+        """A governed cluster, or one the store remembers (a manual stop outside the config). For the
+        pages that only read: from the shared reading of the fleet (no discovery per view of a cluster);
+        an action finds its cluster afresh (``governed``)."""
         governed = self.all_governed(ctx)
         g = places.one(name, place, [(place_of(x.ref), x) for x in governed if x.ref.name == name])
         if g is not None:
@@ -170,10 +197,16 @@ class DashboardCore:
         where = f" in {place.text()}" if place.asked else ""
         raise NotFound(f"cluster: {name!r} is not governed by the config and not in the state store{where}")
 
-    def all_governed(self, ctx: Context) -> list[Governed]:
-        """``ctx``'s governed fleet, read once per request context."""
+    def all_governed(self, ctx: Context, *, fresh: bool = False) -> list[Governed]:
+        """``ctx``'s governed fleet, read once per request context: for a page that only reads, the
+        dashboard's shared reading (app.looks: no discovery per view); ``fresh`` (an action): found now."""
         with _MEMO_LOCK:
-            hit = self._governed_in.get(ctx)
+            hit = self._governed_in.get(ctx) if fresh else None
+        if hit is None and not fresh:
+            try:
+                return self.looks.reading(ctx).governed
+            except (ClientError, BotoCoreError, HyperpodSchedulerError):
+                pass  # nothing could be read: the fleet's own reading below says what it could
         if hit is None:
             hit = ctx.fleet().governed()
             with _MEMO_LOCK:
@@ -190,16 +223,17 @@ class DashboardCore:
         return place_of(ref).query() if len(keys | {ref.key}) > 1 else ""
 
     def describe_cached(self, ctx: Context, ref: ClusterRef) -> Any:
-        """DescribeCluster through the engine (answers checked), or the exception it raised; reused for
-        a minute, so a fleet page does not describe every cluster on every view."""
-        hit = self._describe_cache.get(ref.key)
-        if hit is not None and time.monotonic() - hit[0] < DESCRIBE_CACHE_S:
-            return hit[1]
+        """DescribeCluster through the engine (answers checked), or the exception it raised, from the
+        shared looks (app.looks): a look younger than their ``max_age`` (a tick's, an action's, the
+        fleet refresh's), or an older one while the fleet refresh is reading it again; else read now."""
+        look = self.looks.look(ref)
+        if look is not None and (ctx.now() - look.at < self.looks.max_age or self.looks.refreshing):
+            return look.answer
         try:
             answer: Any = ctx.engine().describe(ref)
         except (ClientError, BotoCoreError, HyperpodSchedulerError) as exc:
             answer = exc
-        self._describe_cache[ref.key] = (time.monotonic(), answer)
+        self.looks.keep(ref, answer, ctx.now())  # a caller's context (the HTML report) has no engine hook
         return answer
 
     def stop_forecast(
@@ -230,18 +264,24 @@ class DashboardCore:
     def _systems(self, ctx: Context) -> reports.FileSystemSource:
         if self.file_systems is not None:
             return self.file_systems
+        stopped = reports.seen_by_stops(ctx.store)
         return reports.FileSystemFinder(
             ctx.config,
             lambda region, profile: ctx.client_for(ClusterRef("", "", region, profile)),
             self.aws,
             cache_s=FSX_CACHE_S,
             cache=self._fsx_cache,
+            described=lambda key: _first_known(self.looks.raw(key), stopped(key)),
         )
 
     def this_month(self, ctx: Context) -> dict[str, Any]:
         now = ctx.now()
         month = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
         return summary.as_document(self.report(ctx, month, now)) if now > month else {"clusters": []}
+
+
+def _first_known(*answers: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    return next((a for a in answers if a is not None), None)
 
 
 def place_of(ref: ClusterRef) -> Place:

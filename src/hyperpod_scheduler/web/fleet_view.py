@@ -1,4 +1,11 @@
-"""The Fleet page: every cluster's row, the summary strip and the week's events worth a flag."""
+"""The Fleet page: every cluster's row, the summary strip and the week's events worth a flag.
+
+At fleet scale (issue 30) a request makes no AWS call per cluster: the governed clusters and their
+DescribeCluster answers come from the dashboard's shared looks (app.looks), and the rows built from them
+and the store are kept for ``ROWS_MAX_AGE_S`` (the page says as of when), rebuilt sooner when the looks
+move (an engine's look, a refresh) or the dashboard acts. A request then searches, filters and takes one
+page of them (web.fleet_query); the strip at the top stays the whole fleet's.
+"""
 
 from __future__ import annotations
 
@@ -16,8 +23,14 @@ from hyperpod_scheduler.engine.stop_forecast import StopForecast
 from hyperpod_scheduler.schedule.clock import zone as iana_zone
 from hyperpod_scheduler.web import places
 from hyperpod_scheduler.web.core import WEEK, DashboardCore
+from hyperpod_scheduler.web.fleet_query import FleetQuery, facets, listed
 from hyperpod_scheduler.web.places import Place
 from hyperpod_scheduler.web.tonight import tonight
+
+# The rows are the store's of at most ROWS_MAX_AGE_S ago, or ROWS_STALE_S while a newer reading is
+# being made beside the request (the page says as of when).
+ROWS_MAX_AGE_S = 5.0
+ROWS_STALE_S = 120.0  # above the page's own reload (every minute): a viewer is never the one who waits
 
 
 def fleet(
@@ -33,7 +46,7 @@ def fleet(
     doc = month if month is not None else dash.this_month(ctx)
     saved = {c["key"]: c["window"]["saving"] for c in doc["clusters"]}
     bounded = {c["key"] for c in doc["clusters"] if c.get("price_is_upper_bound")}
-    found = governed_fleet(ctx) if found is None else found
+    found = governed_fleet(dash, ctx) if found is None else found
     governed = {g.ref.key: g for g in found}
     rows = []
     for r in fleet_status(ctx, governed=found):
@@ -54,31 +67,94 @@ def fleet(
     return rows
 
 
-def governed_fleet(ctx: Context) -> list[Governed]:
-    fleet = ctx.fleet()
-    found = fleet.governed()
-    unread = [p.cause for p in fleet.problems if p.cause is not None]
-    if unread and not found:
-        raise unread[0]  # nothing could be read at all: say why (502), rather than an empty fleet
-    return found
+def governed_fleet(dash: DashboardCore, ctx: Context) -> list[Governed]:
+    """The governed clusters as the shared looks found them (discovery once per fleet, not per request);
+    a fleet nothing of which could be read raises why (a 502)."""
+    return dash.looks.reading(ctx).governed
 
 
-def fleet_page(dash: DashboardCore) -> dict[str, Any]:
-    """The Fleet page: the summary strip, every cluster, and the week's events worth a flag. The
-    governed clusters are read once for all of it."""
+def fleet_document(dash: DashboardCore) -> dict[str, Any]:
+    """Every row, the summary strip and the week: built from the store and the looks, kept a few seconds."""
     ctx = dash.context()
+    reading = dash.looks.reading(ctx)  # first: a stale fleet starts its refresh beside this request
+    now = ctx.now()
+    # Kept while the config and the pause stay the same and no look or action moved since (app.looks):
+    # a few seconds as they are, up to two minutes while they are built again beside the request.
+    token = (ctx.config.model_dump_json(include={"targets", "schedules", "defaults", "cost"}), ctx.paused)
+    fresh = dash.rows_max_age_s
+
+    def build() -> dict[str, Any]:
+        return _build(dash, ctx, reading.governed)
+
+    if fresh <= 0:
+        return build()
+    return dict(dash.looks.kept("fleet", token, build, now, fresh, max(fresh, ROWS_STALE_S)))
+
+
+def _build(dash: DashboardCore, ctx: Context, found: Sequence[Governed]) -> dict[str, Any]:
     now = ctx.now()
     month = dash.this_month(ctx)
-    found = governed_fleet(ctx)
     rows = fleet(dash, month, ctx, found)
+    reading = dash.looks.reading(ctx)
+    if any(
+        r["recorded_at"]
+        and (look := reading.looks.get(r["key"])) is not None
+        and datetime.fromisoformat(r["recorded_at"]) > look.at
+        for r in rows
+    ):
+        dash.looks.nudge(ctx)  # the engine wrote a record after its look (another process acted): read again
+    sizes_at = reading.sizes_at
     return {
         "rows": rows,
         "summary": fleet_summary(ctx, rows, month, now, found),
         "week": week(ctx, rows, now),
         "as_of": now.isoformat(),
         "as_of_text": when(now),
+        "sizes_as_of": sizes_at.isoformat() if sizes_at else None,
         "paused": ctx.paused.line() if ctx.paused else None,
     }
+
+
+def fleet_page(dash: DashboardCore, query: FleetQuery | None = None) -> dict[str, Any]:
+    """The Fleet page: the summary strip, the clusters (with ``query``: the page of them it asks for;
+    without: every one, as the self-contained HTML report shows them), and the week's events."""
+    doc = fleet_document(dash)
+    now = dash.now()
+    rows = doc["rows"]
+    sizes_at = datetime.fromisoformat(doc["sizes_as_of"]) if doc["sizes_as_of"] else None
+    # The kept rows and transitions are shared by every request: what a page changes in its own (the
+    # viewer's time zone, the buttons) is changed in copies.
+    summary = {**doc["summary"], "transitions": [dict(t) for t in doc["summary"]["transitions"]]}
+    out = {
+        **doc,
+        "summary": summary,
+        "rows": [dict(r) for r in rows] if query is None else rows,
+        "as_of_age": _ago(now - datetime.fromisoformat(doc["as_of"])),
+        "sizes_text": f"cluster sizes as of {clock_hm(sizes_at)}, {_ago(now - sizes_at)}" if sizes_at else None,
+        "refresh_failure": dash.looks.failure,
+        "facets": facets(rows),
+        "transitions_listed": listed(summary["transitions"]),
+        "unpriced_listed": listed(doc["summary"]["unpriced"], 5),
+        "week_listed": listed(doc["week"], 20),
+    }
+    if query is not None:
+        selection = query.select(rows)
+        out["rows"] = [dict(r) for r in selection.pop("rows")]
+        out["selection"] = selection
+    return out
+
+
+def clock_hm(at: datetime) -> str:
+    return f"{at:%H:%M}Z" if at.utcoffset() == timedelta(0) else f"{at:%H:%M %Z}"
+
+
+def _ago(delta: timedelta) -> str:
+    seconds = max(delta.total_seconds(), 0.0)
+    if seconds < 90:
+        return f"{seconds:.0f} s ago"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min ago"
+    return f"{seconds / 3600:.1f} h ago"
 
 
 def week(ctx: Context, rows: list[dict[str, Any]], now: datetime) -> list[dict[str, Any]]:

@@ -5,13 +5,15 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from hyperpod_scheduler.app.actions import never_stopped
 from hyperpod_scheduler.app.compose import Context
 from hyperpod_scheduler.app.status import status_row
 from hyperpod_scheduler.cost.prices import group_price
 from hyperpod_scheduler.engine.fleet import Governed
 from hyperpod_scheduler.engine.stop_forecast import StopForecast
-from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
 from hyperpod_scheduler.web import grid as grids
 from hyperpod_scheduler.web.config_edit import read_document, write_schedule
 from hyperpod_scheduler.web.core import DashboardCore, NotFound
@@ -21,7 +23,10 @@ def schedules(dash: DashboardCore, tz: str | None) -> dict[str, Any]:
     zone = grids.viewer_zone(tz)
     ctx = dash.context()
     now = ctx.now()
-    governed = ctx.fleet().governed()
+    try:
+        governed = dash.looks.reading(ctx).governed  # the shared reading: no discovery per view
+    except (ClientError, BotoCoreError, HyperpodSchedulerError):
+        governed = ctx.fleet().governed()  # nothing could be read: the schedules, with whatever could
     users: dict[str, list[Governed]] = {}
     for g in governed:
         users.setdefault(g.schedule_label, []).append(g)
