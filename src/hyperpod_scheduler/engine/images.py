@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from hyperpod_scheduler.aws.failures import FailureCause
 from hyperpod_scheduler.cluster.view import ClusterView, GroupView
 from hyperpod_scheduler.engine.ref import ClusterRef, ImagePolicy
 from hyperpod_scheduler.store.records import GroupOutcome, ImageState, ImageUpdate, ImageWhy
@@ -209,7 +210,7 @@ def request(view: ClusterView, updates: Sequence[ImageUpdate]) -> dict[str, obje
 
 def _fault_of_release(o: GroupOutcome) -> bool:
     # A start that failed for want of capacity says nothing about the release its nodes would have run.
-    return o.outcome in ("failed", "partial") and "capacity" not in o.detail.lower()
+    return o.outcome in ("failed", "partial") and o.cause is not FailureCause.CAPACITY
 
 
 def judged(state: ImageState, outcomes: Sequence[GroupOutcome], view: ClusterView) -> ImageState:
