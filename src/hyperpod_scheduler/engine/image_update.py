@@ -216,6 +216,7 @@ def _taken(eng: Engine, ref: ClusterRef, record: ClusterRecord, view: ClusterVie
     changes = {"pending": [], "phase": None, "since": None, "taken": taken, "trial": trial}
     record = _store(eng, ref, record, state.evolve(**changes))
     eng.emit(ref, "note", f"AMI update settled: {images.line(state.pending)}")
+    crashpoints.reached("after-image-taken")  # a re-run finds nothing pending: it restores, pinning the new release
     return record, view
 
 
