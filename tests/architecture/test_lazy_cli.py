@@ -101,7 +101,7 @@ STATUS_UNUSED = (
     "hyperpod_scheduler.config.load",
     "hyperpod_scheduler.app.compose",
     "hyperpod_scheduler.app.status",
-    "hyperpod_scheduler.cli.ops",
+    "hyperpod_scheduler.cli.status_full",
 )
 
 
@@ -126,7 +126,7 @@ def test_status_with_a_config_or_a_store_still_reads_them(tmp_path: Path) -> Non
     (tmp_path / "hyperpod-scheduler.yaml").write_text("targets: []\n", encoding="utf-8")
     code, modules = _modules_after("status", "--state", "memory:", cwd=tmp_path, env=env)
     assert code == 0
-    assert "hyperpod_scheduler.cli.ops" in modules and "hyperpod_scheduler.config.model" in modules
+    assert "hyperpod_scheduler.cli.status_full" in modules and "hyperpod_scheduler.config.model" in modules
     (tmp_path / "hyperpod-scheduler.yaml").unlink()
     store = tmp_path / "kept.sqlite"
     store.write_bytes(b"")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hyperpod_scheduler.cli.ops import ConfigWatch
+from hyperpod_scheduler.cli.config_watch import ConfigWatch
 from hyperpod_scheduler.config.model import Config
 
 GOOD = (

@@ -196,7 +196,7 @@ def test_an_unreadable_file_keeps_the_head_with_the_compute_and_says_why(rig: Ri
 def test_plan_applies_the_remembered_roles_of_a_cluster_without_slurm_config(rig: Rig) -> None:
     # Issue 26/27: plan read DescribeCluster only, so a cluster whose roles live in
     # provisioning_parameters.json got no head warning and no protected head in plan.
-    from hyperpod_scheduler.cli.ops import _protection_rows
+    from hyperpod_scheduler.cli.plan import _protection_rows
 
     _put_parameters(rig)
     rig.stop("stop-1", {"release_scarce_capacity": True})

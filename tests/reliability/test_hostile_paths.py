@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from hyperpod_scheduler.cli.ops import ConfigWatch
+from hyperpod_scheduler.cli.config_watch import ConfigWatch
 from hyperpod_scheduler.cluster.create import create_cluster
 from hyperpod_scheduler.cluster.load import load_report
 from hyperpod_scheduler.config.load import load_config

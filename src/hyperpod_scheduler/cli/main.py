@@ -42,17 +42,17 @@ COMMANDS: dict[str, Entry] = {
     "agent": Entry("agent", "The Slurm agent on the controller: run, install-script, audit.", "app"),
     "config": Entry("deploy", "The fleet config stored in the hub: push, pull.", "config_app"),
     "stop": Entry(
-        "ops", "Record every group's size, then scale every group to 0 in one UpdateCluster (protected groups stay)."
+        "manual", "Record every group's size, then scale every group to 0 in one UpdateCluster (protected groups stay)."
     ),
-    "start": Entry("ops", "Restore every group to its recorded size in one UpdateCluster."),
-    "tick": Entry("ops", "One reconcile pass over every governed cluster (for cron)."),
-    "run": Entry("ops", "The long-running loop: tick every --interval seconds, following edits of the config file."),
+    "start": Entry("manual", "Restore every group to its recorded size in one UpdateCluster."),
+    "tick": Entry("tick", "One reconcile pass over every governed cluster (for cron)."),
+    "run": Entry("run", "The long-running loop: tick every --interval seconds, following edits of the config file."),
     "status": Entry(
         "status",
         "Every cluster the config governs or the store remembers: state (and what still bills), schedule, next "
         "transition in the schedule's timezone, flags; -o wide adds sizes and outcomes.",
     ),
-    "plan": Entry("ops", "What would happen, and when, touching nothing."),
+    "plan": Entry("plan", "What would happen, and when, touching nothing."),
     "history": Entry(
         "records", "The actions taken on a cluster, newest first: what happened, per group, and how long it took."
     ),

@@ -13,3 +13,21 @@ StateOpt = typer.Option(
     None, "--state", help="State store: a SQLite path, sqlite:///path, dynamodb://TABLE?region=R, or memory:."
 )
 JsonOpt = typer.Option(False, "--json", help=JSON_HELP)
+DryRunOpt = typer.Option(False, "--dry-run", help="Show what would be sent; change nothing.")
+RegionOpt = typer.Option(None, "--region", help="AWS region (default: from the config, else the AWS chain).")
+ProfileOpt = typer.Option(None, "--profile", help="AWS profile.")
+
+
+def _cluster_name(value: str) -> str:
+    from hyperpod_scheduler.inputs import args  # checked as parsed; imported only by a command that takes one
+
+    return args.cluster_name(value, "CLUSTER")
+
+
+ClusterArg = typer.Argument(
+    ...,
+    metavar="CLUSTER",
+    help="Cluster name.",
+    show_default=False,
+    callback=_cluster_name,  # before it is looked up, stored or used
+)

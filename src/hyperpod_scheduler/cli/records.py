@@ -2,7 +2,7 @@
 schedule), claim (whose cluster this is) and forget (drop the recorded sizes). Each takes ``--region``
 and ``--profile``: two accounts may each have a cluster of one name.
 
-Exit codes as in ``cli.ops``: 0 done, 2 bad input (an unknown cluster, a name that needs a profile).
+Exit codes as in ``cli.exits``: 0 done, 2 bad input (an unknown cluster, a name that needs a profile).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import typer
 from hyperpod_scheduler.app.history import sentence
 from hyperpod_scheduler.app.wording import duration, iso_minute
 from hyperpod_scheduler.cli.context import make_context, parse_instant
-from hyperpod_scheduler.cli.ops import ClusterArg, ConfigOpt, DryRunOpt, JsonOpt, ProfileOpt, RegionOpt, StateOpt
+from hyperpod_scheduler.cli.options import ClusterArg, ConfigOpt, DryRunOpt, JsonOpt, ProfileOpt, RegionOpt, StateOpt
 from hyperpod_scheduler.cli.output import Column, Listing, console, emit, output_format, output_option
 from hyperpod_scheduler.cli.refs import cluster_ref, governed_ref, known_ref
 from hyperpod_scheduler.engine.messages import sizes_text

@@ -3,7 +3,7 @@
 With nothing configured (no config file, and a store that cannot hold a record: its SQLite file does not
 exist, or ``memory:``) the answer is "no clusters", known from where the two are without reading either:
 that answer imports no engine, store, config model or botocore (issue 30: at most half of ``aws
---version``). Anything else is ``cli.ops``'s, imported when it is needed.
+--version``). Anything else is ``cli.status_full``'s, imported when it is needed.
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ def register(app: typer.Typer) -> None:
         if not watch and nothing_configured(config, state):
             emit(status_listing(_when(at), []), fmt, [])
             return
-        from hyperpod_scheduler.cli import ops  # the engine, the store, botocore: only for clusters to show
+        from hyperpod_scheduler.cli import status_full  # the engine, the store, botocore: only for clusters to show
 
-        ops.show_status(config, state, fmt, watch, interval, at)
+        status_full.show_status(config, state, fmt, watch, interval, at)
 
 
 def _when(at: str | None) -> datetime:

@@ -1,0 +1,41 @@
+"""What tick, run and plan need before they act on the config's clusters: a config file that governs
+some, and an instant checked as it is parsed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from hyperpod_scheduler.cli.context import Context, parse_instant
+from hyperpod_scheduler.cli.output import error_line
+from hyperpod_scheduler.config.load import config_path
+from hyperpod_scheduler.engine.fleet import Governed
+from hyperpod_scheduler.errors import UsageError
+
+
+def instant_check(option: str) -> Callable[[str | None], str | None]:
+    """A callback that checks an instant argument as it is parsed (before any config is looked for)."""
+
+    def check(value: str | None) -> str | None:
+        if value:
+            parse_instant(value, option)
+        return value
+
+    return check
+
+
+def needs_config(config: str | None, command: str) -> None:
+    """``tick``, ``run`` and ``plan`` act on the config's clusters: without one there is nothing to do."""
+    if config_path(config) is None:
+        raise UsageError(
+            f"{command}: no config file: pass -c FILE, set HYPERPOD_SCHEDULER_CONFIG, or create "
+            "./hyperpod-scheduler.yaml (examples/hyperpod-scheduler.yaml shows every key)"
+        )
+
+
+def governed_clusters(ctx: Context, config: str | None, command: str) -> list[Governed]:
+    if not ctx.config.targets:
+        raise UsageError(f"{command}: {config_path(config)} has no targets: it governs no cluster")
+    governed = ctx.fleet().governed()
+    for problem in ctx.fleet().problems:
+        error_line(str(problem))
+    return governed

@@ -1,0 +1,40 @@
+"""``tick``: one reconcile pass over every governed cluster (for cron)."""
+
+from __future__ import annotations
+
+import typer
+
+from hyperpod_scheduler.cli.context import make_context
+from hyperpod_scheduler.cli.exits import exit_for
+from hyperpod_scheduler.cli.governing import governed_clusters, instant_check, needs_config
+from hyperpod_scheduler.cli.options import ConfigOpt, DryRunOpt, JsonOpt, StateOpt
+from hyperpod_scheduler.cli.output import Listing, console, emit, nothing_due, output_format, output_option
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("tick")
+    def tick_cmd(
+        at: str | None = typer.Option(
+            None, "--at", help="Evaluate schedules at this ISO instant instead of now.", callback=instant_check("--at")
+        ),
+        dry_run: bool = DryRunOpt,
+        config: str | None = ConfigOpt,
+        state: str | None = StateOpt,
+        as_json: bool = JsonOpt,
+        output: str | None = output_option(),
+    ) -> None:
+        """One reconcile pass over every governed cluster (for cron). Exit 1 if any cluster failed."""
+        fmt = output_format(output, as_json)
+        needs_config(config, "tick")
+        ctx = make_context(config, state, fmt != "table" and fmt != "wide", at)
+        governed = governed_clusters(ctx, config, "tick")
+        results = ctx.tick(governed, dry_run=dry_run)
+        if fmt in ("json", "yaml"):
+            emit(Listing([]), fmt, [r.__dict__ for r in results])
+        elif not results:
+            console.print("tick: no governed cluster was found (tag-selected targets found none)")
+        elif all(r.kind in ("noop", "quiet") for r in results):
+            console.print(nothing_due(ctx.now(), governed), markup=False)  # cron's log shows the pass ran
+        exit_for(results)
+        if ctx.fleet().problems:
+            raise typer.Exit(1)  # a target or cluster was left out: cron should see it

@@ -1,0 +1,26 @@
+"""The Savings page: the cost report over a range, with cumulative figures and charts."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from hyperpod_scheduler.app.instants import parse_instant
+from hyperpod_scheduler.cost import summary
+from hyperpod_scheduler.web.charts import savings_charts
+from hyperpod_scheduler.web.core import DashboardCore
+
+
+def savings(dash: DashboardCore, since_text: str | None = None, until_text: str | None = None) -> dict[str, Any]:
+    ctx = dash.context()
+    until = parse_instant(until_text, "until") if until_text else ctx.now()
+    since = parse_instant(since_text, "since") if since_text else until - timedelta(days=30)
+    doc = summary.as_document(dash.report(ctx, since, until))
+    nights = doc["nightly"]
+    cumulative, total = [], 0.0
+    for n in nights:
+        total += n["saving"]
+        cumulative.append(round(total, 2))
+    doc["cumulative_saving"] = cumulative
+    doc["charts"] = savings_charts(nights, cumulative)
+    return doc
