@@ -15,11 +15,9 @@ from hyperpod_scheduler.cli.governing import governed_clusters, instant_check, n
 from hyperpod_scheduler.cli.options import ConfigOpt, JsonOpt, StateOpt
 from hyperpod_scheduler.cli.output import Column, Listing, emit, output_format, output_option
 from hyperpod_scheduler.cost.savings import keep_cost_per_night
-from hyperpod_scheduler.engine import fidelity
+from hyperpod_scheduler.engine import fidelity, image_update
 from hyperpod_scheduler.engine.approvals import DEFAULT_APPROVAL_MINUTES
 from hyperpod_scheduler.engine.fleet import HORIZON, Governed, as_mapping, plan
-from hyperpod_scheduler.engine.image_update import wanted as image_forecast
-from hyperpod_scheduler.engine.images import line as image_line
 from hyperpod_scheduler.errors import HyperpodSchedulerError
 from hyperpod_scheduler.guards.approval import needs_approval
 from hyperpod_scheduler.guards.capacity import head_warning, protections
@@ -100,11 +98,10 @@ def _protection_rows(ctx: Context, g: Governed) -> dict[str, Any]:
     warning = head_warning(view.groups, g.policy)
     if warning:
         row["warnings"].append(warning)
-    kept = {p.group for p in protections(view.groups, g.policy)}
-    moves = image_forecast(ctx.engine(), g.ref, ctx.store.get(g.ref.key), view, {x.name for x in view.groups} - kept)
-    row["image_updates"] = [u.model_dump() for u in moves]
-    if moves:
-        row["warnings"].append(f"the next start first moves AMI releases while at zero: {image_line(moves)}")
+    # The evening's AMI forecast: the engine's one value, the dashboard shows the same (engine.image_update).
+    images = image_update.evening(ctx.engine(), g.ref, ctx.store.get(g.ref.key), view)
+    row.update(images.as_json())
+    row["warnings"].extend(images.lines(g.ref.name))
     needing = needs_approval(view, g.policy)
     if needing:
         minutes = g.policy.approval_minutes or DEFAULT_APPROVAL_MINUTES

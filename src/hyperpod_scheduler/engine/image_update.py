@@ -47,6 +47,61 @@ class ImageForecast:
     refused: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     unknown: str | None = None
 
+    def lines(self, cluster: str) -> list[str]:
+        """What a person reads, the same words in `plan` and on the dashboard."""
+        out = []
+        if self.moves:
+            out.append(f"the next start first moves AMI releases while at zero: {images.line(self.moves)}")
+        if self.awaiting:
+            out.append(
+                f"awaiting approval (approve_image): {images.line(self.awaiting)}; unanswered, the groups stay pinned"
+            )
+        if self.gaps:
+            out.append(f"AMI releases kept: {images.gap_line(self.gaps)}")
+        for group, releases in self.refused.items():
+            out.append(
+                f"{group}: AMI {', '.join(releases)} refused after a first morning failed on it; "
+                f"`hyperpod-scheduler allow-image {cluster} {group}` lets it be taken again"
+            )
+        if self.unknown is not None:
+            out.append(f"AMI releases unknown ({self.unknown}): no group changes release")
+        return out
+
+    def for_group(self, cluster: str, group: str) -> list[str]:
+        """What the next morning does to one group's release, in the words ``lines`` uses."""
+        out = [images.line([u]).split(": ", 1)[1] for u in self.moves if u.group == group]
+        out += [
+            f"{images.line([u]).split(': ', 1)[1]}, awaiting approval (unanswered, it stays pinned)"
+            for u in self.awaiting
+            if u.group == group
+        ]
+        out += [images.gap_line([g]).split(": ", 1)[1] for g in self.gaps if g.group == group]
+        if self.refused.get(group):
+            out.append(
+                f"AMI {', '.join(self.refused[group])} refused after a first morning failed on it "
+                f"(`hyperpod-scheduler allow-image {cluster} {group}` lets it be taken again)"
+            )
+        return out
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "image_updates": [u.model_dump() for u in self.moves],
+            "image_awaiting_approval": [u.model_dump() for u in self.awaiting],
+            "image_kept": [
+                {
+                    "group": g.group,
+                    "release": g.current,
+                    "status": g.status,
+                    "why": g.why,
+                    "newer": g.release,
+                    "settles_at": None if g.settles_at is None else g.settles_at.isoformat(),
+                }
+                for g in self.gaps
+            ],
+            "image_refused": {g: list(v) for g, v in self.refused.items()},
+            "image_releases_unknown": self.unknown,
+        }
+
 
 def forecast(
     eng: Engine,

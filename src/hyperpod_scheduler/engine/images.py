@@ -133,14 +133,16 @@ def _decide(
             continue
         status = g.details.get("ImageVersionStatus")
         status = status if isinstance(status, str) else None
-        newer = [r for r in _newer(releases, current) if r.version not in refused]
+        known = _newer(releases, current)
+        newer = [r for r in known if r.version not in refused]
         settled = [r for r in newer if now - r.published_at >= policy.settle]
         security = status == "EndOfLife" or (status in NEEDS_UPDATE and any(r.security_update for r in settled))
         if settled and (mode == "latest" or security):
             why: ImageWhy = "security update" if security else "latest"
             out.append(ImageUpdate(group=g.name, from_release=current, to_release=settled[-1].version, why=why))
             continue
-        gap = _gap(g.name, current, status, mode, newer, settled, policy)
+        gap = None if known and not newer else _gap(g.name, current, status, mode, newer, settled, policy)
+        # (every newer release known was refused for this group: the refusal says so, not a gap)
         if gap is not None:
             out.append(gap)
     return out

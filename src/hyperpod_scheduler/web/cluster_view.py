@@ -9,6 +9,8 @@ from hyperpod_scheduler.app.history import sentence
 from hyperpod_scheduler.app.instants import parse_instant
 from hyperpod_scheduler.app.status import status_row
 from hyperpod_scheduler.app.wording import duration, when
+from hyperpod_scheduler.engine import image_update
+from hyperpod_scheduler.engine.images import managed_release
 from hyperpod_scheduler.guards.capacity import protections
 from hyperpod_scheduler.store.outcomes import read_phases
 from hyperpod_scheduler.store.records import HistoryEntry
@@ -38,7 +40,10 @@ def cluster(
     policy = ref.settings.policy
     view = dash.describe_cached(ctx, ref)
     created = None if isinstance(view, Exception) else truth.created_at(view.raw)
+    forecast = None
     if not isinstance(view, Exception):
+        # The next morning's AMI changes: the engine's one forecast, the one `plan` prints.
+        forecast = image_update.evening(ctx.engine(), ref, record, view)
         groups = [
             {
                 "group": v.name,
@@ -46,6 +51,9 @@ def cluster(
                 "current": v.current,
                 "target": v.target,
                 "status": v.status,
+                "release": managed_release(v),
+                "image_status": v.details.get("ImageVersionStatus"),
+                "image_next": forecast.for_group(ref.name, v.name),
             }
             for v in view.groups
         ]
@@ -56,7 +64,16 @@ def cluster(
         describe_error = str(view)
         if record and record.snapshot:
             groups = [
-                {"group": n, "instance_type": s.instance_type, "current": None, "target": None, "status": None}
+                {
+                    "group": n,
+                    "instance_type": s.instance_type,
+                    "current": None,
+                    "target": None,
+                    "status": None,
+                    "release": None,
+                    "image_status": None,
+                    "image_next": [],
+                }
                 for n, s in record.snapshot.sizes.items()
             ]
     start = parse_instant(start_text, "from") if start_text else now - WINDOW_BACK
@@ -93,6 +110,8 @@ def cluster(
         "protected_groups": protected,
         "describe_error": describe_error,
         "recorded_sizes": {n: s.count for n, s in record.snapshot.sizes.items()} if record and record.snapshot else {},
+        # None: the cluster could not be described, so the next morning's AMI changes are not known.
+        "images": None if forecast is None else {**forecast.as_json(), "lines": forecast.lines(ref.name)},
         "ready_by": {
             "enabled": bool(g is not None and g.schedule.ready_by),
             "lead_minutes": round(lead.lead.total_seconds() / 60, 1) if lead else 0.0,
