@@ -61,7 +61,7 @@ class ImageForecast:
         for group, releases in self.refused.items():
             out.append(
                 f"{group}: AMI {', '.join(releases)} refused after a first morning failed on it; "
-                f"`hyperpod-scheduler allow-image {cluster} {group}` lets it be taken again"
+                f"allow it again with: hyperpod-scheduler allow-image {cluster} {group}"
             )
         if self.unknown is not None:
             out.append(f"AMI releases unknown ({self.unknown}): no group changes release")
@@ -78,8 +78,8 @@ class ImageForecast:
         out += [images.gap_line([g]).split(": ", 1)[1] for g in self.gaps if g.group == group]
         if self.refused.get(group):
             out.append(
-                f"AMI {', '.join(self.refused[group])} refused after a first morning failed on it "
-                f"(`hyperpod-scheduler allow-image {cluster} {group}` lets it be taken again)"
+                f"AMI {', '.join(self.refused[group])} refused after a first morning failed on it; "
+                f"allow it again with: hyperpod-scheduler allow-image {cluster} {group}"
             )
         return out
 
