@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -93,8 +94,9 @@ class Rig:
         return [e.message for e in self.events.events if e.kind == "sent" and "AMI update" in e.message]
 
 
-@pytest.fixture
-def rig() -> Iterator[Rig]:
+@contextmanager
+def emulated() -> Iterator[Rig]:
+    """The emulator with cluster c1 (controller, gpu and cpu on HyperPod releases, own on a custom AMI)."""
     with running_emulator(virtual_start=START, seed=5, capacity={"timing": FAST}) as emu:
         session = boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1")
         client = session.client("sagemaker", endpoint_url=emu.endpoint)
@@ -107,6 +109,12 @@ def rig() -> Iterator[Rig]:
         client.create_cluster(**request)
         settle(emu, client, NAME)
         yield Rig(emu, client, MemoryStore(), Collector())
+
+
+@pytest.fixture
+def rig() -> Iterator[Rig]:
+    with emulated() as made:
+        yield made
 
 
 def governed(image: dict[str, Any]) -> ClusterRef:

@@ -9,6 +9,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from hyperpod_scheduler.aws.failures import FailureCause
 from hyperpod_scheduler.cluster.view import parse_cluster
 from hyperpod_scheduler.engine.images import Release, judged, plan, version_key
 from hyperpod_scheduler.engine.ref import ImagePolicy
@@ -92,10 +93,15 @@ def test_a_change_is_always_to_a_settled_newer_release_of_a_managed_group_at_zer
 def test_a_start_short_of_capacity_leaves_the_release_on_trial_and_a_lifecycle_failure_refuses_it() -> None:
     view = _view([{"count": 0, "release": "1.3.0", "status": "UpToDate", "mode": "security"}])
     state = ImageState(trial={"g0": "1.3.0"}, good={"g0": "1.2.1"})
-    short = GroupOutcome(group="g0", outcome="failed", current=0, target=2, detail="InsufficientCapacity: ml.g5")
+    # The cause is typed at the edge (aws.failures): AWS's words are read there, not here.
+    short = GroupOutcome(
+        group="g0", outcome="failed", current=0, target=2, detail="no ml.g5 to give", cause=FailureCause.CAPACITY
+    )
     after = judged(state, [short], view)
     assert after.trial == {"g0": "1.3.0"} and not after.refused  # a retry brings it up: still on trial
-    broken = GroupOutcome(group="g0", outcome="failed", current=0, target=2, detail="Lifecycle scripts did not run")
+    broken = GroupOutcome(
+        group="g0", outcome="failed", current=0, target=2, detail="capacity of /opt full", cause=FailureCause.OTHER
+    )
     after = judged(after, [broken], view)
     assert after.refused == {"g0": ["1.3.0"]} and not after.trial and after.good == {"g0": "1.2.1"}
     rolled = plan(view, after, ImagePolicy(default="security"), [], NOW)

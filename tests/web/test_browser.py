@@ -515,6 +515,44 @@ def test_the_grid_opens_on_the_working_hours_and_a_schedule_that_stops_nothing_i
 
 
 @pytest.mark.parametrize("viewport", ["laptop", "phone"])
+def test_the_cluster_page_says_each_groups_ami_next_morning_and_the_way_back_for_a_refused_release(
+    browser: Any, week: DemoWeek, viewport: str
+) -> None:
+    """Issue 32: a release refused after its first morning failed is named on its group's row with the
+    command that allows it again; every other group says where its AMI stands (a phone shows the label)."""
+    from hyperpod_scheduler.store import open_store
+    from hyperpod_scheduler.store.records import ImageState
+
+    store = open_store(week.state)
+    key = week.dashboard.cluster("p5-training")["key"]
+    before = store.get(key)
+    assert before is not None
+    store.put(before.evolve(images=ImageState(refused={"p5-workers": ["9.0.0"]})), expected_version=before.version)
+    watched = Watched(browser, LAPTOP if viewport == "laptop" else PHONE)
+    try:
+        page = watched.goto(week.url + "/clusters/p5-training")
+        cells = page.locator("td[data-label='AMI next morning']")
+        texts = [t.strip() for t in cells.all_inner_texts()]
+        assert len(texts) == 3 and all(texts), texts  # every group says something
+        (refused,) = [t for t in texts if "refused" in t]
+        assert "AMI 9.0.0 refused after a first morning failed on it" in refused
+        assert "allow-image p5-training p5-workers" in refused
+        row = page.locator("tr", has_text="9.0.0 refused")
+        assert row.is_visible() and row.bounding_box()["width"] <= page.viewport_size["width"]
+        if viewport == "phone":  # the cards layout labels each cell
+            label = cells.first.evaluate("e => getComputedStyle(e, '::before').content")
+            assert "AMI next morning" in label
+        assert _axe(page) == []
+        _shot(page, f"cluster-ami-next-morning-{viewport}")
+        watched.clean()
+    finally:
+        watched.context.close()
+        now = store.get(key)
+        assert now is not None
+        store.put(now.evolve(images=before.images), expected_version=now.version)
+
+
+@pytest.mark.parametrize("viewport", ["laptop", "phone"])
 def test_every_page_has_zero_axe_violations(browser: Any, week: DemoWeek, viewport: str) -> None:
     watched = Watched(browser, LAPTOP if viewport == "laptop" else PHONE)
     try:

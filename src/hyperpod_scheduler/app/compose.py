@@ -194,7 +194,7 @@ class Context:
     def engine(self, actor: str | None = None, include_protected: bool = False) -> Engine:
         """The engine with every setting of the config; ``include_protected`` releases protected
         groups for one manual stop."""
-        from hyperpod_scheduler.app.releases import releases_for
+        from hyperpod_scheduler.app.releases import release_source
         from hyperpod_scheduler.engine.runner import Engine
 
         defaults = self.config.defaults
@@ -210,7 +210,7 @@ class Context:
             guards_for=lambda ref: self.guards_built(ref, include_protected),
             retry=defaults.retry,
             read_file=self.read_file,
-            releases=releases_for,
+            releases=release_source(self.config),
             slurm_shape=self.slurm_shape,
             looked=self.looks.record if self.looks is not None else None,
         )

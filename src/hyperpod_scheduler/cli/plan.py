@@ -16,10 +16,9 @@ from hyperpod_scheduler.cli.governing import governed_clusters, instant_check, n
 from hyperpod_scheduler.cli.options import ConfigOpt, JsonOpt, StateOpt
 from hyperpod_scheduler.cli.output import Column, Listing, emit, output_format, output_option
 from hyperpod_scheduler.cost.savings import keep_cost_per_night
+from hyperpod_scheduler.engine import image_update
 from hyperpod_scheduler.engine.approvals import DEFAULT_APPROVAL_MINUTES
 from hyperpod_scheduler.engine.fleet import HORIZON, Governed, as_mapping, plan
-from hyperpod_scheduler.engine.image_update import wanted as image_forecast
-from hyperpod_scheduler.engine.images import line as image_line
 from hyperpod_scheduler.errors import HyperpodSchedulerError
 from hyperpod_scheduler.guards.approval import needs_approval
 from hyperpod_scheduler.guards.capacity import head_warning
@@ -127,11 +126,11 @@ def _protection_rows(ctx: Context, g: Governed) -> dict[str, Any]:
         row["warnings"].append(warning)
     if f.outcome == "blocked":
         row["warnings"].append(f"the scheduled stop would be blocked: {f.reason}")
-    asleep = {x.group for x in f.groups if x.after == 0}
-    moves = image_forecast(ctx.engine(), g.ref, record, view, asleep)
-    row["image_updates"] = [u.model_dump() for u in moves]
-    if moves:
-        row["warnings"].append(f"the next start first moves AMI releases while at zero: {image_line(moves)}")
+    # The evening's AMI forecast: the engine's one value, the dashboard shows the same (engine.image_update).
+    asleep = {x.group for x in f.groups if x.after == 0} if f.outcome != "busy" else set()
+    images = image_update.evening(ctx.engine(), g.ref, record, view, asleep)
+    row.update(images.as_json())
+    row["warnings"].extend(images.lines(g.ref.name))
     needing = needs_approval(view, g.policy)
     if needing:
         minutes = g.policy.approval_minutes or DEFAULT_APPROVAL_MINUTES

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hyperpod_scheduler.aws.answers import UnknownMember, unknown_in
+from hyperpod_scheduler.aws.failures import FailureCause, cause_of
 from hyperpod_scheduler.cluster.tiers import Tier, tier_of
 from hyperpod_scheduler.errors import MalformedAnswer
 from hyperpod_scheduler.inputs.text import shortened
@@ -74,6 +75,8 @@ class ClusterView:
     # rebuilt from the parsed answer would drop them.
     unknown_members: tuple[UnknownMember, ...] = ()
     autoscaling_mode: str | None = None  # AutoScaling.Mode: "Enable" means Karpenter owns the counts
+    # Why the last update failed, read once from FailureMessage (``aws.failures``); None: no failure said.
+    failure_cause: FailureCause | None = None
 
     @property
     def autoscaled(self) -> bool:
@@ -268,4 +271,5 @@ def parse_cluster(answer: Mapping[str, Any]) -> ClusterView:
         raw=answer,
         unknown_members=unknown_in(answer),
         autoscaling_mode=_opt_str(mode, f"cluster '{name}' AutoScaling.Mode"),
+        failure_cause=cause_of(shortened(failure, 2000) if isinstance(failure, str) and failure else None),
     )

@@ -5,10 +5,13 @@ after its own deadline, one cluster named twice): each is refused with one line 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from datetime import UTC, date, datetime
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
+    AwareDatetime,
     BaseModel,
     ConfigDict,
     Field,
@@ -233,6 +236,43 @@ def audit_wait_s(settings: CheckpointSettings) -> tuple[float, str]:
     return start, f"ready_timeout_minutes ({settings.ready_timeout_minutes:g}) + 3 x agent_timeout_seconds"
 
 
+# botocore's ImageReleaseVersion pattern, anchored (the model's own pattern is a search, not a match).
+_RELEASE_VERSION = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$")
+
+
+class ImageReleaseEntry(_Strict):
+    """One HyperPod AMI release, as the team read it in AWS's release notes ("SageMaker HyperPod AMI
+    releases"): no HyperPod API lists the releases or when each was published (docs/scheduler.md,
+    "Where the releases come from"). ``released``: a date (midnight UTC) or a moment with its zone; the
+    settling age counts from it. ``security``: the release fixes what makes older ones
+    SecurityUpdateRequired."""
+
+    version: str
+    released: AwareDatetime
+    security: bool = False
+
+    @field_validator("version")
+    @classmethod
+    def _semantic(cls, value: str) -> str:
+        if not _RELEASE_VERSION.match(value):
+            raise _unworkable("must be MAJOR.MINOR.PATCH (e.g. 1.3.0)")
+        return value
+
+    @field_validator("released", mode="before")
+    @classmethod
+    def _date_is_midnight_utc(cls, value: Any) -> Any:
+        if isinstance(value, date) and not isinstance(value, datetime):
+            return datetime(value.year, value.month, value.day, tzinfo=UTC)
+        if isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value.strip()):
+            try:
+                return datetime.fromisoformat(value.strip()).replace(tzinfo=UTC)
+            except ValueError:
+                raise _unworkable("not a date (YYYY-MM-DD)") from None
+        if isinstance(value, datetime) and value.tzinfo is None:
+            raise _unworkable(f"name its zone (e.g. {value:%Y-%m-%dT%H:%M}Z)")
+        return value
+
+
 # Validation context: each target is its own account (the fleet deployment's config).
 TARGETS_APART = "targets_apart"
 
@@ -250,6 +290,19 @@ class Config(_Strict):
     targets: list[Target] = Field(default_factory=list)
     notifications: Notifications = Field(default_factory=Notifications)
     cost: CostSettings = Field(default_factory=CostSettings)
+    # The HyperPod AMI releases an `image` policy may move a group to (docs/scheduler.md, "AMI releases").
+    # Set, it is the one release source, on AWS and on the emulator alike.
+    image_releases: list[ImageReleaseEntry] = Field(default_factory=list)
+
+    @field_validator("image_releases")
+    @classmethod
+    def _each_version_once(cls, value: list[ImageReleaseEntry]) -> list[ImageReleaseEntry]:
+        seen: set[str] = set()
+        for i, entry in enumerate(value):
+            if entry.version in seen:
+                raise _unworkable(f"[{i}]: version {entry.version} is listed twice; list each release once")
+            seen.add(entry.version)
+        return value
 
     def checkpoint_blocks(self) -> Iterator[tuple[str, CheckpointSettings]]:
         """Every checkpoint audit the config asks for, with where (``checkpoints: none`` asks for none)."""

@@ -21,7 +21,8 @@ POINTS = (
 # Boundaries off the straight path of one transition (reached only in the situations they name).
 OFF_PATH = ("after-withdraw",)  # an unsent intent withdrawn, nothing planned in its place yet
 # The AMI update before a morning restore (engine.image_update): reached only when a group changes release.
-IMAGE_PATH = ("after-image-intent", "after-image-send")  # intent stored, not sent / accepted, not marked
+# Intent stored, not sent / accepted, not marked / settled and taken, the restore not yet planned.
+IMAGE_PATH = ("after-image-intent", "after-image-send", "after-image-taken")
 ALL = POINTS + OFF_PATH
 
 

@@ -59,12 +59,19 @@ def ask_if_due(
 
 
 def approved(
-    record: ClusterRecord | None, updates: Sequence[ImageUpdate], start_at: datetime | None
+    record: ClusterRecord | None,
+    updates: Sequence[ImageUpdate],
+    start_at: datetime | None,
+    now: datetime | None = None,
 ) -> list[ImageUpdate]:
-    """The changes a person approved for this start (and every roll-back, which needs no approval)."""
+    """The changes a person approved for this start (and every roll-back, which needs no approval). With
+    no ``start_at`` but ``now`` (a forecast that does not know the start), an approval of any start still
+    to come counts."""
     granted: set[str] = set()
     for a in record.approvals if record is not None else []:
-        if a.kind == "image" and a.state == "approved" and start_at is not None and a.transition_at == start_at:
+        if a.kind != "image" or a.state != "approved":
+            continue
+        if a.transition_at == start_at or (start_at is None and now is not None and a.transition_at > now):
             granted.update(a.groups)
     return [u for u in updates if u.why == "rolled back" or u.group in granted]
 

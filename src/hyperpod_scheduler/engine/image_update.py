@@ -12,7 +12,8 @@ An AMI update that AWS refuses never costs the morning: the restore goes on, pin
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -32,6 +33,108 @@ if TYPE_CHECKING:
 Ready = tuple[ClusterRecord | None, ClusterView]
 
 
+@dataclass(frozen=True)
+class ImageForecast:
+    """What the next morning does to each group's AMI release: the one value `plan`, the dashboard and
+    its API show. ``moves``: the changes it makes; ``awaiting``: changes ``approve_image`` holds until a
+    person approves (unanswered, the group stays pinned); ``gaps``: groups left where they are though a
+    newer release exists, and why; ``refused``: releases a group's first morning failed on, never taken
+    again until ``allow-image``; ``unknown``: the release source could not be read (why)."""
+
+    moves: tuple[ImageUpdate, ...] = ()
+    awaiting: tuple[ImageUpdate, ...] = ()
+    gaps: tuple[images.ImageGap, ...] = ()
+    refused: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    unknown: str | None = None
+
+    def lines(self, cluster: str) -> list[str]:
+        """What a person reads, the same words in `plan` and on the dashboard."""
+        out = []
+        if self.moves:
+            out.append(f"the next start first moves AMI releases while at zero: {images.line(self.moves)}")
+        if self.awaiting:
+            out.append(
+                f"awaiting approval (approve_image): {images.line(self.awaiting)}; unanswered, the groups stay pinned"
+            )
+        if self.gaps:
+            out.append(f"AMI releases kept: {images.gap_line(self.gaps)}")
+        for group, releases in self.refused.items():
+            out.append(
+                f"{group}: AMI {', '.join(releases)} refused after a first morning failed on it; "
+                f"allow it again with: hyperpod-scheduler allow-image {cluster} {group}"
+            )
+        if self.unknown is not None:
+            out.append(f"AMI releases unknown ({self.unknown}): no group changes release")
+        return out
+
+    def for_group(self, cluster: str, group: str) -> list[str]:
+        """What the next morning does to one group's release, in the words ``lines`` uses."""
+        out = [images.line([u]).split(": ", 1)[1] for u in self.moves if u.group == group]
+        out += [
+            f"{images.line([u]).split(': ', 1)[1]}, awaiting approval (unanswered, it stays pinned)"
+            for u in self.awaiting
+            if u.group == group
+        ]
+        out += [images.gap_line([g]).split(": ", 1)[1] for g in self.gaps if g.group == group]
+        if self.refused.get(group):
+            out.append(
+                f"AMI {', '.join(self.refused[group])} refused after a first morning failed on it; "
+                f"allow it again with: hyperpod-scheduler allow-image {cluster} {group}"
+            )
+        return out
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "image_updates": [u.model_dump() for u in self.moves],
+            "image_awaiting_approval": [u.model_dump() for u in self.awaiting],
+            "image_kept": [
+                {
+                    "group": g.group,
+                    "release": g.current,
+                    "status": g.status,
+                    "why": g.why,
+                    "newer": g.release,
+                    "settles_at": None if g.settles_at is None else g.settles_at.isoformat(),
+                }
+                for g in self.gaps
+            ],
+            "image_refused": {g: list(v) for g, v in self.refused.items()},
+            "image_releases_unknown": self.unknown,
+        }
+
+
+def forecast(
+    eng: Engine,
+    ref: ClusterRef,
+    record: ClusterRecord | None,
+    view: ClusterView,
+    asleep: Collection[str] | None = None,
+    start_at: datetime | None = None,
+) -> ImageForecast:
+    """The next start's AMI changes as the morning will decide them (``asleep``: the groups tonight's stop
+    takes to zero; None: those at zero now). ``start_at``: that start, for its approvals (None: any
+    approval of a start still to come)."""
+    state = record.images if record is not None else ImageState()
+    updates, gaps, unknown = _decide(eng, ref, record, view, asleep)
+    moves, awaiting = updates, []
+    if ref.settings.image.approve and updates:
+        from hyperpod_scheduler.engine.image_approval import approved  # it imports the runner
+
+        moves = approved(record, updates, start_at, eng.now())
+        awaiting = [u for u in updates if u not in moves]
+    refused = {g: tuple(v) for g, v in state.refused.items() if v}
+    return ImageForecast(tuple(moves), tuple(awaiting), tuple(gaps), refused, unknown)
+
+
+def evening(
+    eng: Engine, ref: ClusterRef, record: ClusterRecord | None, view: ClusterView, asleep: Collection[str]
+) -> ImageForecast:
+    """The forecast the evening before. ``asleep``: the groups tonight's stop takes to zero, as the stop
+    forecast (``engine.stop_forecast``: the planner and every guard, floors and ``keep`` included) says;
+    never re-derived here from the capacity protections alone."""
+    return forecast(eng, ref, record, view, asleep)
+
+
 def wanted(
     eng: Engine,
     ref: ClusterRef,
@@ -41,18 +144,35 @@ def wanted(
 ) -> list[ImageUpdate]:
     """The AMI changes a start of this cluster would make now; with ``asleep`` (the groups tonight's stop
     takes to zero), what `plan` shows the evening before."""
+    updates, _, unknown = _decide(eng, ref, record, view, asleep)
+    if unknown is not None:
+        # Not knowing the releases never costs a morning: the restore goes on, pinned.
+        eng.emit(ref, "note", f"{unknown}; no group changes release this time")
+    return updates
+
+
+def _decide(
+    eng: Engine,
+    ref: ClusterRef,
+    record: ClusterRecord | None,
+    view: ClusterView,
+    asleep: Collection[str] | None,
+) -> tuple[list[ImageUpdate], list[images.ImageGap], str | None]:
     state = record.images if record is not None else ImageState()
     policy = ref.settings.image
     if not policy.moves and not state.refused:
-        return []
+        return [], [], None
     releases: Sequence[Release] = ()
+    unknown = None
     if eng.releases is not None and policy.moves:
         try:
             releases = eng.releases(ref)
         except HyperpodSchedulerError as exc:
-            # Not knowing the releases never costs a morning: the restore goes on, pinned.
-            eng.emit(ref, "note", f"{exc}; no group changes release this time")
-    return images.plan(view, state, policy, releases, eng.now(), asleep)
+            unknown = str(exc)
+    now = eng.now()
+    updates = images.plan(view, state, policy, releases, now, asleep)
+    gaps = [] if unknown is not None else images.gaps(view, state, policy, releases, now, asleep)
+    return updates, gaps, unknown
 
 
 def before_start(
@@ -74,7 +194,12 @@ def before_start(
         if view.status != "InService":
             return _waiting(eng, ref, f"cluster {view.status}: the AMI update waits for InService")
         # Not applied, cluster idle: it never went out (a crash before the send, or refused). Plan again.
-    updates = wanted(eng, ref, record, view)
+    updates, gaps, unknown = _decide(eng, ref, record, view, None)
+    if unknown is not None:
+        # Not knowing the releases never costs a morning: the restore goes on, pinned.
+        eng.emit(ref, "note", f"{unknown}; no group changes release this time")
+    if gaps:
+        eng.emit(ref, "note", f"AMI releases kept: {images.gap_line(gaps)}")
     if ref.settings.image.approve and updates:
         from hyperpod_scheduler.engine.image_approval import approved  # it imports the runner
 
@@ -147,6 +272,7 @@ def _taken(eng: Engine, ref: ClusterRef, record: ClusterRecord, view: ClusterVie
     changes = {"pending": [], "phase": None, "since": None, "taken": taken, "trial": trial}
     record = _store(eng, ref, record, state.evolve(**changes))
     eng.emit(ref, "note", f"AMI update settled: {images.line(state.pending)}")
+    crashpoints.reached("after-image-taken")  # a re-run finds nothing pending: it restores, pinning the new release
     return record, view
 
 

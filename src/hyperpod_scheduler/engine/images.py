@@ -13,7 +13,9 @@ import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal
 
+from hyperpod_scheduler.aws.failures import FailureCause
 from hyperpod_scheduler.cluster.view import ClusterView, GroupView
 from hyperpod_scheduler.engine.ref import ClusterRef, ImagePolicy
 from hyperpod_scheduler.store.records import GroupOutcome, ImageState, ImageUpdate, ImageWhy
@@ -61,6 +63,26 @@ def _newer(releases: Iterable[Release], than: str) -> list[Release]:
     return sorted(out, key=lambda r: version_key(r.version) or (0, 0, 0))
 
 
+# Why a group whose policy would move it stays on its release this morning, though AWS or the release
+# source says a newer one exists: ``unknown`` (DescribeCluster's ImageVersionStatus says a newer release
+# exists, the release source knows none: which one, and since when, is not guessed), ``settling`` (the
+# newest is known but younger than the settling age), ``unflagged`` (SecurityUpdateRequired, but no known
+# newer release is marked a security update, so which one is the patch is not known).
+GapWhy = Literal["unknown", "settling", "unflagged"]
+
+
+@dataclass(frozen=True)
+class ImageGap:
+    """A group a non-pinned policy leaves on its release this morning, and why (``line`` says it)."""
+
+    group: str
+    current: str
+    status: str | None
+    why: GapWhy
+    release: str | None = None  # the newer release known (settling)
+    settles_at: datetime | None = None  # when it is old enough (settling)
+
+
 def plan(
     view: ClusterView,
     state: ImageState,
@@ -71,7 +93,30 @@ def plan(
 ) -> list[ImageUpdate]:
     """The release changes this morning's restore should be preceded by, group by group. ``asleep``:
     the groups taken to be at zero (the evening's forecast: those tonight's stop releases)."""
-    out: list[ImageUpdate] = []
+    return [d for d in _decide(view, state, policy, releases, now, asleep) if isinstance(d, ImageUpdate)]
+
+
+def gaps(
+    view: ClusterView,
+    state: ImageState,
+    policy: ImagePolicy,
+    releases: Sequence[Release],
+    now: datetime,
+    asleep: Collection[str] | None = None,
+) -> list[ImageGap]:
+    """The groups ``plan`` leaves where they are although a newer release exists (said, never guessed)."""
+    return [d for d in _decide(view, state, policy, releases, now, asleep) if isinstance(d, ImageGap)]
+
+
+def _decide(
+    view: ClusterView,
+    state: ImageState,
+    policy: ImagePolicy,
+    releases: Sequence[Release],
+    now: datetime,
+    asleep: Collection[str] | None,
+) -> list[ImageUpdate | ImageGap]:
+    out: list[ImageUpdate | ImageGap] = []
     for g in view.groups:
         current = managed_release(g)
         if current is None or not (at_zero(g) if asleep is None else g.name in asleep):
@@ -86,17 +131,66 @@ def plan(
         mode = policy.mode(g.name)
         if mode == "pinned":
             continue
-        settled = [r for r in _newer(releases, current) if now - r.published_at >= policy.settle]
-        settled = [r for r in settled if r.version not in refused]
-        if not settled:
-            continue
         status = g.details.get("ImageVersionStatus")
+        status = status if isinstance(status, str) else None
+        known = _newer(releases, current)
+        newer = [r for r in known if r.version not in refused]
+        settled = [r for r in newer if now - r.published_at >= policy.settle]
         security = status == "EndOfLife" or (status in NEEDS_UPDATE and any(r.security_update for r in settled))
-        if mode == "security" and not security:
+        if settled and (mode == "latest" or security):
+            why: ImageWhy = "security update" if security else "latest"
+            out.append(ImageUpdate(group=g.name, from_release=current, to_release=settled[-1].version, why=why))
             continue
-        why: ImageWhy = "security update" if security else "latest"
-        out.append(ImageUpdate(group=g.name, from_release=current, to_release=settled[-1].version, why=why))
+        gap = None if known and not newer else _gap(g.name, current, status, mode, newer, settled, policy)
+        # (every newer release known was refused for this group: the refusal says so, not a gap)
+        if gap is not None:
+            out.append(gap)
     return out
+
+
+def _gap(
+    group: str,
+    current: str,
+    status: str | None,
+    mode: str,
+    newer: Sequence[Release],
+    settled: Sequence[Release],
+    policy: ImagePolicy,
+) -> ImageGap | None:
+    wants = NEEDS_UPDATE if mode == "security" else NEEDS_UPDATE | {"UpdateAvailable"}
+    if mode == "latest":
+        unsettled = [r for r in newer if r not in settled]
+    elif status in NEEDS_UPDATE:  # security: a release that would be taken once settled
+        unsettled = [r for r in newer if r not in settled and (r.security_update or status == "EndOfLife")]
+    else:
+        unsettled = []
+    if unsettled:
+        first = unsettled[0]
+        return ImageGap(group, current, status, "settling", first.version, first.published_at + policy.settle)
+    if status in wants and not newer:
+        return ImageGap(group, current, status, "unknown")
+    if mode == "security" and status == "SecurityUpdateRequired" and settled:
+        return ImageGap(group, current, status, "unflagged")
+    return None
+
+
+def gap_line(gaps_: Sequence[ImageGap]) -> str:
+    """``gpu: AMI 1.2.1 is SecurityUpdateRequired, but no newer release is known ...``, one per group."""
+    return "; ".join(_gap_text(g) for g in gaps_)
+
+
+def _gap_text(g: ImageGap) -> str:
+    if g.why == "settling" and g.settles_at is not None:
+        return f"{g.group}: AMI {g.release} is taken once settled, from {g.settles_at:%Y-%m-%d %H:%M}Z"
+    if g.why == "unflagged":
+        return (
+            f"{g.group}: AMI {g.current} is SecurityUpdateRequired, but no known newer release is marked a "
+            f"security update (image_releases: security: true): it stays on {g.current}"
+        )
+    return (
+        f"{g.group}: AMI {g.current} is {g.status}, but no newer release is known (list it in image_releases): "
+        f"it stays on {g.current}"
+    )
 
 
 def applied(view: ClusterView, updates: Sequence[ImageUpdate]) -> bool:
@@ -118,7 +212,7 @@ def request(view: ClusterView, updates: Sequence[ImageUpdate]) -> dict[str, obje
 
 def _fault_of_release(o: GroupOutcome) -> bool:
     # A start that failed for want of capacity says nothing about the release its nodes would have run.
-    return o.outcome in ("failed", "partial") and "capacity" not in o.detail.lower()
+    return o.outcome in ("failed", "partial") and o.cause is not FailureCause.CAPACITY
 
 
 def judged(state: ImageState, outcomes: Sequence[GroupOutcome], view: ClusterView) -> ImageState:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
+from hyperpod_scheduler.aws.failures import FailureCause
 from hyperpod_scheduler.cluster.storage import storage_members
 from hyperpod_scheduler.cluster.view import ClusterView
 from hyperpod_scheduler.store.records import (
@@ -447,7 +448,10 @@ def assess(
             outcomes.append(GroupOutcome(group=name, outcome=kind, current=g.current, target=want, detail=""))
         elif rolled_back or view.status == "Failed":
             detail = view.failure_message or f"cluster {view.status}; group target is {g.target}"
-            outcomes.append(GroupOutcome(group=name, outcome="failed", current=g.current, target=want, detail=detail))
+            cause = view.failure_cause or FailureCause.OTHER  # a rollback AWS gave no words for: not capacity
+            outcomes.append(
+                GroupOutcome(group=name, outcome="failed", current=g.current, target=want, detail=detail, cause=cause)
+            )
         else:
             pending = True
             kind = "partial" if g.current > 0 or action == "start" else "failed"

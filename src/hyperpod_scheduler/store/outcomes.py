@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from hyperpod_scheduler.aws.failures import FailureCause
 from hyperpod_scheduler.store.records import GroupOutcome, GroupPhases
 
 # The old line format, "<outcome> <current>/<target>", as runner._settle wrote it.
@@ -26,6 +27,8 @@ def outcomes_detail(outcomes: Iterable[GroupOutcome]) -> dict[str, dict[str, Any
         entry: dict[str, Any] = {"outcome": o.outcome, "current": o.current, "target": o.target}
         if o.detail:
             entry["detail"] = o.detail
+        if o.cause is not None:
+            entry["cause"] = o.cause.value
         out[o.group] = entry
     return out
 
@@ -36,6 +39,8 @@ def read_outcome(group: str, value: Any) -> GroupOutcome | None:
         raw: dict[str, Any] = {k: value.get(k) for k in ("outcome", "current", "target")}
         if isinstance(value.get("detail"), str):
             raw["detail"] = value["detail"]
+        if value.get("cause") in set(FailureCause):
+            raw["cause"] = FailureCause(value["cause"])
     elif isinstance(value, str) and (m := _LEGACY.match(value)):
         raw = {"outcome": m.group(1), "current": int(m.group(2)), "target": int(m.group(3))}
     else:

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
+from hyperpod_scheduler.aws.failures import FailureCause
 from hyperpod_scheduler.inputs.text import shortened
 
 # Bumped when a stored shape changes incompatibly; readers migrate older formats on load.
@@ -324,6 +325,8 @@ class GroupOutcome(Stored):
     current: Count
     target: Count
     detail: Text = ""
+    # Why it failed, as AWS said it (``aws.failures``, read once at the edge); None: not failed, or not said.
+    cause: FailureCause | None = None
 
 
 class AmiChange(Stored):

@@ -10,6 +10,8 @@ from hyperpod_scheduler.app.history import sentence
 from hyperpod_scheduler.app.instants import parse_instant
 from hyperpod_scheduler.app.status import status_row
 from hyperpod_scheduler.app.wording import duration, when
+from hyperpod_scheduler.engine import image_update
+from hyperpod_scheduler.engine.images import managed_release
 from hyperpod_scheduler.engine.stop_forecast import StopForecast
 from hyperpod_scheduler.store.outcomes import read_phases
 from hyperpod_scheduler.store.records import HistoryEntry
@@ -48,7 +50,12 @@ def cluster(
     known = forecast if isinstance(forecast, StopForecast) else None
     row = {**fleet_row_of(r, None, now), "actions": available_actions(r, forecast)}
     created = None if isinstance(view, Exception) else truth.created_at(view.raw)
+    images = None
     if not isinstance(view, Exception):
+        # The next morning's AMI changes: the engine's one forecast, the one `plan` prints.
+        # The groups at zero overnight are the stop forecast's (the one `plan` reads too).
+        asleep = {x.group for x in known.groups if x.after == 0} if known is not None else set()
+        images = image_update.evening(ctx.engine(), ref, record, view, asleep)
         groups = [
             {
                 "group": v.name,
@@ -56,6 +63,9 @@ def cluster(
                 "current": v.current,
                 "target": v.target,
                 "status": v.status,
+                "release": managed_release(v),
+                "image_status": v.details.get("ImageVersionStatus"),
+                "image_next": images.for_group(ref.name, v.name),
             }
             for v in view.groups
         ]
@@ -67,7 +77,16 @@ def cluster(
         describe_error = str(view)
         if record and record.snapshot:
             groups = [
-                {"group": n, "instance_type": s.instance_type, "current": None, "target": None, "status": None}
+                {
+                    "group": n,
+                    "instance_type": s.instance_type,
+                    "current": None,
+                    "target": None,
+                    "status": None,
+                    "release": None,
+                    "image_status": None,
+                    "image_next": [],
+                }
                 for n, s in record.snapshot.sizes.items()
             ]
     start = parse_instant(start_text, "from") if start_text else now - WINDOW_BACK
@@ -111,6 +130,8 @@ def cluster(
             "nothing": nothing_text(known),
             "never_stopped": never_stopped(known, recorded),
         },
+        # None: the cluster could not be described, so the next morning's AMI changes are not known.
+        "images": None if images is None else {**images.as_json(), "lines": images.lines(ref.name)},
         "ready_by": {
             "enabled": bool(g is not None and g.schedule.ready_by),
             "lead_minutes": round(lead.lead.total_seconds() / 60, 1) if lead else 0.0,
