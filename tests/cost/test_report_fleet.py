@@ -80,9 +80,7 @@ def test_a_fleet_is_described_a_bounded_number_at_a_time_with_the_serial_answer(
     expected = serial(KEYS, serial_notes)
     fleet, counted = _finder(emu, 4)
     notes: list[str] = []
-    started = time.perf_counter()
     found = fleet(KEYS, notes)
-    took = time.perf_counter() - started
     assert found == expected and notes == serial_notes  # same file systems, same notes in the keys' order
     assert {k.rsplit("/", 1)[-1] for k, v in found.items() if v} == set(NAMES[:5])
     assert [n for n in notes if "gone-cluster" in n] == [
@@ -90,7 +88,6 @@ def test_a_fleet_is_described_a_bounded_number_at_a_time_with_the_serial_answer(
     ]
     assert one_by_one.most == 1 and 1 < counted.most <= 4  # at once, and never more than asked for
     assert counted.calls == one_by_one.calls == len(KEYS)  # each cluster described once per refresh
-    assert took < 13 * 0.02  # not one after another (13 x 20 ms)
 
 
 def test_a_cached_refresh_says_how_old_it_is_and_is_found_again_when_stale(emu: Emulator) -> None:

@@ -18,7 +18,6 @@ import botocore.session
 import pytest
 import yaml
 from botocore import xform_name
-from cfnlint.api import ManualArgs, lint_file
 
 from hyperpod_scheduler.deploy import observe
 from hyperpod_scheduler.deploy.fleet_config import parse_fleet_yaml
@@ -60,6 +59,10 @@ def actions(statement: dict[str, Any]) -> list[str]:
 
 @pytest.mark.parametrize(("name", "params"), [("hub", {}), ("spoke", {}), ("hub", HUB_PARAMS)])
 def test_cfn_lint_passes_with_informational_checks(name: str, params: dict[str, str], tmp_path: Path) -> None:
+    # Imported here, not at the top: cfn-lint brings sympy, seconds of CPU for every xdist worker that
+    # collects this module, and only these three tests use it.
+    from cfnlint.api import ManualArgs, lint_file
+
     path = tmp_path / f"{name}.yaml"
     path.write_text(render(name, params), encoding="utf-8")
     found = lint_file(path, config=ManualArgs(regions=["us-east-1", "eu-west-1"], include_checks=["I"]))

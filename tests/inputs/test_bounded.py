@@ -74,6 +74,16 @@ def test_hostile_yaml_is_one_line_naming_the_problem(text: str, said: str) -> No
     assert said in str(caught.value) and "\n" not in str(caught.value)
 
 
+def test_flow_collections_nested_to_the_limit_read_and_one_more_is_refused() -> None:
+    # The scanner refuses a flow collection opened past the limit before the composer counts nodes
+    # (the read-ahead to its end was quadratic): the same limit either way, block nesting included.
+    assert load_yaml("[" * 64 + "]" * 64, "f.yaml") == json.loads("[" * 64 + "]" * 64)
+    assert load_yaml("a:\n  b: " + "[" * 62 + "]" * 62 + "\n", "f.yaml")["a"]["b"] == json.loads("[" * 62 + "]" * 62)
+    for deep in ("[" * 65 + "]" * 65, "a:\n  b: " + "[" * 63 + "]" * 63 + "\n", "{a: " * 65 + "1" + "}" * 65):
+        with pytest.raises(BadDocument, match="nested more than 64 levels deep"):
+            load_yaml(deep, "f.yaml")
+
+
 def test_more_aliases_than_allowed_are_refused() -> None:
     text = "x: &x 1\nl: [" + ", ".join(["*x"] * 300) + "]\n"
     with pytest.raises(BadDocument, match="more than 256 aliases"):

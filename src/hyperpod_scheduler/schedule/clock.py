@@ -60,6 +60,11 @@ def from_epoch(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, UTC)
 
 
+# Remembered: the schedule's weekly and daily walks map the same few wall-clock times of the same weeks
+# again and again (each cached period reaches ten days back, and a sparse schedule walks years ahead), and
+# the two ZoneInfo look-ups of each mapping were most of a schedule's evaluation time. A pure function of
+# its arguments (ZoneInfo objects are immutable), so remembering it changes no answer.
+@lru_cache(maxsize=1 << 16)
 def wall_instant(day: date, minutes: int, tz: ZoneInfo, *, last: bool) -> int:
     """The instant at which the clock in ``tz`` reads ``minutes`` past midnight of ``day``.
 
