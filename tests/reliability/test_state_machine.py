@@ -25,6 +25,7 @@ CI draws a bounded number of examples; ``--run-slow`` (or HYPERPOD_SCHEDULER_RUN
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -629,10 +630,10 @@ class _Raw:
 
 def _settings(slow: bool, *, dynamodb: bool = False) -> settings:
     # moto answers a store call in about 10 ms of CPU (the memory store in microseconds): fewer draws.
-    examples = (60 if slow else 3) if dynamodb else (300 if slow else 15)
+    examples = (60 if slow else 2) if dynamodb else (300 if slow else 15)
     return settings(
         max_examples=examples,
-        stateful_step_count=(40 if slow else 15) if dynamodb else (50 if slow else 25),
+        stateful_step_count=(40 if slow else 12) if dynamodb else (50 if slow else 25),
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
         derandomize=not slow,  # CI replays the same bounded draw; the long run explores
@@ -644,39 +645,45 @@ def test_the_scheduler_survives_a_hostile_world(pytestconfig: pytest.Config) -> 
     run_state_machine_as_test(Fleet, settings=_settings(run_slow(pytestconfig)))
 
 
-def test_the_scheduler_survives_lost_store_answers(pytestconfig: pytest.Config) -> None:
+@pytest.fixture(scope="module")
+def dynamodb_table() -> Iterator[None]:
+    """One moto table for the module (moto's start and the table cost more than a test): each example
+    empties it (``DynamoFleet._open_store``)."""
     with mocked_dynamodb(DYNAMODB_TABLE):
-        run_state_machine_as_test(DynamoFleet, settings=_settings(run_slow(pytestconfig), dynamodb=True))
+        yield
+
+
+def test_the_scheduler_survives_lost_store_answers(pytestconfig: pytest.Config, dynamodb_table: None) -> None:
+    run_state_machine_as_test(DynamoFleet, settings=_settings(run_slow(pytestconfig), dynamodb=True))
 
 
 @pytest.mark.parametrize(("write", "wait"), [("PutItem", False), ("TransactWriteItems", True)])
-def test_a_lost_store_answer_is_not_reported_as_nothing_sent(write: str, wait: bool) -> None:
+def test_a_lost_store_answer_is_not_reported_as_nothing_sent(write: str, wait: bool, dynamodb_table: None) -> None:
     """The fixed path the bounded draw may miss (issue 26 case 12): a start's first conditional write
     of that kind (the intent's PutItem; with --wait, the settled record and its line in one transaction)
     is applied, its answer lost, and botocore's retry meets it. The start must say it was sent (or
     settled), and no tick may send it again."""
-    with mocked_dynamodb(DYNAMODB_TABLE):
-        fleet = DynamoFleet()
-        try:
-            for _ in range(3):  # 06:30, before office hours: the first ticks stop both clusters
-                fleet.a_tick(None)
-                fleet.emu.advance(600)
-            assert fleet._targets(NAMES[0])[1] == ZERO
-            first = len(fleet.landed)
-            fleet.the_next_store_answer_is_lost(write)
-            fleet.a_manual_command(NAMES[0], "start", wait, None)  # judged as the CLI would report it
-            assert fleet.store_lost == [write]
-            assert len(fleet.commands) == 1, "the start raised: exit 1 for a start that went out"
-            for _ in range(3):
-                fleet.emu.advance(600)
-                fleet.a_tick(None)
-            fleet.a_command_is_never_dropped()
-            fleet.no_transition_is_sent_twice()
-            assert fleet.commands[0].kind in SENT, fleet.commands[0]
-            assert [u.doing for u in fleet.landed[first:] if u.cluster == NAMES[0]] == ["manual-start"]
-            assert fleet._targets(NAMES[0])[1] == SIZES
-        finally:
-            fleet.stack.close()
+    fleet = DynamoFleet()
+    try:
+        for _ in range(3):  # 06:30, before office hours: the first ticks stop both clusters
+            fleet.a_tick(None)
+            fleet.emu.advance(600)
+        assert fleet._targets(NAMES[0])[1] == ZERO
+        first = len(fleet.landed)
+        fleet.the_next_store_answer_is_lost(write)
+        fleet.a_manual_command(NAMES[0], "start", wait, None)  # judged as the CLI would report it
+        assert fleet.store_lost == [write]
+        assert len(fleet.commands) == 1, "the start raised: exit 1 for a start that went out"
+        for _ in range(3):
+            fleet.emu.advance(600)
+            fleet.a_tick(None)
+        fleet.a_command_is_never_dropped()
+        fleet.no_transition_is_sent_twice()
+        assert fleet.commands[0].kind in SENT, fleet.commands[0]
+        assert [u.doing for u in fleet.landed[first:] if u.cluster == NAMES[0]] == ["manual-start"]
+        assert fleet._targets(NAMES[0])[1] == SIZES
+    finally:
+        fleet.stack.close()
 
 
 def test_the_stepped_clock_rule_and_its_invariant_catch_an_extra_transition() -> None:
