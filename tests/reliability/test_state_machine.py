@@ -564,11 +564,21 @@ class Fleet(RuleBasedStateMachine):
         """A cluster whose group or whole self was replaced while stopped, and whose record still holds
         the sizes from before: its start is refused in one line naming the change (not a silent skip)."""
         for name, (change, when) in self.replaced.items():
-            record = self._record(name)
-            if record is None or record.snapshot is None or record.snapshot.taken_at > when:
-                continue  # stopped again since: what it records now is this cluster's own
             ref = next(g.ref for g in self.governed if g.ref.name == name)
-            result = self._engine().act(ref, "start", transition_id=f"manual-start@{self.now().isoformat()}")
+            for _ in range(12):  # an update of its own still settling: the start waits its turn (a skip)
+                record = self._record(name)
+                if record is None or record.snapshot is None or record.snapshot.taken_at > when:
+                    break  # stopped again since: what it records now is this cluster's own
+                self.emu.advance(1)
+                result = self._engine().act(ref, "start", transition_id=f"manual-start@{self.now().isoformat()}")
+                if result.kind != "skip":
+                    break
+                self.emu.advance(600)
+                tick(self._engine(), self.governed, self.now())
+            else:
+                raise AssertionError(f"{name} ({change}): a start was skipped for two hours: {result}")
+            if record is None or record.snapshot is None or record.snapshot.taken_at > when:
+                continue
             assert result.kind == "refused", f"{name} ({change}): a start was {result}"
             assert "replaced while stopped" in result.message and change in result.message, result
             assert "\n" not in result.message, result
