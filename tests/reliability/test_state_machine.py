@@ -563,11 +563,10 @@ class Fleet(RuleBasedStateMachine):
     def _refuses_a_replaced_restore(self) -> None:
         """A cluster whose group or whole self was replaced while stopped, and whose record still holds
         the sizes from before: its start is refused in one line naming the change (not a silent skip)."""
-        for name, (change, when) in self.replaced.items():
+        for name, (change, _when) in self.replaced.items():
             ref = next(g.ref for g in self.governed if g.ref.name == name)
             for _ in range(12):  # an update of its own still settling: the start waits its turn (a skip)
-                record = self._record(name)
-                if record is None or record.snapshot is None or record.snapshot.taken_at > when:
+                if not self._from_before(name):
                     break  # stopped again since: what it records now is this cluster's own
                 self.emu.advance(1)
                 result = self._engine().act(ref, "start", transition_id=f"manual-start@{self.now().isoformat()}")
@@ -577,11 +576,22 @@ class Fleet(RuleBasedStateMachine):
                 tick(self._engine(), self.governed, self.now())
             else:
                 raise AssertionError(f"{name} ({change}): a start was skipped for two hours: {result}")
-            if record is None or record.snapshot is None or record.snapshot.taken_at > when:
-                continue
-            assert result.kind == "refused", f"{name} ({change}): a start was {result}"
-            assert "replaced while stopped" in result.message and change in result.message, result
-            assert "\n" not in result.message, result
+            if self._from_before(name):
+                assert result.kind == "refused", f"{name} ({change}): a start was {result}"
+                assert "replaced while stopped" in result.message and change in result.message, result
+                assert "\n" not in result.message, result
+
+    def _from_before(self, name: str) -> bool:
+        """The record's sizes are from the cluster or the cpu group as they were before the replacement
+        (by identity, not by time: the scheduler's clock may have been stepped back since)."""
+        record = self._record(name)
+        if record is None or record.snapshot is None:
+            return False
+        d = self._describe(name)
+        types = {g["InstanceGroupName"]: g.get("InstanceType") for g in d["InstanceGroups"]}
+        cpu = record.snapshot.sizes.get("cpu")
+        other_type = cpu is not None and cpu.instance_type != types.get("cpu")
+        return record.snapshot.cluster_arn != d["ClusterArn"] or other_type
 
     def _settled(self, wanted: str) -> bool:
         for name in NAMES:
