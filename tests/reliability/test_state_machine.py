@@ -637,6 +637,19 @@ class DynamoFleet(Fleet):
     def the_next_store_answer_is_lost(self, operation: str) -> None:
         self.store_drop = operation
 
+    @rule(
+        which=st.sampled_from(NAMES),
+        action=st.sampled_from(["stop", "start"]),
+        wait=st.booleans(),
+        operation=st.sampled_from(WRITES[:2]),
+    )
+    def a_command_whose_store_answer_is_lost(self, which: str, action: str, wait: bool, operation: str) -> None:
+        """A person's command whose next record write (the intent's PutItem, or a record written with its
+        history line) is applied with its answer lost: what the command says must match what was sent."""
+        self.store_drop = operation
+        self.a_manual_command(which, action, wait, None)
+        self.store_drop = None
+
 
 class _Raw:
     def __init__(self, body: bytes) -> None:
