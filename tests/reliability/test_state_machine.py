@@ -499,8 +499,8 @@ class Fleet(RuleBasedStateMachine):
         # already lived through: the extra start (or stop) of a clock stepped back across a transition.
         schedule = self.governed[0].schedule
         for i, u in enumerate(self.landed):
-            if u.doing != "tick" or u.held is not None:
-                continue
+            if u.doing != "tick" or u.held is not None or (u.transition or "").startswith("manual-"):
+                continue  # (a person's command resumed by the tick after its process died is no schedule wish)
             up = any(u.after[g] > u.before.get(g, 0) for g in u.after)
             then, newest = schedule_state(schedule, u.at).desired, schedule_state(schedule, u.lived).desired
             if then != newest:  # behind a transition already lived through: acting on the old wish
