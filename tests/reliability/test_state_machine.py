@@ -3,8 +3,10 @@
 Hypothesis strings together schedule ticks, manual stops and starts (waiting or not), holds and
 releases, kills at every crash point (in-process: the crash point raises and the engine is thrown
 away, its lease left behind), the clock jumping (so dead runners' leases lapse), capacity rollbacks,
-throttling and 500s, and UpdateCluster answers lost after the emulator applied them (a read timeout
-or a 500). The emulator runs on a virtual clock; what reaches its model is recorded where it lands.
+throttling and 500s, UpdateCluster answers lost after the emulator applied them (a read timeout
+or a 500), deep health checks switched on and off, groups and whole clusters replaced while stopped,
+and (on a moto DynamoDB store) the store's writes applied with their answers lost. The emulator runs on
+a virtual clock; what reaches its model is recorded where it lands.
 
 Invariants, after every step:
 - every remembered size survives: a record's snapshot is always the sizes the cluster really had, and
@@ -13,6 +15,8 @@ Invariants, after every step:
   counts, and none reaches it while the cluster is still busy with an earlier one;
 - a manual action never does its opposite (a manual start never sends a stop, and the other way
   round), and no tick acts against an active hold;
+- a restore never lands on a different group or cluster;
+- a command is sent, or refused with a non-zero exit, never dropped;
 and at the end, once the faults stop, the fleet converges to what the schedule wants.
 
 CI draws a bounded number of examples; ``--run-slow`` (or HYPERPOD_SCHEDULER_RUN_SLOW=1) many more.
@@ -21,6 +25,7 @@ CI draws a bounded number of examples; ``--run-slow`` (or HYPERPOD_SCHEDULER_RUN
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -45,12 +50,14 @@ from hyperpod_scheduler.engine.ref import ClusterSettings
 from hyperpod_scheduler.engine.runner import Engine
 from hyperpod_scheduler.errors import HyperpodSchedulerError
 from hyperpod_scheduler.schedule import resolve
+from hyperpod_scheduler.store.base import StateStore
 from hyperpod_scheduler.store.memory import MemoryStore
 from hyperpod_scheduler.store.records import ClusterRecord
 from tests.conftest import run_slow
 from tests.reliability.fleet_sim import MONDAY_6AM, TEST_RETRIES, instant_retries
 from tests.reliability.harness import ACCOUNT, small_request
 from tests.sessions import shared_session
+from tests.store.dynamodb_mock import DYNAMODB_TABLE, clear_table, mocked_dynamodb, open_dynamodb
 
 pytestmark = pytest.mark.long_run  # one Hypothesis state machine, the longest test here
 
@@ -63,6 +70,12 @@ KEPT = {"controller": 1, "cpu": 1}
 SCHEDULE = "Mon-Fri 08:00-18:00 UTC"
 LEASE_S = 900.0
 POINTS = (None, *crashpoints.ALL)
+NEW_TYPE = "ml.c5.2xlarge"  # what a replaced cpu group runs instead of ml.c5.xlarge
+# What the CLI's stop and start exit with (cli/ops: _manual): 0 for these kinds, non-zero otherwise.
+EXIT_0 = ("sent", "in-progress", "settled", "noop")
+SENT = ("sent", "in-progress", "settled")  # exit 0: it went out, or our own update of that kind is followed
+NOT_SENT = ("skip", "waiting", "refused", "blocked")  # non-zero and says nothing was sent
+WRITES = ("PutItem", "TransactWriteItems", "UpdateItem", "DeleteItem")  # the store's conditional writes
 
 
 class Killed(BaseException):
@@ -78,6 +91,21 @@ class Landed:
     held: str | None  # the hold in force when it landed
     at: datetime  # the engine's clock when it landed (stepped back or forward by the_clock_steps)
     lived: datetime  # the latest clock reading the scheduler had seen by then
+    transition: str | None  # the transition the record's intent names when it landed
+    strangers: tuple[str, ...]  # groups it raised above anything that group (that ARN, that type) had
+
+
+@dataclass(frozen=True)
+class Command:
+    """A manual stop or start as the CLI would report it."""
+
+    cluster: str
+    action: str
+    wait: bool
+    transition_id: str
+    kind: str
+    message: str
+    first: int  # index in ``landed`` of the first update that could be its own
 
 
 class Fleet(RuleBasedStateMachine):
@@ -86,19 +114,24 @@ class Fleet(RuleBasedStateMachine):
         self.stack = ExitStack()
         self.stack.enter_context(instant_retries())
         self.emu = self.stack.enter_context(running_emulator(virtual_start=MONDAY_6AM, seed=17, in_process=True))
-        for name in NAMES:
-            self.emu.backend.dispatch("CreateCluster", small_request(name))
-        self.emu.advance(1800)
-        self.store = MemoryStore()
+        self.store = self._open_store()
         self.events = Collector()
         self.doing = "tick"
         self.landed: list[Landed] = []
         self.refused: list[tuple[str, str, str]] = []
+        self.commands: list[Command] = []
+        self.unsent: dict[str, Command] = {}  # transition id -> the command that said nothing was sent
+        # The most each (cluster ARN, group, instance type) ever had: a restore above it is onto another group.
+        self.seen: dict[tuple[str, str, str], int] = {}
+        self.replaced: dict[str, tuple[str, datetime]] = {}  # cluster -> (the change, when), while stopped
         self.armed: str | None = None  # the crash point that kills the next engine reaching it
         self.drop: str | None = None  # "timeout" | "500": the next UpdateCluster's answer is lost
         self.skew = timedelta(0)  # the host's clock against the world's (NTP, a restored VM)
         self.lived = self.emu.clock.now()
         self._ledger()
+        for name in NAMES:
+            self.emu.backend.dispatch("CreateCluster", small_request(name))
+        self.emu.advance(1800)
         session = shared_session()
         self.client = session.client("sagemaker", endpoint_url=self.emu.endpoint, config=TEST_RETRIES)
         self.client.meta.events.register_first("before-send.sagemaker.UpdateCluster", self._lose_answer)
@@ -115,6 +148,9 @@ class Fleet(RuleBasedStateMachine):
         self.engine = self._engine()
 
     # ---- the rig ------------------------------------------------------------------------------------
+    def _open_store(self) -> StateStore:
+        return MemoryStore()
+
     def now(self) -> datetime:
         """The scheduler's clock: the world's, stepped by ``skew``."""
         now = self.emu.clock.now() + self.skew
@@ -132,23 +168,43 @@ class Fleet(RuleBasedStateMachine):
     def _ledger(self) -> None:
         original = self.emu.backend.dispatch
 
-        def targets(name: str) -> dict[str, int]:
+        def shape(name: str) -> tuple[str, dict[str, int], dict[str, str]]:
             d = original("DescribeCluster", {"ClusterName": name})
-            return {g["InstanceGroupName"]: g.get("TargetCount", g["CurrentCount"]) for g in d["InstanceGroups"]}
+            groups = d["InstanceGroups"]
+            counts = {g["InstanceGroupName"]: g.get("TargetCount", g["CurrentCount"]) for g in groups}
+            return d["ClusterArn"], counts, {g["InstanceGroupName"]: g.get("InstanceType", "") for g in groups}
+
+        def remember(arn: str, counts: dict[str, int], types: dict[str, str]) -> None:
+            for g, n in counts.items():
+                self.seen[(arn, g, types[g])] = max(n, self.seen.get((arn, g, types[g]), 0))
 
         def dispatch(operation: str, params: dict[str, Any], **kw: Any) -> dict[str, Any]:
+            if operation == "CreateCluster":
+                result = original(operation, params, **kw)
+                remember(*shape(str(params["ClusterName"])))
+                return result
             if operation != "UpdateCluster":
                 return original(operation, params, **kw)
             name = str(params["ClusterName"])
-            before = targets(name)
+            _arn, before, _types = shape(name)
             try:
                 result = original(operation, params, **kw)
             except EmulatorError as exc:
                 last = next((u.doing for u in reversed(self.landed) if u.cluster == name), None)
                 self.refused.append((name, self.doing, f"{exc.code} while busy with {last}'s update"))
                 raise
+            arn, after, types = shape(name)
+            strangers = tuple(
+                f"{g} ({types[g]}) to {n} on {arn}"
+                for g, n in after.items()
+                if n > before.get(g, 0) and n > self.seen.get((arn, g, types[g]), 0)
+            )
+            remember(arn, after, types)
+            record = self._record(name)
+            transition = record.pending.transition_id if record is not None and record.pending is not None else None
+            held = effective_hold(record, self.now())
             self.landed.append(
-                Landed(name, self.doing, before, targets(name), self._held(name), self.now(), self.lived)
+                Landed(name, self.doing, before, after, held, self.now(), self.lived, transition, strangers)
             )
             return result
 
@@ -167,18 +223,15 @@ class Fleet(RuleBasedStateMachine):
     def _record(self, name: str) -> ClusterRecord | None:
         return self.store.get(ref_for(name, "us-east-1", account=ACCOUNT).key)
 
-    def _held(self, name: str) -> str | None:
-        record = self._record(name)
-        return effective_hold(record, self.now())
-
     def _targets(self, name: str) -> tuple[str, dict[str, int]]:
         d = self.emu.backend.dispatch("DescribeCluster", {"ClusterName": name})
         return d["ClusterStatus"], {g["InstanceGroupName"]: g.get("TargetCount", 0) for g in d["InstanceGroups"]}
 
-    def _run(self, doing: str, kill_at: str | None, work: Any) -> None:
+    def _run(self, doing: str, kill_at: str | None, work: Any) -> Any:
+        """What ``work`` returned; None if it died at a crash point or raised (the CLI's exit 1)."""
         self.doing, self.armed = doing, kill_at
         try:
-            work()
+            return work()
         except Killed:
             self.engine = self._engine()  # the process is gone; a new one starts (its lease stays behind)
         except (HyperpodSchedulerError, ClientError, BotoCoreError):
@@ -187,6 +240,32 @@ class Fleet(RuleBasedStateMachine):
             assert doing != "tick", "a tick raised instead of reporting the cluster's error"
         finally:
             self.doing, self.armed = "tick", None
+        return None
+
+    def _describe(self, name: str) -> dict[str, Any]:
+        return self.emu.backend.dispatch("DescribeCluster", {"ClusterName": name})
+
+    def _stopped_and_quiet(self, name: str) -> bool:
+        """Stopped by the scheduler, nothing in flight, the cluster InService and settled."""
+        record = self._record(name)
+        if record is None or record.applied_state != "stopped" or record.pending is not None:
+            return False
+        d = self._describe(name)
+        settled = all(g["CurrentCount"] == g.get("TargetCount", 0) for g in d["InstanceGroups"])
+        return d["ClusterStatus"] == "InService" and settled
+
+    def _until_in_service(self, name: str, gone: bool = False) -> None:
+        for _ in range(24):
+            self.emu.advance(300)
+            try:
+                d = self._describe(name)
+            except EmulatorError:
+                if gone:
+                    return
+                raise
+            if not gone and d["ClusterStatus"] == "InService":
+                return
+        raise AssertionError(f"{name} did not settle after someone else's change")
 
     # ---- what the world does -------------------------------------------------------------------------
     @rule(kill_at=st.sampled_from(POINTS))
@@ -202,12 +281,56 @@ class Fleet(RuleBasedStateMachine):
     def a_manual_command(self, which: str, action: str, wait: bool, kill_at: str | None) -> None:
         ref = next(g.ref for g in self.governed if g.ref.name == which)
         engine = self._engine()  # a command is its own process
+        self.emu.advance(1)  # a person's commands are at least a second apart: each its own transition id
         now = self.now()
+        transition_id = f"manual-{action}@{now.isoformat()}"
+        while any(c.transition_id == transition_id for c in self.commands):  # a stepped clock came back here
+            self.emu.advance(1)
+            now = self.now()
+            transition_id = f"manual-{action}@{now.isoformat()}"
+        first = len(self.landed)
 
-        def work() -> None:
-            engine.act(ref, action, transition_id=f"manual-{action}@{now.isoformat()}", wait=wait, poll_seconds=30)  # type: ignore[arg-type]
+        def work() -> Any:
+            return engine.act(ref, action, transition_id=transition_id, wait=wait, poll_seconds=30)  # type: ignore[arg-type]
 
-        self._run(f"manual-{action}", kill_at, work)
+        result = self._run(f"manual-{action}", kill_at, work)
+        if result is None:
+            return  # died, or one line and exit 1: the other invariants judge what it left behind
+        command = Command(which, action, wait, transition_id, result.kind, result.message, first)
+        self.commands.append(command)
+        self._judge(command)
+
+    def _judge(self, c: Command) -> None:
+        """What the CLI would print and exit with matches what reached the cluster."""
+        assert c.kind in (*EXIT_0, *NOT_SENT, "failed", "error"), f"{c}: a kind the CLI does not expect"
+        ours = [u for u in self.landed[c.first :] if u.transition == c.transition_id]
+        if c.kind in SENT and not ours:
+            # In progress without its own update: only following one of ours of the same kind already sent.
+            record = self._record(c.cluster)
+            pending = record.pending if record is not None else None
+            followed = (
+                c.kind == "in-progress"
+                and pending is not None
+                and pending.action == c.action
+                and any(u.transition == pending.transition_id for u in self.landed)
+            )
+            assert followed, f"{c}: exit 0, said sent, and nothing reached the cluster"
+        if c.kind in NOT_SENT:
+            assert not ours, f"{c}: said nothing was sent, yet {ours[0]} landed"
+            self.unsent[c.transition_id] = c
+        if c.kind == "noop":
+            d = self._describe(c.cluster)
+            targets = {g["InstanceGroupName"]: g.get("TargetCount", 0) for g in d["InstanceGroups"]}
+            record = self._record(c.cluster)
+            if c.action == "stop":
+                keeps = {"controller": 1, "cpu": 1} if c.cluster == NAMES[1] else {}
+                above = [g for g, n in targets.items() if n > keeps.get(g, 0)]
+                assert not above, f"{c}: exit 0, nothing sent, and {above} still up ({targets})"
+            elif record is not None and record.snapshot is not None and c.cluster not in self.replaced:
+                below = [g for g, s in record.snapshot.sizes.items() if targets.get(g, 0) < s.count]
+                assert not below, f"{c}: exit 0, nothing sent, and {below} still below their sizes ({targets})"
+        if c.action == "start" and c.cluster in self.replaced and c.kind == "refused":
+            assert "\n" not in c.message, f"{c}: not one line"
 
     @rule(
         which=st.sampled_from(NAMES), state=st.sampled_from(["running", "stopped"]), hours=st.sampled_from([None, 1, 6])
@@ -271,14 +394,73 @@ class Fleet(RuleBasedStateMachine):
             CapacityModel.from_dict({"failures": {"fail_next_launches": {"ml.c5.xlarge": 1}}})
         )
 
+    @rule(which=st.sampled_from(NAMES), on=st.booleans())
+    def deep_health_checks_are_switched(self, which: str, on: bool) -> None:
+        """Someone turns the cpu group's deep health checks on (new nodes are then checked for 10 to 20
+        minutes, and UpdateCluster is refused meanwhile) or off; the counts stay as they are."""
+        d = self._describe(which)
+        if d["ClusterStatus"] != "InService":
+            return
+        g = next(g for g in d["InstanceGroups"] if g["InstanceGroupName"] == "cpu")
+        keep = ("InstanceGroupName", "InstanceType", "ExecutionRole", "SlurmConfig", "InstanceStorageConfigs")
+        spec = {**{k: g[k] for k in keep if k in g}, "InstanceCount": g.get("TargetCount", g["CurrentCount"])}
+        if on:
+            spec["OnStartDeepHealthChecks"] = ["InstanceStress", "InstanceConnectivity"]
+        self.doing = "someone-else"
+        try:
+            self.emu.backend.dispatch("UpdateCluster", {"ClusterName": which, "InstanceGroups": [spec]})
+        except EmulatorError:
+            pass  # refused (health checks running): nothing changed
+        finally:
+            self.doing = "tick"
+
+    @rule(which=st.sampled_from(NAMES))
+    def a_group_is_replaced_while_stopped(self, which: str) -> None:
+        """While the cluster is stopped, someone deletes its cpu group and adds one of the same name
+        running another instance type (at 0): the recorded size of 2 is not this group's."""
+        if which in self.replaced or not self._stopped_and_quiet(which):
+            return
+        cpu = next(g for g in small_request(which)["InstanceGroups"] if g["InstanceGroupName"] == "cpu")
+        self.doing = "someone-else"
+        try:
+            self.emu.backend.dispatch(
+                "UpdateCluster", {"ClusterName": which, "InstanceGroups": [], "InstanceGroupsToDelete": ["cpu"]}
+            )
+            self._until_in_service(which)
+            new = {**cpu, "InstanceType": NEW_TYPE, "InstanceCount": 0}
+            self.emu.backend.dispatch("UpdateCluster", {"ClusterName": which, "InstanceGroups": [new]})
+            self._until_in_service(which)
+        finally:
+            self.doing = "tick"
+        self.replaced[which] = (f"'cpu' was ml.c5.xlarge, now {NEW_TYPE}", self.now())
+
+    @rule(which=st.sampled_from(NAMES), cpu=st.sampled_from([0, 1]))
+    def the_cluster_is_recreated_while_stopped(self, which: str, cpu: int) -> None:
+        """While the cluster is stopped, someone deletes it and creates another of the same name (a new
+        ARN), with its controller and ``cpu`` nodes: nothing recorded is this cluster's."""
+        if which in self.replaced or not self._stopped_and_quiet(which):
+            return
+        self.emu.backend.dispatch("DeleteCluster", {"ClusterName": which})
+        self._until_in_service(which, gone=True)
+        # Someone else's launch is not the one a drawn capacity fault was meant for: default capacity.
+        self.emu.backend.set_capacity(CapacityModel.default())
+        self.emu.backend.dispatch("CreateCluster", small_request(which, cpu=cpu))
+        self._until_in_service(which)
+        self.replaced[which] = (f"now {self._describe(which)['ClusterArn']}", self.now())
+
     # ---- what must hold -------------------------------------------------------------------------------
     @invariant()
     def every_remembered_size_survives(self) -> None:
         for name in NAMES:
             record = self._record(name)
             if record is not None and record.snapshot is not None:
-                sizes = {n: s.count for n, s in record.snapshot.sizes.items()}
-                assert sizes == SIZES, f"{name}: remembered {sizes}, the cluster had {SIZES}"
+                # The most that group (of the cluster the snapshot names, running the type it names) had:
+                # the sizes created, never one a floor kept, nor another cluster's or group's.
+                arn = record.snapshot.cluster_arn
+                assert arn is not None, f"{name}: a snapshot that names no cluster"
+                for g, size in record.snapshot.sizes.items():
+                    had = self.seen.get((arn, g, size.instance_type or ""))
+                    assert size.count == had, f"{name}: remembered {g} at {size.count} for {arn}, it had {had}"
             _status, targets = self._targets(name)
             if targets == ZERO:
                 assert record is not None and record.snapshot is not None, f"{name} is at zero with no sizes remembered"
@@ -317,8 +499,8 @@ class Fleet(RuleBasedStateMachine):
         # already lived through: the extra start (or stop) of a clock stepped back across a transition.
         schedule = self.governed[0].schedule
         for i, u in enumerate(self.landed):
-            if u.doing != "tick" or u.held is not None:
-                continue
+            if u.doing != "tick" or u.held is not None or (u.transition or "").startswith("manual-"):
+                continue  # (a person's command resumed by the tick after its process died is no schedule wish)
             up = any(u.after[g] > u.before.get(g, 0) for g in u.after)
             then, newest = schedule_state(schedule, u.at).desired, schedule_state(schedule, u.lived).desired
             if then != newest:  # behind a transition already lived through: acting on the old wish
@@ -330,6 +512,23 @@ class Fleet(RuleBasedStateMachine):
                     continue
                 v_up = any(v.after[g] > v.before.get(g, 0) for g in v.after)
                 assert v_up == up, f"{u.cluster}: a tick at {u.at} reversed the tick at {v.at}: {u}"
+
+    @invariant()
+    def a_restore_never_lands_on_another_group_or_cluster(self) -> None:
+        # A scheduler's update never raises a group (of one cluster ARN, running one instance type) above
+        # what that very group ever had: a recorded size only goes back where it was recorded.
+        for u in self.landed:
+            if u.doing != "someone-else":
+                assert not u.strangers, f"{u.cluster}: restored onto what was replaced: {u.strangers} ({u})"
+
+    @invariant()
+    def a_command_is_never_dropped(self) -> None:
+        # A command that said nothing was sent (and exited non-zero) is never sent later by a tick behind
+        # the user's back; one that exited 0 saying it was sent reached the cluster (checked as it ends).
+        for u in self.landed:
+            said = self.unsent.get(u.transition or "")
+            if said is not None and u.doing != f"manual-{said.action}":  # a later command of the same kind may
+                raise AssertionError(f"{u.cluster}: {said} said nothing was sent; then {u}")
 
     def teardown(self) -> None:
         try:
@@ -347,21 +546,59 @@ class Fleet(RuleBasedStateMachine):
             self._engine().release(g.ref)
         self.emu.advance(LEASE_S + 60)
         schedule = self.governed[0].schedule
-        upcoming = schedule.next_transition(self.now())
+        # The next transition after the latest moment the scheduler has lived (its clock may read earlier:
+        # a command it already carried out after the one before stands until then).
+        upcoming = schedule.next_transition(max(self.now(), self.lived))
         assert upcoming is not None
         self.emu.advance((upcoming.at - self.now()).total_seconds() + 60)
         engine = self._engine()
         for _ in range(30):
             tick(engine, self.governed, self.now())
             if self._settled(schedule_state(schedule, self.now()).desired):
+                self._refuses_a_replaced_restore()
                 return
             self.emu.advance(600)
         wanted = schedule_state(schedule, self.now()).desired
         states = {n: (self._targets(n), self._record(n)) for n in NAMES}
         raise AssertionError(f"did not converge to {wanted} after the faults stopped: {states}")
 
+    def _refuses_a_replaced_restore(self) -> None:
+        """A cluster whose group or whole self was replaced while stopped, and whose record still holds
+        the sizes from before: its start is refused in one line naming the change (not a silent skip)."""
+        for name, (change, _when) in self.replaced.items():
+            ref = next(g.ref for g in self.governed if g.ref.name == name)
+            for _ in range(12):  # an update of its own still settling: the start waits its turn (a skip)
+                if not self._from_before(name):
+                    break  # stopped again since: what it records now is this cluster's own
+                self.emu.advance(1)
+                result = self._engine().act(ref, "start", transition_id=f"manual-start@{self.now().isoformat()}")
+                if result.kind != "skip":
+                    break
+                self.emu.advance(600)
+                tick(self._engine(), self.governed, self.now())
+            else:
+                raise AssertionError(f"{name} ({change}): a start was skipped for two hours: {result}")
+            if self._from_before(name):
+                assert result.kind == "refused", f"{name} ({change}): a start was {result}"
+                assert "replaced while stopped" in result.message and change in result.message, result
+                assert "\n" not in result.message, result
+
+    def _from_before(self, name: str) -> bool:
+        """The record's sizes are from the cluster or the cpu group as they were before the replacement
+        (by identity, not by time: the scheduler's clock may have been stepped back since)."""
+        record = self._record(name)
+        if record is None or record.snapshot is None:
+            return False
+        d = self._describe(name)
+        types = {g["InstanceGroupName"]: g.get("InstanceType") for g in d["InstanceGroups"]}
+        cpu = record.snapshot.sizes.get("cpu")
+        other_type = cpu is not None and cpu.instance_type != types.get("cpu")
+        return record.snapshot.cluster_arn != d["ClusterArn"] or other_type
+
     def _settled(self, wanted: str) -> bool:
         for name in NAMES:
+            if name in self.replaced:
+                continue  # its start is refused until the user claims or forgets it (judged above)
             goal = SIZES if wanted == "running" else (KEPT if name == NAMES[1] else ZERO)
             status, targets = self._targets(name)
             record = self._record(name)
@@ -371,6 +608,47 @@ class Fleet(RuleBasedStateMachine):
             if any(g["CurrentCount"] != g.get("TargetCount", 0) for g in d["InstanceGroups"]):
                 return False
         return True
+
+
+class DynamoFleet(Fleet):
+    """The same world on the DynamoDB store (moto's table, emptied for each example), whose conditional
+    writes may be applied with their answers lost: botocore retries and meets its own write."""
+
+    def _open_store(self) -> StateStore:
+        clear_table(DYNAMODB_TABLE)
+        store = open_dynamodb(DYNAMODB_TABLE)
+        self.store_drop: str | None = None  # a write operation, or "any": its next answer is lost
+        self.store_lost: list[str] = []
+        store._client.meta.events.register_first("before-send.dynamodb", self._lose_store_answer)
+        return store
+
+    def _lose_store_answer(self, request: Any, event_name: str, **_: Any) -> AWSResponse | None:
+        """botocore takes the first answer a before-send handler gives, but runs every handler: moto's own
+        (registered after this one) still applies the write. So: applied, answered 500, retried."""
+        operation = event_name.rsplit(".", 1)[-1]
+        if operation not in WRITES or self.store_drop not in (operation, "any"):
+            return None
+        self.store_drop = None
+        self.store_lost.append(operation)
+        body = b'{"__type": "com.amazonaws.dynamodb.v20120810#InternalServerError", "message": "lost"}'
+        return AWSResponse(request.url, 500, {}, _Raw(body))
+
+    @rule(operation=st.sampled_from([*WRITES, "any"]))
+    def the_next_store_answer_is_lost(self, operation: str) -> None:
+        self.store_drop = operation
+
+    @rule(
+        which=st.sampled_from(NAMES),
+        action=st.sampled_from(["stop", "start"]),
+        wait=st.booleans(),
+        operation=st.sampled_from(WRITES[:2]),
+    )
+    def a_command_whose_store_answer_is_lost(self, which: str, action: str, wait: bool, operation: str) -> None:
+        """A person's command whose next record write (the intent's PutItem, or a record written with its
+        history line) is applied with its answer lost: what the command says must match what was sent."""
+        self.store_drop = operation
+        self.a_manual_command(which, action, wait, None)
+        self.store_drop = None
 
 
 class _Raw:
@@ -385,10 +663,12 @@ class _Raw:
         return body
 
 
-def _settings(slow: bool) -> settings:
+def _settings(slow: bool, *, dynamodb: bool = False) -> settings:
+    # moto answers a store call in about 10 ms of CPU (the memory store in microseconds): fewer draws.
+    examples = (60 if slow else 2) if dynamodb else (300 if slow else 15)
     return settings(
-        max_examples=300 if slow else 15,
-        stateful_step_count=50 if slow else 25,
+        max_examples=examples,
+        stateful_step_count=(40 if slow else 12) if dynamodb else (50 if slow else 25),
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
         derandomize=not slow,  # CI replays the same bounded draw; the long run explores
@@ -398,6 +678,65 @@ def _settings(slow: bool) -> settings:
 
 def test_the_scheduler_survives_a_hostile_world(pytestconfig: pytest.Config) -> None:
     run_state_machine_as_test(Fleet, settings=_settings(run_slow(pytestconfig)))
+
+
+@pytest.fixture(scope="module")
+def dynamodb_table() -> Iterator[None]:
+    """One moto table for the module (moto's start and the table cost more than a test): each example
+    empties it (``DynamoFleet._open_store``)."""
+    with mocked_dynamodb(DYNAMODB_TABLE):
+        yield
+
+
+def test_a_command_after_a_stepped_back_transition_is_not_dated_before_it() -> None:
+    """Found by the bounded draw: the 08:00 start ticked, the host's clock back an hour, then a manual
+    stop and start of the enforced sm-1 settled and were dated 07:xx, before the transition already
+    applied; the next tick took 07:xx for before office hours and stopped sm-1 again (invariant 6)."""
+    fleet = Fleet()
+    try:
+        fleet.the_clock_steps(-1, True)
+        fleet.a_manual_command(NAMES[1], "stop", True, None)
+        fleet.a_manual_command(NAMES[1], "start", True, None)
+        for _ in range(2):
+            fleet.a_tick(None)
+            fleet.emu.advance(600)
+        fleet.a_stepped_clock_never_undoes_a_newer_transition()
+        assert fleet._targets(NAMES[1])[1] == SIZES
+    finally:
+        fleet.stack.close()
+
+
+def test_the_scheduler_survives_lost_store_answers(pytestconfig: pytest.Config, dynamodb_table: None) -> None:
+    run_state_machine_as_test(DynamoFleet, settings=_settings(run_slow(pytestconfig), dynamodb=True))
+
+
+@pytest.mark.parametrize(("write", "wait"), [("PutItem", False), ("TransactWriteItems", True)])
+def test_a_lost_store_answer_is_not_reported_as_nothing_sent(write: str, wait: bool, dynamodb_table: None) -> None:
+    """The fixed path the bounded draw may miss (issue 26 case 12): a start's first conditional write
+    of that kind (the intent's PutItem; with --wait, the settled record and its line in one transaction)
+    is applied, its answer lost, and botocore's retry meets it. The start must say it was sent (or
+    settled), and no tick may send it again."""
+    fleet = DynamoFleet()
+    try:
+        for _ in range(3):  # 06:30, before office hours: the first ticks stop both clusters
+            fleet.a_tick(None)
+            fleet.emu.advance(600)
+        assert fleet._targets(NAMES[0])[1] == ZERO
+        first = len(fleet.landed)
+        fleet.the_next_store_answer_is_lost(write)
+        fleet.a_manual_command(NAMES[0], "start", wait, None)  # judged as the CLI would report it
+        assert fleet.store_lost == [write]
+        assert len(fleet.commands) == 1, "the start raised: exit 1 for a start that went out"
+        for _ in range(3):
+            fleet.emu.advance(600)
+            fleet.a_tick(None)
+        fleet.a_command_is_never_dropped()
+        fleet.no_transition_is_sent_twice()
+        assert fleet.commands[0].kind in SENT, fleet.commands[0]
+        assert [u.doing for u in fleet.landed[first:] if u.cluster == NAMES[0]] == ["manual-start"]
+        assert fleet._targets(NAMES[0])[1] == SIZES
+    finally:
+        fleet.stack.close()
 
 
 def test_the_stepped_clock_rule_and_its_invariant_catch_an_extra_transition() -> None:
@@ -412,5 +751,110 @@ def test_the_stepped_clock_rule_and_its_invariant_catch_an_extra_transition() ->
         fleet.a_tick(None)
         fleet.a_stepped_clock_never_undoes_a_newer_transition()
         assert fleet._targets(NAMES[1])[1] == SIZES
+    finally:
+        fleet.stack.close()
+
+
+def _stopped_by_the_first_ticks(fleet: Fleet) -> None:
+    for _ in range(3):  # 06:30, before office hours: the first ticks stop both clusters
+        fleet.a_tick(None)
+        fleet.emu.advance(600)
+    assert fleet._stopped_and_quiet(NAMES[0]) and fleet._stopped_and_quiet(NAMES[1])
+
+
+def test_a_start_onto_a_replaced_group_or_cluster_is_refused_naming_it() -> None:
+    """The replacement rules on a fixed path: sm-0's cpu group is replaced by a c5.2xlarge group and
+    sm-1 is deleted and created again while both are stopped; the 08:00 tick restores neither (without
+    planner.replaced, the restore invariant fails) and a start is refused in one line naming the change."""
+    fleet = Fleet()
+    try:
+        _stopped_by_the_first_ticks(fleet)
+        fleet.a_group_is_replaced_while_stopped(NAMES[0])
+        fleet.the_cluster_is_recreated_while_stopped(NAMES[1], 0)
+        assert set(fleet.replaced) == set(NAMES)
+        fleet.emu.advance((datetime(2026, 11, 30, 8, 5, tzinfo=MONDAY_6AM.tzinfo) - fleet.now()).total_seconds())
+        for _ in range(3):
+            fleet.a_tick(None)
+            fleet.a_restore_never_lands_on_another_group_or_cluster()
+            fleet.every_remembered_size_survives()
+            fleet.emu.advance(600)
+        for name in NAMES:
+            fleet.a_manual_command(name, "start", False, None)
+            assert fleet.commands[-1].kind == "refused", fleet.commands[-1]
+        fleet._refuses_a_replaced_restore()
+    finally:
+        fleet.stack.close()
+
+
+@pytest.mark.parametrize(("name", "cpu"), [(NAMES[0], 0), (NAMES[1], 1)])
+def test_a_stop_of_a_recreated_cluster_records_its_own_sizes(name: str, cpu: int) -> None:
+    """Found by the bounded draw once it could re-create clusters: sm-1 deleted and created again with
+    1 cpu node (its floor) while stopped, then stopped: the stop took the node for its own floor and
+    carried the old cluster's cpu size (2) into a snapshot stamped with the new ARN, so the next start
+    would restore 2 onto a cluster that never had them. The same for sm-0 re-created with none."""
+    fleet = Fleet()
+    try:
+        _stopped_by_the_first_ticks(fleet)
+        fleet.the_cluster_is_recreated_while_stopped(name, cpu)
+        fleet.a_manual_command(name, "stop", True, None)
+        fleet.every_remembered_size_survives()
+        record = fleet._record(name)
+        assert record is not None and record.snapshot is not None
+        assert {g: s.count for g, s in record.snapshot.sizes.items()} == {"controller": 1, "cpu": cpu}
+        fleet.a_manual_command(name, "start", True, None)
+        fleet.a_restore_never_lands_on_another_group_or_cluster()
+        assert fleet._targets(name)[1] == {"controller": 1, "cpu": cpu}
+    finally:
+        fleet.stack.close()
+
+
+def test_a_start_followed_after_the_clock_stepped_back_settles() -> None:
+    """Found by the bounded draw once the new rules changed it: a start sent, the host's clock stepped
+    back an hour, and the start followed to its end measured a negative duration, which the record
+    refused (a traceback instead of the settled line)."""
+    fleet = Fleet()
+    try:
+        _stopped_by_the_first_ticks(fleet)
+        fleet.a_manual_command(NAMES[0], "start", False, None)
+        fleet.the_clock_steps(-1, False)
+        fleet.emu.advance(1800)
+        fleet.a_manual_command(NAMES[0], "start", True, None)  # follows the start in flight to its end
+        record = fleet._record(NAMES[0])
+        assert record is not None and record.pending is None and record.applied_state == "running"
+        assert all(d >= 0 for d in record.start_durations_s)
+    finally:
+        fleet.stack.close()
+
+
+def test_a_start_behind_a_settling_stop_is_not_reported_sent() -> None:
+    """The never-dropped invariant on a fixed path (issue 26 case 13): a start while the stop it
+    follows is still settling is not sent; it must not exit 0 as the stop's progress, and no tick
+    sends it later."""
+    fleet = Fleet()
+    try:
+        fleet.a_manual_command(NAMES[0], "stop", False, None)
+        fleet.a_manual_command(NAMES[0], "start", False, None)  # the stop is still going down
+        assert fleet.commands[-1].kind in NOT_SENT, fleet.commands[-1]
+        for _ in range(3):
+            fleet.emu.advance(600)
+            fleet.a_tick(None)
+            fleet.a_command_is_never_dropped()
+    finally:
+        fleet.stack.close()
+
+
+def test_a_command_behind_an_unsent_intent_and_someone_elses_update_is_not_reported_sent() -> None:
+    """Found by the bounded draw: a stop killed after storing its intent, someone else's update, and a
+    new stop: it said "in-progress" (exit 0) for the earlier intent waiting on that update, and was never
+    sent. It is a skip (exit 3) that says this stop was not sent."""
+    fleet = Fleet()
+    try:
+        fleet.emu.advance(3 * 3600)  # 09:00: office hours, both running
+        fleet.a_manual_command(NAMES[0], "stop", False, "after-intent")  # dies with its intent stored
+        fleet.emu.advance(LEASE_S + 1)  # the dead runner's lease lapses
+        fleet.someone_else_updates_the_cluster(NAMES[0])  # and someone else's update runs
+        fleet.a_manual_command(NAMES[0], "stop", False, None)
+        assert fleet.commands[-1].kind in NOT_SENT, fleet.commands[-1]
+        assert "was not sent" in fleet.commands[-1].message
     finally:
         fleet.stack.close()

@@ -76,7 +76,10 @@ def earlier(
         view = eng.describe(ref)
         fate = planner.intent_fate(view, pending.targets)
         if fate == "busy":
-            return someone_else(eng, ref, pending.action, view)
+            # That is the earlier intent's fate, not this command's: this one is not sent (exit 3), never
+            # passed off as progress (the earlier one is decided once someone else's update settles).
+            waits = someone_else(eng, ref, pending.action, view)
+            return Result(ref.name, "skip", f"{waits.message}; this {action} was not sent")
         if fate == "unsent":
             if dry_run:
                 return dry(eng, ref, f"would withdraw the {pending.action} that never went out, then {action}")

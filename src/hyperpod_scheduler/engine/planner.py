@@ -206,8 +206,22 @@ def snapshot_for_stop(
     user meant and is recorded as such."""
     sizes: dict[str, GroupSize] = {}
     notes: list[str] = []
+    if previous is not None and previous.cluster_arn is not None and previous.cluster_arn != view.arn:
+        # Re-created since (a new ARN): nothing recorded is this cluster's, so nothing is carried into its
+        # own sizes (stamped with its ARN, the old sizes would pass for its own at the next start).
+        notes.append(
+            f"the cluster was replaced since its sizes were recorded ({previous.cluster_arn}): recording its own"
+        )
+        previous = None
     for g in view.groups:
         size = max(g.target, g.current)
+        recorded = previous.sizes.get(g.name) if previous is not None else None
+        if previous is not None and recorded is not None and _other_type(recorded, g.instance_type):
+            # Replaced by a group of the same name running another type: the recorded size is not its own.
+            notes.append(
+                f"group '{g.name}' was {recorded.instance_type}, now {g.instance_type}: recording its own size"
+            )
+            previous = previous.evolve(sizes={n: z for n, z in previous.sizes.items() if n != g.name})
         if size == 0 and previous is not None and applied == "stopped" and g.name in previous.sizes:
             sizes[g.name] = previous.sizes[g.name]
             notes.append(f"group '{g.name}' is at 0: keeping its recorded size {previous.sizes[g.name].count}")
@@ -244,6 +258,10 @@ def snapshot_for_stop(
     return snapshot, tuple(notes)
 
 
+def _other_type(recorded: GroupSize, instance_type: str | None) -> bool:
+    return bool(recorded.instance_type and instance_type and recorded.instance_type != instance_type)
+
+
 def plan_stop(view: ClusterView, record: ClusterRecord | None, now: datetime, transition_id: str) -> Plan:
     if view.busy:
         return Skip(f"{view.busy_reason()}: not touched this tick")
@@ -268,9 +286,7 @@ def replaced(view: ClusterView, snapshot: Snapshot) -> str | None:
     changed = []
     for g in view.groups:
         recorded = snapshot.sizes.get(g.name)
-        if recorded is None or recorded.instance_type is None or g.instance_type is None:
-            continue
-        if recorded.instance_type != g.instance_type:
+        if recorded is not None and _other_type(recorded, g.instance_type):
             changed.append(f"'{g.name}' was {recorded.instance_type}, now {g.instance_type}")
     if changed:
         return f"group {'; '.join(changed)} (replaced while stopped): its recorded size is not restored onto it"

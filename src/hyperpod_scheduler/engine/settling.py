@@ -121,8 +121,15 @@ def settle(eng: Engine, ref: ClusterRef, record: ClusterRecord, verdict: planner
     ):
         seen = phases.joined_slurm(seen, eng.now())
     now = eng.now()
-    duration = (now - pending.created_at).total_seconds()
+    # The host's clock stepped back since the intent (NTP, a restored VM) makes this negative: how long
+    # it took is then unknown. The line says 0 and the start-time estimates leave it out.
+    measured = (now - pending.created_at).total_seconds()
+    duration = max(0.0, measured)
     applied_at: datetime | None = pending.transition_at or now
+    if pending.served_by() == "manual" and record.applied_transition_at is not None:
+        # A person's command dated by a host clock stepped back since the transition it came after: it is
+        # dated no earlier than that transition (else an enforced tick would redo the older wish).
+        applied_at = max(pending.transition_at or now, record.applied_transition_at)
     if pending.served_by() == "hold" and planner.effective_hold(record, now) is None:
         # Released (or lapsed) while its update was in flight: the schedule decides from here on, as
         # release promised, rather than this moment counting as the schedule's latest transition.
@@ -135,7 +142,9 @@ def settle(eng: Engine, ref: ClusterRef, record: ClusterRecord, verdict: planner
         updated_at=now,
     )
     if pending.action == "start" and verdict.ok:
-        updated = updated.add_start_duration(duration, now, phases.ready_durations(seen)).evolve(retry=None)
+        if measured >= 0:
+            updated = updated.add_start_duration(duration, now, phases.ready_durations(seen))
+        updated = updated.evolve(retry=None)
     changes = fidelity.ami_changes(record.snapshot.sizes, view) if record.snapshot and pending.action == "start" else []
     taken = list(record.images.taken) if pending.action == "start" else []
     if pending.action == "start":
