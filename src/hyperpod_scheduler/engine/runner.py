@@ -141,7 +141,7 @@ class Engine:
         try:
             view = parse_cluster(answer)  # parse_cluster checks the shape itself
             self.accounts.check(ref, view)
-        except Exception:
+        except HyperpodSchedulerError:  # MalformedAnswer, or the account check's refusal
             # AWS answered (reachable), but not with this cluster's sizes: another account's cluster,
             # or an answer of a shape we refuse. "Sizes as of" stays where it was.
             self.reads.answered(ref, self.now())
