@@ -275,3 +275,27 @@ def test_a_partial_continuous_start_does_not_hold_up_the_evening_stop() -> None:
         assert record is not None
         starts = [h for h in rig.store.history(ref.key) if h.action == "start"]
         assert starts and "overtaken" in str(starts[0].detail.get("message"))
+
+
+def test_a_released_hold_whose_start_ran_out_of_capacity_is_started_by_the_schedule() -> None:
+    # Monday 06:00 stopped by its schedule (office hours 08:00-18:00); 06:30 someone holds it running,
+    # but only 2 of its 4 G5s exist until 08:30, so the hold's start rolls back and its retries (30 min)
+    # run out. The hold is released at 09:00 while the schedule wants it running and the G5s are back:
+    # the next tick starts it. It stayed at zero all day, its record saying "running" (found by the
+    # state machine's long run).
+    pool = [{"at": "2026-11-30T06:20:00Z", "available": 2}, {"at": "2026-11-30T08:30:00Z", "available": 8}]
+    capacity = {"timing": FAST, "instance_types": {"ml.g5.48xlarge": {"available": 4, "schedule": pool}}}
+    with running_emulator(virtual_start=START, seed=13, capacity=capacity) as emu:
+        rig = _rig(emu, {"gpu": ("ml.g5.48xlarge", 4)})
+        engine = rig.engine(retry=Retry(deadline_minutes=30, backoff_minutes=[5]))
+        ref = governed()
+        fleet = [Governed(ref, "office", resolve("Mon-Fri 08:00-18:00 UTC", {}), False)]
+        _ticks(engine, fleet, emu, timedelta(minutes=25), 60)  # stopped by the schedule
+        assert rig.targets()["gpu"] == 0
+        engine.set_hold(ref, "running", None, "a demo")
+        _ticks(engine, fleet, emu, timedelta(hours=3), 60)  # the hold's start fails, retries run out
+        assert rig.targets()["gpu"] == 0
+        assert [e for e in rig.events.events if "retries exhausted" in e.message]
+        assert engine.release(ref)
+        _ticks(engine, fleet, emu, timedelta(hours=4), 60)
+        assert rig.targets()["gpu"] == 4

@@ -137,7 +137,7 @@ def due(record: ClusterRecord | None, sched: ScheduleState, *, enforced: bool, n
     never_applied = record is None or record.applied_transition_at is None or lapsed_hold(record, now)
     at = sched.last_transition_at
     if never_applied:
-        if record is not None and record.applied_state == sched.desired and not enforced:
+        if record is not None and reached(record, sched.desired) and not enforced:
             return None
         why = "first run for this cluster" if record is None else "schedule resumed"
         return Due(action, _instant_id(action, at), why, at)
@@ -148,6 +148,16 @@ def due(record: ClusterRecord | None, sched: ScheduleState, *, enforced: bool, n
     if enforced:
         return Due("check", _instant_id(action, at), f"enforced: keep {sched.desired}", at)
     return None
+
+
+def reached(record: ClusterRecord, state: State) -> bool:
+    """The record's applied state is where the cluster is: a transition whose update settled with a
+    group failed or short (a start rolled back for capacity, its retries run out) was asked for, not
+    reached, so a schedule that resumes (a hold released or lapsed) sends it again rather than taking
+    "running" for a cluster still at zero."""
+    if record.applied_state != state:
+        return False
+    return not any(o.outcome in ("failed", "partial") for o in record.last_outcomes)
 
 
 def _given_up(record: ClusterRecord, hold: Hold, action: Action) -> bool:
