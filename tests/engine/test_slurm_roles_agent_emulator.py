@@ -28,31 +28,19 @@ from hyperpod_scheduler.engine.events import Collector
 from hyperpod_scheduler.guards.checkpoints import ChannelLink
 from hyperpod_scheduler.slurm.model import SlurmJob, SlurmNode
 from hyperpod_scheduler.store.memory import MemoryStore
-from tests.engine.conftest import ROLE, START, settle
+from tests.engine.conftest import START, settle
+from tests.engine.legacy_slurm import BUCKET, legacy_group
 
-BUCKET = "sagemaker-lifecycle-legacy"
-SOURCE = f"s3://{BUCKET}/src/"
 COMPUTE = ("cpu-group", "worker-group-1")
-
-
-def _group(name: str, itype: str, count: int) -> dict[str, Any]:
-    return {
-        "InstanceGroupName": name,
-        "InstanceType": itype,
-        "InstanceCount": count,
-        "ExecutionRole": ROLE,
-        "ThreadsPerCore": 1,
-        "LifeCycleConfig": {"SourceS3Uri": SOURCE, "OnCreate": "on_create.sh"},
-    }
 
 
 LEGACY = {  # no SlurmConfig; the lifecycle source holds no provisioning_parameters.json
     "ClusterName": "legacy",
     "InstanceGroups": [
-        _group("controller-machine", "ml.m5.12xlarge", 1),
-        _group("login-group", "ml.m5.4xlarge", 1),
-        _group("cpu-group", "ml.c5.xlarge", 2),
-        _group("worker-group-1", "ml.p5.48xlarge", 4),
+        legacy_group("controller-machine", "ml.m5.12xlarge", 1),
+        legacy_group("login-group", "ml.m5.4xlarge", 1),
+        legacy_group("cpu-group", "ml.c5.xlarge", 2),
+        legacy_group("worker-group-1", "ml.p5.48xlarge", 4),
     ],
 }
 

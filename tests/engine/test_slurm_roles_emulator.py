@@ -22,38 +22,18 @@ from hyperpod_scheduler.emulator.protocol import DEFAULT_ACCOUNT
 from hyperpod_scheduler.engine.events import Collector
 from hyperpod_scheduler.engine.fleet import ref_for
 from hyperpod_scheduler.store.memory import MemoryStore
-from tests.engine.conftest import ROLE, START, settle
+from tests.engine.conftest import START, settle
+from tests.engine.legacy_slurm import BUCKET, PARAMETERS, legacy_group
 
 REF = ref_for("legacy", "us-east-1", account=DEFAULT_ACCOUNT)
-BUCKET = "sagemaker-lifecycle-legacy"
-SOURCE = f"s3://{BUCKET}/src/"
-# The aws-samples lifecycle scripts' file (1.architectures/5.sagemaker-hyperpod/LifecycleScripts/base-config).
-PARAMETERS = {
-    "version": "1.0.0",
-    "workload_manager": "slurm",
-    "controller_group": "controller-machine",
-    "login_group": "login-group",
-    "worker_groups": [{"instance_group_name": "worker-group-1", "partition_name": "ml.p5.48xlarge"}],
-}
-
-
-def _group(name: str, itype: str, count: int) -> dict[str, Any]:
-    return {
-        "InstanceGroupName": name,
-        "InstanceType": itype,
-        "InstanceCount": count,
-        "ExecutionRole": ROLE,
-        "ThreadsPerCore": 1,
-        "LifeCycleConfig": {"SourceS3Uri": SOURCE, "OnCreate": "on_create.sh"},
-    }
 
 
 LEGACY = {  # no SlurmConfig, no Orchestrator: the roles are only in the file
     "ClusterName": "legacy",
     "InstanceGroups": [
-        _group("controller-machine", "ml.m5.12xlarge", 1),
-        _group("login-group", "ml.m5.4xlarge", 1),
-        _group("worker-group-1", "ml.p5.48xlarge", 4),
+        legacy_group("controller-machine", "ml.m5.12xlarge", 1),
+        legacy_group("login-group", "ml.m5.4xlarge", 1),
+        legacy_group("worker-group-1", "ml.p5.48xlarge", 4),
     ],
 }
 

@@ -27,29 +27,9 @@ from hyperpod_scheduler.config.load import load_config
 from hyperpod_scheduler.emulator import Emulator, running_emulator
 from hyperpod_scheduler.store import open_store
 from hyperpod_scheduler.web import Dashboard, create_app
-from tests.engine.conftest import ROLE, START, settle
+from tests.engine.conftest import START, settle
+from tests.engine.legacy_slurm import BUCKET, PARAMETERS, legacy_group
 from tests.web.conftest import TOKEN
-
-BUCKET = "sagemaker-lifecycle-legacy"
-SOURCE = f"s3://{BUCKET}/src/"
-PARAMETERS = {
-    "version": "1.0.0",
-    "workload_manager": "slurm",
-    "controller_group": "controller-machine",
-    "login_group": "login-group",
-    "worker_groups": [{"instance_group_name": "worker-group-1", "partition_name": "ml.p5.48xlarge"}],
-}
-
-
-def _group(name: str, itype: str, count: int) -> dict[str, Any]:
-    return {
-        "InstanceGroupName": name,
-        "InstanceType": itype,
-        "InstanceCount": count,
-        "ExecutionRole": ROLE,
-        "ThreadsPerCore": 1,
-        "LifeCycleConfig": {"SourceS3Uri": SOURCE, "OnCreate": "on_create.sh"},
-    }
 
 
 @dataclass
@@ -92,9 +72,9 @@ def _rig(tmp: Path, policy: dict[str, Any], *, restart: bool, first_stop: bool =
         s3.put_object(Bucket=BUCKET, Key="src/on_create.sh", Body=b"#!/bin/bash\n")
         s3.put_object(Bucket=BUCKET, Key="src/provisioning_parameters.json", Body=json.dumps(PARAMETERS).encode())
         groups: list[Any] = [
-            _group("controller-machine", "ml.m5.12xlarge", 1),
-            _group("login-group", "ml.m5.4xlarge", 1),
-            _group("worker-group-1", "ml.p5.48xlarge", 4),
+            legacy_group("controller-machine", "ml.m5.12xlarge", 1),
+            legacy_group("login-group", "ml.m5.4xlarge", 1),
+            legacy_group("worker-group-1", "ml.p5.48xlarge", 4),
         ]
         sagemaker.create_cluster(ClusterName="legacy", InstanceGroups=groups)  # no SlurmConfig
         settle(emu, sagemaker, "legacy")
