@@ -755,6 +755,31 @@ def test_the_stepped_clock_rule_and_its_invariant_catch_an_extra_transition() ->
         fleet.stack.close()
 
 
+def test_a_release_then_a_clock_stepped_back_behind_it_does_not_act_on_the_past() -> None:
+    """Found by the long DynamoFleet draw: sm-0 held running through the evening's stop, released at
+    08:35 the next morning, then the host's clock went back an hour. The release had cleared
+    ``applied_transition_at`` (the schedule resumes), so the stepped-back guard saw nothing and the
+    07:35 tick took yesterday's 18:00 stop for due: it stopped a cluster office hours want running.
+    The record now remembers when the schedule was resumed, and nothing is decided from before it."""
+    fleet = Fleet()
+    try:
+        fleet.a_hold(NAMES[0], "running", None)
+        fleet.the_clock_steps(1, True)  # the 08:00 start, then the host an hour ahead
+        fleet.emu.advance(12 * 3600)  # through the 18:00 stop: held running, nothing sent
+        fleet.a_tick(None)
+        fleet.emu.advance(12 * 3600)  # 08:35 the next morning (the host reads 09:35)
+        fleet.the_clock_steps(-1, False)  # the host's clock right again
+        fleet.a_release(NAMES[0])
+        fleet.the_clock_steps(-1, False)  # and an hour behind
+        _status, before = fleet._targets(NAMES[0])
+        assert before == SIZES, before
+        fleet.a_tick(None)
+        fleet.a_stepped_clock_never_undoes_a_newer_transition()
+        assert fleet._targets(NAMES[0])[1] == SIZES
+    finally:
+        fleet.stack.close()
+
+
 def _stopped_by_the_first_ticks(fleet: Fleet) -> None:
     for _ in range(3):  # 06:30, before office hours: the first ticks stop both clusters
         fleet.a_tick(None)

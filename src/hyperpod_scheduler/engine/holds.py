@@ -42,7 +42,7 @@ def release(eng: Engine, ref: ClusterRef) -> bool:
         eng,
         ref,
         lambda rec: (rec or ClusterRecord.new(ref.key, now)).evolve(
-            hold=None, applied_transition_at=None, updated_at=now
+            hold=None, applied_transition_at=None, resumed_at=now, updated_at=now
         ),
         eng.entry(ref, "release", "ok"),
     )

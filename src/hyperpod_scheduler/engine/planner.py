@@ -112,9 +112,10 @@ def due(record: ClusterRecord | None, sched: ScheduleState, *, enforced: bool, n
     """Whether this cluster needs attention this tick, decided without any API call."""
     if record is not None and record.pending is not None:
         return Due("follow", record.pending.transition_id, f"following {record.pending.action}")
-    if record is not None and record.applied_transition_at is not None and record.applied_transition_at > now:
-        # The clock is behind a transition already applied (stepped back): nothing is decided from a
-        # past the record has already lived through.
+    lived = [t for t in (record.applied_transition_at, record.resumed_at) if t is not None] if record else []
+    if any(t > now for t in lived):
+        # The clock is behind a transition already applied, or a release (stepped back): nothing is
+        # decided from a past the record has already lived through.
         return None
     held = effective_hold(record, now)
     retry = live_retry(record, sched, now)

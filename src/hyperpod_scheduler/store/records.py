@@ -455,6 +455,9 @@ class ClusterRecord(Stored):
     snapshot: Snapshot | None = None
     applied_state: State | None = None
     applied_transition_at: AwareDatetime | None = None
+    # When a release handed the cluster back to its schedule (which then clears applied_transition_at):
+    # a clock stepped back behind it must not decide from a past the record has already lived through.
+    resumed_at: AwareDatetime | None = None
     pending: PendingAction | None = None
     last_outcomes: list[GroupOutcome] = Field(default_factory=list)
     hold: Hold | None = None
