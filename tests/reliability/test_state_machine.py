@@ -755,6 +755,22 @@ def test_the_stepped_clock_rule_and_its_invariant_catch_an_extra_transition() ->
         fleet.stack.close()
 
 
+def test_a_command_that_sends_nothing_after_a_stepped_back_transition_keeps_its_date() -> None:
+    """Found by the long Fleet draw: the 08:00 start ticked, the host's clock back an hour, then a manual
+    start of the already running, enforced sm-1 (nothing to send). The no-op recorded 07:35 as the
+    applied transition, moving it back before 08:00, and the next tick enforced Friday's 18:00 stop.
+    No writer moves the applied transition back (``ClusterRecord.applied_from``)."""
+    fleet = Fleet()
+    try:
+        fleet.the_clock_steps(-1, True)
+        fleet.a_manual_command(NAMES[1], "start", False, None)
+        fleet.a_tick(None)
+        fleet.a_stepped_clock_never_undoes_a_newer_transition()
+        assert fleet._targets(NAMES[1])[1] == SIZES
+    finally:
+        fleet.stack.close()
+
+
 def test_a_release_then_a_clock_stepped_back_behind_it_does_not_act_on_the_past() -> None:
     """Found by the long DynamoFleet draw: sm-0 held running through the evening's stop, released at
     08:35 the next morning, then the host's clock went back an hour. The release had cleared

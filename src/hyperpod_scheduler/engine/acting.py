@@ -212,7 +212,7 @@ def refuse(
             eng.store.put(
                 base.evolve(
                     applied_state=stays if base.applied_state is None else base.applied_state,
-                    applied_transition_at=at,
+                    applied_transition_at=base.applied_from(at),
                     refused=Refusal(at=now, action=action, reason=reason),
                     pending=None,  # an unsent intent being planned again is dropped with it
                     updated_at=now,
@@ -347,7 +347,7 @@ def checks_wait(eng: Engine, ref: ClusterRef, record: ClusterRecord, action: pla
         updated = record.evolve(
             pending=None,
             checks_wait=None,
-            applied_transition_at=pending.transition_at,
+            applied_transition_at=record.applied_from(pending.transition_at),
             # Given up on: a hold asking for it again at every tick would fail again at every timeout.
             refused=Refusal(at=now, action=action, reason=message),
             updated_at=now,
@@ -396,7 +396,13 @@ def mark_applied(
     the sizes a stop that sent nothing still records."""
     now = eng.now()
     base = record or ClusterRecord.new(ref.key, now)
-    changes: dict[str, Any] = {"applied_state": state, "applied_transition_at": at, "pending": None, "updated_at": now}
+    applied = base.applied_from(at)
+    changes: dict[str, Any] = {
+        "applied_state": state,
+        "applied_transition_at": applied,
+        "pending": None,
+        "updated_at": now,
+    }
     if snapshot is not None:
         changes["snapshot"] = snapshot
     # A conflict means another runner recorded the same conclusion (and its own history line).

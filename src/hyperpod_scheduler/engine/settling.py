@@ -125,11 +125,8 @@ def settle(eng: Engine, ref: ClusterRef, record: ClusterRecord, verdict: planner
     # it took is then unknown. The line says 0 and the start-time estimates leave it out.
     measured = (now - pending.created_at).total_seconds()
     duration = max(0.0, measured)
-    applied_at: datetime | None = pending.transition_at or now
-    if pending.served_by() == "manual" and record.applied_transition_at is not None:
-        # A person's command dated by a host clock stepped back since the transition it came after: it is
-        # dated no earlier than that transition (else an enforced tick would redo the older wish).
-        applied_at = max(pending.transition_at or now, record.applied_transition_at)
+    # Dated no earlier than the transition already applied (a host clock stepped back since it).
+    applied_at: datetime | None = record.applied_from(pending.transition_at or now)
     if pending.served_by() == "hold" and planner.effective_hold(record, now) is None:
         # Released (or lapsed) while its update was in flight: the schedule decides from here on, as
         # release promised, rather than this moment counting as the schedule's latest transition.

@@ -497,6 +497,15 @@ class ClusterRecord(Stored):
         """A record never stored yet (version 0)."""
         return cls(key=key, updated_at=now)
 
+    def applied_from(self, at: datetime | None) -> datetime | None:
+        """The transition instant to record as applied: never earlier than the one already applied. A
+        person's command, a refusal or a no-op dated by a host clock stepped back since that transition
+        would otherwise move it back, and an enforced tick would redo the older wish. None stays None
+        (a hold released while its update was in flight: the schedule decides again)."""
+        if at is None or self.applied_transition_at is None:
+            return at
+        return max(at, self.applied_transition_at)
+
     def add_start_duration(
         self, seconds: float, now: datetime, groups: Mapping[str, Mapping[StartPhase, float]] | None = None
     ) -> ClusterRecord:
