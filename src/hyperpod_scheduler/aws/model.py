@@ -287,6 +287,21 @@ def _walk_values(operation: str, value: Any) -> list[tuple[str, str]]:
 _REPORT_LINE = re.compile(r"^(?:Invalid|Missing|Unknown)[^\"]*\"?(?P<body>.*)$")
 
 
+# The request validate_request last passed on this thread, by its input shape's name: botocore's client
+# runs the same ParamValidator over the same dict when it is sent (``checked_already``).
+_passed = threading.local()
+
+
+def checked_already(shape: Shape, params: Mapping[str, Any]) -> bool:
+    """Whether ``params`` equals, member for member, the request ``validate_request`` last passed on
+    this thread as the input ``shape``. Asked once: the answer forgets that request, so only the call
+    that sends it right after its check (``engine.update_request`` then ``acting.send``) is let through;
+    anything else (another request, one changed since, another thread's) is validated by botocore."""
+    last = getattr(_passed, "last", None)
+    _passed.last = None
+    return last is not None and last[0] == shape.name and last[1] == params
+
+
 def validate_request(operation: str, params: Mapping[str, Any]) -> list[Problem]:
     """All model violations of ``params`` as the input of ``operation``; empty when valid."""
     shape = operation_model(operation).input_shape
@@ -307,6 +322,7 @@ def validate_request(operation: str, params: Mapping[str, Any]) -> list[Problem]
             problems.append(Problem(field=path or operation, message=text, group=_group_of(path, params)))
     for path, message in _walk_values(operation, params):
         problems.append(Problem(field=path, message=message, group=_group_of(path, params)))
+    _passed.last = None if problems else (shape.name, params)
     return problems
 
 
