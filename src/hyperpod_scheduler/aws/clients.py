@@ -131,7 +131,8 @@ class _CheckedOnce(ParamValidator):
 
 def _validated_once(client: Any) -> Any:
     serializer = getattr(client, "_serializer", None)
-    if isinstance(serializer, ParamValidationDecorator):  # absent if a botocore release moves it: no harm
+    # Not public API: where a botocore release moves it, botocore validates every call again (time only).
+    if isinstance(serializer, ParamValidationDecorator) and hasattr(serializer, "_param_validator"):
         serializer._param_validator = _CheckedOnce()
     return client
 
