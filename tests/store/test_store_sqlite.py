@@ -129,6 +129,18 @@ def test_a_damaged_record_names_its_key(tmp_path: Path, body: str, why: str) -> 
         assert store.list_keys() == ["111122223333/us-west-2/train", "fine/r/c"]
 
 
+@pytest.mark.parametrize("version", ["two", -1])
+def test_a_damaged_version_column_names_its_key(tmp_path: Path, version: object) -> None:
+    path = tmp_path / "state.sqlite"
+    with SqliteStore(path) as store:
+        store.put(ClusterRecord.new(KEY, T0), None)
+    _damage(path, "UPDATE records SET version = ? WHERE key = ?", version, KEY)
+    with SqliteStore(path) as store, pytest.raises(CorruptRecordError) as err:
+        store.get(KEY)
+    message = str(err.value)
+    assert f"'{KEY}'" in message and repr(version) in message and "\n" not in message
+
+
 def test_a_damaged_history_entry_names_its_key(tmp_path: Path) -> None:
     path = tmp_path / "state.sqlite"
     with SqliteStore(path) as store:

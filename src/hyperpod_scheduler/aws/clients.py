@@ -30,9 +30,10 @@ from botocore.config import Config
 from botocore.exceptions import ConnectionError as BotoConnectionError
 from botocore.exceptions import ProfileNotFound
 from botocore.utils import is_valid_endpoint_url, is_valid_ipv6_endpoint_url
+from botocore.validate import ParamValidationDecorator, ParamValidator, ValidationErrors
 
 from hyperpod_scheduler.aws import answers, deadlines
-from hyperpod_scheduler.aws.model import share_models
+from hyperpod_scheduler.aws.model import checked_already, share_models
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.inputs import redact
 from hyperpod_scheduler.inputs.text import quoted
@@ -116,6 +117,26 @@ def no_blind_retries(client: Any) -> Any:
     return client
 
 
+class _CheckedOnce(ParamValidator):
+    """botocore's own validation of a call's parameters, except for the request ``validate_request`` has
+    just passed on this thread (each UpdateCluster: ``engine.update_request`` validates it in full before
+    its intent is written): the same ParamValidator over the same dict a second time found nothing new."""
+
+    def validate(self, params: Any, shape: Any) -> ValidationErrors:
+        if checked_already(shape, params):
+            return ValidationErrors()
+        report: ValidationErrors = super().validate(params, shape)
+        return report
+
+
+def _validated_once(client: Any) -> Any:
+    serializer = getattr(client, "_serializer", None)
+    # Not public API: where a botocore release moves it, botocore validates every call again (time only).
+    if isinstance(serializer, ParamValidationDecorator) and hasattr(serializer, "_param_validator"):
+        serializer._param_validator = _CheckedOnce()
+    return client
+
+
 def session(profile: str | None = None, region: str | None = None) -> boto3.Session:
     # Every client of this session gets the call deadlines and the answer checks (aws.deadlines), and
     # reads the process's shared service models (aws.model), not a copy of its own.
@@ -136,8 +157,8 @@ def sagemaker_client(
     config = kw.pop("config", RETRY_CONFIG)
     client = sess.create_client("sagemaker", region_name=region, endpoint_url=endpoint_url, config=config, **kw)
     # Answers checked before botocore parses them (unknown members kept in sight); mutating calls
-    # never retried blind.
-    result: SageMakerClient = no_blind_retries(answers.watch(client))
+    # never retried blind; an update validated as it was built not validated again as it is sent.
+    result: SageMakerClient = no_blind_retries(answers.watch(_validated_once(client)))
     return result
 
 

@@ -17,7 +17,7 @@ import functools
 import os
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import botocore.session
@@ -133,40 +133,173 @@ def _group_of(path: str, params: Mapping[str, Any]) -> str | None:
     return name if isinstance(name, str) else None
 
 
-def _walk_values(shape: Shape, value: Any, path: str, out: list[tuple[str, str]]) -> None:
-    """Collect enum, pattern and maximum violations, which ParamValidator does not check."""
-    if isinstance(shape, StructureShape) and isinstance(value, Mapping):
-        for name, member in shape.members.items():
-            if name in value:
-                _walk_values(member, value[name], f"{path}.{name}" if path else name, out)
-    elif isinstance(shape, ListShape) and isinstance(value, list):
-        maximum = shape.metadata.get("max")
-        if maximum is not None and len(value) > maximum:
-            out.append((path, f"has {len(value)} items, at most {maximum} allowed"))
-        for i, item in enumerate(value):
-            _walk_values(shape.member, item, f"{path}[{i}]", out)
-    elif isinstance(shape, MapShape) and isinstance(value, Mapping):
-        for key, item in value.items():
-            _walk_values(shape.value, item, f"{path}.{key}", out)
-    elif isinstance(shape, StringShape) and isinstance(value, str):
-        if shape.enum and value not in shape.enum:
-            shown = ", ".join(shape.enum[:8]) + (", ..." if len(shape.enum) > 8 else "")
-            out.append((path, f"unknown value {value!r} (allowed: {shown})"))
-            return
-        maximum = shape.metadata.get("max")
-        if maximum is not None and len(value) > maximum:
-            out.append((path, f"is {len(value)} characters long, at most {maximum} allowed"))
+# A check of values of one shape, compiled once from the model: the violations under a value as
+# (steps, message), steps innermost first; None when there are none (the usual case, allocating nothing,
+# so a request is not walked building a path string for every member it has).
+_MEMBER, _INDEX, _KEY = 0, 1, 2
+_Step = tuple[int, Any]
+_Found = list[tuple[list[_Step], str]]
+_Check = Callable[[Any], "_Found | None"]
+
+
+def _under(found: _Found | None, sub: _Found, step: _Step) -> _Found:
+    for steps, _ in sub:
+        steps.append(step)
+    if found is None:
+        return sub
+    found.extend(sub)
+    return found
+
+
+class _Memo:
+    """The checks compiled so far, by shape, and the shapes being compiled (a recursive shape meets
+    itself inside itself: that inner use looks its check up when it runs)."""
+
+    def __init__(self) -> None:
+        self.done: dict[int, _Check | None] = {}
+        self.busy: set[int] = set()
+
+
+def _compile(shape: Shape, memo: _Memo) -> _Check | None:
+    """The check of ``shape``'s enum, pattern and maximum constraints, which ParamValidator does not
+    make; None when nothing under it has one."""
+    key = id(shape)
+    if key in memo.busy:
+        return lambda value: (memo.done.get(key) or _nothing)(value)
+    if key not in memo.done:
+        memo.busy.add(key)
+        memo.done[key] = _compile_one(shape, memo)
+        memo.busy.discard(key)
+    return memo.done[key]
+
+
+def _nothing(_: Any) -> None:
+    return None
+
+
+def _compile_one(shape: Shape, memo: _Memo) -> _Check | None:
+    maximum = shape.metadata.get("max")
+    if isinstance(shape, StructureShape):
+        members = [(n, c) for n, m in shape.members.items() if (c := _compile(m, memo)) is not None]
+        if not members:
+            return None
+
+        def structure(value: Any) -> _Found | None:
+            if not isinstance(value, Mapping):
+                return None
+            found = None
+            for name, check in members:
+                if name in value and (sub := check(value[name])):
+                    found = _under(found, sub, (_MEMBER, name))
+            return found
+
+        return structure
+    if isinstance(shape, ListShape):
+        item = _compile(shape.member, memo)
+        if maximum is None and item is None:
+            return None
+
+        def items(value: Any) -> _Found | None:
+            if not isinstance(value, list):
+                return None
+            found: _Found | None = None
+            if maximum is not None and len(value) > maximum:
+                found = [([], f"has {len(value)} items, at most {maximum} allowed")]
+            if item is not None:
+                for i, each in enumerate(value):
+                    if sub := item(each):
+                        found = _under(found, sub, (_INDEX, i))
+            return found
+
+        return items
+    if isinstance(shape, MapShape):
+        entry = _compile(shape.value, memo)
+        if entry is None:
+            return None
+
+        def entries(value: Any) -> _Found | None:
+            if not isinstance(value, Mapping):
+                return None
+            found = None
+            for k, each in value.items():
+                if sub := entry(each):
+                    found = _under(found, sub, (_KEY, k))
+            return found
+
+        return entries
+    if isinstance(shape, StringShape):
+        enum, allowed = shape.enum, frozenset(shape.enum)
         expr = shape.metadata.get("pattern")
         compiled = _pattern(expr) if expr else None
-        if compiled is not None and not compiled.fullmatch(value):
-            out.append((path, f"value {value!r} does not match the pattern {expr}"))
-    elif shape.type_name in ("integer", "long") and isinstance(value, int) and not isinstance(value, bool):
-        maximum = shape.metadata.get("max")
-        if maximum is not None and value > maximum:
-            out.append((path, f"value {value} is above the maximum {maximum}"))
+        if not enum and maximum is None and compiled is None:
+            return None
+
+        def string(value: Any) -> _Found | None:
+            if not isinstance(value, str):
+                return None
+            if enum and value not in allowed:
+                shown = ", ".join(enum[:8]) + (", ..." if len(enum) > 8 else "")
+                return [([], f"unknown value {value!r} (allowed: {shown})")]
+            found: _Found | None = None
+            if maximum is not None and len(value) > maximum:
+                found = [([], f"is {len(value)} characters long, at most {maximum} allowed")]
+            if compiled is not None and not compiled.fullmatch(value):
+                found = (found or []) + [([], f"value {value!r} does not match the pattern {expr}")]
+            return found
+
+        return string
+    if shape.type_name in ("integer", "long") and maximum is not None:
+
+        def integer(value: Any) -> _Found | None:
+            if isinstance(value, int) and not isinstance(value, bool) and value > maximum:
+                return [([], f"value {value} is above the maximum {maximum}")]
+            return None
+
+        return integer
+    return None
+
+
+@functools.cache
+def _value_check(operation: str) -> _Check | None:
+    shape = operation_model(operation).input_shape
+    return None if shape is None else _compile(shape, _Memo())
+
+
+def _path(steps: list[_Step]) -> str:
+    path = ""
+    for kind, part in reversed(steps):
+        if kind == _MEMBER:
+            path = f"{path}.{part}" if path else str(part)
+        elif kind == _INDEX:
+            path = f"{path}[{part}]"
+        else:
+            path = f"{path}.{part}"
+    return path
+
+
+def _walk_values(operation: str, value: Any) -> list[tuple[str, str]]:
+    """Enum, pattern and maximum violations of ``value`` as ``operation``'s input, as (path, message)."""
+    check = _value_check(operation)
+    found = None if check is None else check(value)
+    return [(_path(steps), message) for steps, message in found or ()]
 
 
 _REPORT_LINE = re.compile(r"^(?:Invalid|Missing|Unknown)[^\"]*\"?(?P<body>.*)$")
+
+
+# The request validate_request last passed on this thread, by its input shape's name: botocore's client
+# runs the same ParamValidator over the same dict when it is sent (``checked_already``).
+_passed = threading.local()
+
+
+def checked_already(shape: Shape, params: Mapping[str, Any]) -> bool:
+    """Whether ``params`` equals, member for member, the request ``validate_request`` last passed on
+    this thread as the input ``shape``. Asked once: the answer forgets that request, so only the call
+    that sends it right after its check (``engine.update_request`` then ``acting.send``) is let through;
+    anything else (another request, one changed since, another thread's) is validated by botocore."""
+    last = getattr(_passed, "last", None)
+    _passed.last = None
+    return last is not None and last[0] == shape.name and last[1] == params
 
 
 def validate_request(operation: str, params: Mapping[str, Any]) -> list[Problem]:
@@ -187,10 +320,9 @@ def validate_request(operation: str, params: Mapping[str, Any]) -> list[Problem]
                 continue
             path = _path_in_report_line(text)
             problems.append(Problem(field=path or operation, message=text, group=_group_of(path, params)))
-    found: list[tuple[str, str]] = []
-    _walk_values(shape, params, "", found)
-    for path, message in found:
+    for path, message in _walk_values(operation, params):
         problems.append(Problem(field=path, message=message, group=_group_of(path, params)))
+    _passed.last = None if problems else (shape.name, params)
     return problems
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from botocore.model import StructureShape
 
 from hyperpod_scheduler.aws.model import operation_model
-from hyperpod_scheduler.cluster.round_trip import rebuild, shape, twin
+from hyperpod_scheduler.cluster.round_trip import rebuild, shape, twins
 from hyperpod_scheduler.cluster.tiers import Tier, tier_of
 
 GROUP_REQUEST = "ClusterInstanceGroupSpecification"
@@ -65,13 +65,12 @@ def group_request_from_details(
     answer_shape = _structure(RESTRICTED_ANSWER if restricted else GROUP_ANSWER)
     out: dict[str, Any] = {"InstanceGroupName": details.get("InstanceGroupName")}
     out["InstanceCount"] = group_count(details) if count is None else count
-    for member, member_shape in request_shape.members.items():
+    for member, member_shape, source, source_shape in twins(request_shape, answer_shape):
         if member in COUNT_MEMBERS or member == "InstanceGroupName" or (member in IMAGE_MEMBERS and not pin_image):
             continue
-        source = twin(member, answer_shape)
-        if source is None or details.get(source) is None:
+        if details.get(source) is None:
             continue
-        out[member] = rebuild(member_shape, answer_shape.members[source], details[source])
+        out[member] = rebuild(member_shape, source_shape, details[source])
     slurm = out.get("SlurmConfig")
     if isinstance(slurm, dict) and not slurm.get("PartitionNames"):
         # Answers may report an empty list on Controller/Login groups; partitions belong to Compute only.
@@ -90,11 +89,10 @@ def cluster_settings(response: Mapping[str, Any], operation: str = "UpdateCluste
     answer_shape = operation_model("DescribeCluster").output_shape
     assert isinstance(request_shape, StructureShape) and isinstance(answer_shape, StructureShape)
     out: dict[str, Any] = {}
-    for member, member_shape in request_shape.members.items():
-        source = twin(member, answer_shape)
-        if member in _NOT_SETTINGS or source is None or response.get(source) is None:
+    for member, member_shape, source, source_shape in twins(request_shape, answer_shape):
+        if member in _NOT_SETTINGS or response.get(source) is None:
             continue
-        out[member] = rebuild(member_shape, answer_shape.members[source], response[source])
+        out[member] = rebuild(member_shape, source_shape, response[source])
     orchestrator = out.get("Orchestrator")
     slurm = orchestrator.get("Slurm") if isinstance(orchestrator, dict) else None
     if response.get("NodeProvisioningMode") == "Continuous" and isinstance(slurm, dict):

@@ -41,18 +41,36 @@ def twin(member: str, answer_shape: StructureShape) -> str | None:
     return desired if desired in answer_shape.members else None
 
 
+@functools.lru_cache(maxsize=512)  # bounded: a caller holding shapes of its own cannot grow it without end
+def twins(request_shape: StructureShape, answer_shape: StructureShape) -> tuple[tuple[str, Shape, str, Shape], ...]:
+    """Each request member that has a twin, in the request shape's order, as (member, its shape, its
+    twin, the twin's shape). Worked out once per pair of shapes (the model's shapes live as long as the
+    process), not again for every member of every group of every update."""
+    found = []
+    for name, member in request_shape.members.items():
+        source = twin(name, answer_shape)
+        if source is not None:
+            found.append((name, member, source, answer_shape.members[source]))
+    return tuple(found)
+
+
+# What deepcopy gives back as it is: no copy to make, and no call into copy for each leaf.
+_IMMUTABLE = frozenset({str, int, bool, float, type(None)})
+
+
 def rebuild(request_shape: Shape, answer_shape: Shape, value: Any) -> Any:
     """``value`` (as the answer shape has it) in the request shape. A value of the wrong kind is passed
     through unchanged, so request validation names it instead of it vanishing silently."""
+    if type(value) in _IMMUTABLE:
+        return value
     if isinstance(request_shape, StructureShape) and isinstance(answer_shape, StructureShape):
         if not isinstance(value, Mapping):
             return copy.deepcopy(value)
         out: dict[str, Any] = {}
-        for name, member in request_shape.members.items():
-            source = twin(name, answer_shape)
-            if source is None or value.get(source) is None:
+        for name, member, source, source_shape in twins(request_shape, answer_shape):
+            if value.get(source) is None:
                 continue
-            out[name] = rebuild(member, answer_shape.members[source], value[source])
+            out[name] = rebuild(member, source_shape, value[source])
         return out
     if isinstance(request_shape, ListShape) and isinstance(answer_shape, ListShape) and isinstance(value, list):
         return [rebuild(request_shape.member, answer_shape.member, v) for v in value]

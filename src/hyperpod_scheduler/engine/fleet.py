@@ -273,12 +273,23 @@ def tick(
     Turns run through ``pool`` (a face passes its own: the Lambda worker's, which stops starting turns
     near its deadline), else ``threads(concurrency)``. A cluster's failure is caught in ``caught``."""
 
+    # One evaluation per schedule and lead for the pass (the clock is the pass's ``now``): the clusters
+    # of a target share their schedule, and each turn evaluating it again cost as much as its planning.
+    states: dict[tuple[int, timedelta | None], tuple[Schedule, ScheduleState]] = {}
+
+    def state_of(schedule: Schedule, lead: timedelta | None) -> ScheduleState:
+        known = states.get((id(schedule), lead))
+        if known is None or known[0] is not schedule:
+            known = (schedule, schedule_state(schedule, now, lead))
+            states[(id(schedule), lead)] = known
+        return known[1]
+
     def one(g: Governed) -> Result:
         outcome: list[Result] = []
 
         def one_turn() -> None:
             lead = lead_for(engine, g, ready_by) if g.schedule.ready_by else None
-            state = schedule_state(g.schedule, now, lead.lead if lead else None)
+            state = state_of(g.schedule, lead.lead if lead else None)
             if lead is not None and state.last_transition_at is not None and state.last_transition_at > now:
                 at = state.last_transition_at
                 state = dataclasses.replace(

@@ -29,7 +29,10 @@ def decode_record(key: str, text: str | bytes, version: int) -> ClusterRecord:
         raise CorruptRecordError(key, "record", _first_error(exc)) from None
     if record.key != key:
         raise CorruptRecordError(key, "record", f"its body names key '{record.key}'")
-    return record.evolve(version=version)
+    try:
+        return record.at_version(version)
+    except ValueError as exc:
+        raise CorruptRecordError(key, "record", str(exc)) from None
 
 
 def encode_history(entry: HistoryEntry) -> str:

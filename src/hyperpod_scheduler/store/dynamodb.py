@@ -139,7 +139,7 @@ class DynamoDBStore:
         durable: bool = True,  # every DynamoDB write is durable: one call either way
     ) -> ClusterRecord:
         expected = check_expected(expected_version)
-        stored = record.evolve(version=expected + 1)
+        stored = record.at_version(expected + 1)
         item = {
             **_key(f"rec#{record.key}", RECORD_SK),
             "rkey": {"S": record.key},

@@ -78,7 +78,8 @@ class MemoryStore:
         durable: bool = True,  # nothing here outlives the process anyway
     ) -> ClusterRecord:
         new_version = check_expected(expected_version) + 1
-        body = encode_record(record.evolve(version=new_version))
+        stored = record.at_version(new_version)
+        body = encode_record(stored)
         entries = [(e, encode_history(e)) for e in history]
         with self._lock:
             self._check_open()
@@ -89,7 +90,7 @@ class MemoryStore:
             self._records[record.key] = _Row(new_version, body)
             for entry, entry_body in entries:
                 self._append(entry, entry_body)
-        return record.evolve(version=new_version)
+        return stored
 
     def list_keys(self) -> list[str]:
         with self._lock:

@@ -131,7 +131,7 @@ class SqliteStore:
         durable: bool = True,
     ) -> ClusterRecord:
         expected = check_expected(expected_version)
-        stored = record.evolve(version=expected + 1)
+        stored = record.at_version(expected + 1)
         body = encode_record(stored)
         rows = [_history_row(e) for e in history]
         if expected == 0:
