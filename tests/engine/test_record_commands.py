@@ -4,6 +4,8 @@ of one name are told apart with --profile by hold, release and history."""
 
 from __future__ import annotations
 
+import re
+import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,3 +133,30 @@ def settle_gone(emu: Emulator, client: Any) -> None:
             return
         emu.advance(60)
     raise AssertionError("the cluster was not deleted")
+
+
+def _named_command(said: str, verb: str) -> list[str]:
+    """The `hyperpod-scheduler VERB ...` command a line tells the user to run, as argv."""
+    found = re.search(rf"`hyperpod-scheduler ({verb} [^`]+)`", said)
+    assert found, f"no `{verb}` command in {said!r}"
+    return shlex.split(found.group(1))
+
+
+def test_the_release_a_refused_stop_names_reaches_the_held_cluster_of_two_namesakes(two: Two) -> None:
+    assert two.run("hold", "train", "--profile", "prod", "--state-wanted", "running").code == 0
+    refused = two.run("stop", "train", "--profile", "prod")
+    assert refused.code == 1
+    released = two.run(*_named_command(refused.out + refused.err, "release"))
+    assert released.code == 0 and "released" in released.out, released.err
+    assert two.run("stop", "train", "--profile", "prod").code == 0
+
+
+def test_the_forget_a_refused_start_names_reaches_the_replaced_cluster_of_two_namesakes(two: Two) -> None:
+    assert two.run("stop", "train", "--profile", "prod").code == 0
+    settle(two.emus[PROD], two.clients[PROD], "train")
+    _replace_group(two.clients[PROD], "train", "workers", "ml.p5.48xlarge", two.emus[PROD])
+    refused = two.run("start", "train", "--profile", "prod")
+    assert refused.code == 1
+    forgot = two.run(*_named_command(refused.out + refused.err, "forget"))
+    assert forgot.code == 0, forgot.err
+    assert two.run("start", "train", "--profile", "prod").code == 0

@@ -64,9 +64,10 @@ def effective_hold(record: ClusterRecord | None, now: datetime) -> State | None:
     return record.hold.state
 
 
-def hold_refusal(record: ClusterRecord | None, now: datetime, action: Action, name: str) -> str | None:
+def hold_refusal(record: ClusterRecord | None, now: datetime, action: Action, release: str) -> str | None:
     """Why a person's ``action`` now is refused: the record's hold wants the other state, so the next
-    tick would carry the hold out again and reverse it (None: no such hold). The stop itself
+    tick would carry the hold out again and reverse it (None: no such hold); ``release`` is the command
+    that ends the hold (``ClusterRef.command``). The stop itself
     (``engine.acting.act``) and its forecast (``engine.stop_forecast``) both ask this."""
     held = effective_hold(record, now)
     if held is None or action_for(held) == action or record is None or record.hold is None:
@@ -76,7 +77,7 @@ def hold_refusal(record: ClusterRecord | None, now: datetime, action: Action, na
     return (
         f"held {held} {ends} by {hold.by}"
         + (f" ({hold.reason})" if hold.reason else "")
-        + f": a {action} now would be reversed by the next tick; `hyperpod-scheduler release {name}` first"
+        + f": a {action} now would be reversed by the next tick; {release} first"
     )
 
 
