@@ -25,6 +25,7 @@ from hyperpod_scheduler.config.load import parse_config
 from hyperpod_scheduler.emulator import Emulator
 from hyperpod_scheduler.engine.events import Collector
 from hyperpod_scheduler.engine.runner import ClusterRef
+from hyperpod_scheduler.notify.channels import message_for
 from hyperpod_scheduler.store.memory import MemoryStore
 from tests.engine.conftest import START, settle
 from tests.reliability.harness import account_emulator
@@ -225,3 +226,25 @@ def test_every_stop_of_an_eks_cluster_says_no_audit_ran(accounts: Accounts) -> N
     key = ctx.fleet().governed()[0].ref.key
     [line] = [e for e in ctx.store.history(key, limit=5) if e.action == "stop" and e.outcome == "ok"]
     assert "no checkpoint audit ran" in line.detail["audit"]
+
+
+BOTH_AUDITED = f"""
+defaults: {{schedule: "{OFFICE}", policy: {{release_scarce_capacity: true}}, checkpoints: {{policy: block}}}}
+targets:
+  - {{region: us-east-1, profile: dev, clusters: [train]}}
+  - {{region: us-east-1, profile: prod, clusters: [train]}}
+"""
+
+
+def test_a_notice_and_a_tick_line_name_which_of_two_namesakes_they_are_about(accounts: Accounts) -> None:
+    for account in (PROD, DEV):
+        accounts.create(account, "train", p5_request("train"))
+    ctx, events = accounts.context(BOTH_AUDITED, Audits())
+    assert _tick(ctx) == {"dev/train": "blocked", "prod/train": "blocked"}
+    notices = [m for m in map(message_for, events.events) if m is not None and "blocked" in m.subject]
+    assert len(notices) == 2
+    # Read out of context (Slack, e-mail), each says whose cluster was kept up, and the two differ.
+    for account, notice in zip(sorted((PROD, DEV)), sorted(notices, key=lambda m: m.subject), strict=True):
+        assert account in notice.subject, notice
+    lines = {e.label for e in events.events if e.kind == "blocked"}
+    assert len(lines) == 2, lines  # a tick's lines tell the two apart too

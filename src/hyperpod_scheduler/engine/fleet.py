@@ -341,7 +341,7 @@ def caught(
         step()
     except Exception as exc:  # whatever it is (a damaged record, the store, a bug met on its data)
         message = error_text(exc) if what is None else f"{what}: {error_text(exc)}"
-        engine.events(Event(now, ref.name, "error", message))
+        engine.events(Event(now, ref.name, "error", message, where=ref.where))
         return Result(ref.name, "error", message)
     return None
 
