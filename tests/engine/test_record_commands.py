@@ -4,6 +4,7 @@ of one name are told apart with --profile by hold, release and history."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from collections.abc import Iterator
@@ -160,3 +161,20 @@ def test_the_forget_a_refused_start_names_reaches_the_replaced_cluster_of_two_na
     forgot = two.run(*_named_command(refused.out + refused.err, "forget"))
     assert forgot.code == 0, forgot.err
     assert two.run("start", "train", "--profile", "prod").code == 0
+
+
+def _rows(table: str, name: str) -> list[str]:
+    return [line for line in table.splitlines() if line.startswith(f"{name} ")]
+
+
+def test_status_and_plan_tell_two_namesakes_apart_before_either_account_is_known(two: Two) -> None:
+    # A fresh config, before any tick has learned whose each cluster is: the rows still differ, as the
+    # JSON does, by the profile that reaches each.
+    status = two.run("status")
+    rows = _rows(status.out, "train")
+    assert len(rows) == 2 and len(set(rows)) == 2 and any("prod" in r for r in rows), status.out
+    documents = json.loads(two.run("status", "-o", "json").out)
+    assert sorted(d["profile"] for d in documents) == ["dev", "prod"]
+    plan = two.run("plan")
+    steps = [line for line in plan.out.splitlines() if re.match(r"^[0-9]{4}-", line)]
+    assert steps and any("prod" in s for s in steps) and any("dev" in s for s in steps), plan.out

@@ -115,6 +115,9 @@ class StatusRow:
     reads: AwsReads | None = None
     # The account the cluster is in (None: not known yet, a record from before account keys).
     account: str | None = None
+    # The profile its target reaches it through (None: the default credentials, or not governed): what
+    # tells two namesakes apart before their accounts are known.
+    profile: str | None = None
     # The fleet's pause switch is on (``Pause.line``): this cluster is neither stopped nor started.
     paused: str | None = None
 
@@ -133,6 +136,7 @@ class StatusRow:
             "key": self.key,
             "cluster": self.cluster,
             "account": self.account,
+            "profile": self.profile,
             "region": self.region,
             "paused": self.paused,
             "schedule": self.schedule,
@@ -277,6 +281,7 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
         account=g.ref.account
         if g is not None
         else (parts[0] if len(parts) >= 3 and parts[0] != LEGACY_ACCOUNT else None),
+        profile=g.ref.profile if g is not None else None,
         paused=ctx.paused.line() if ctx.paused is not None else None,
     )
 

@@ -388,6 +388,7 @@ class PlannedStep:
     # Where the cluster is: two targets' clusters of one name are two steps a reader must tell apart.
     account: str | None = None
     region: str | None = None
+    profile: str | None = None  # the profile that reaches it: which namesake, before its account is known
 
 
 def plan(
@@ -398,7 +399,7 @@ def plan(
     steps: list[PlannedStep] = []
     for g in governed:
         lead = (leads or {}).get(g.ref.key)
-        place = (g.ref.account, g.ref.region)
+        place = (g.ref.account, g.ref.region, g.ref.profile)
         for t in g.schedule.transitions(start, until + (lead.lead if lead else timedelta())):
             action: Action = "start" if t.state == "running" else "stop"
             if not g.schedule.allows(action):
@@ -411,7 +412,7 @@ def plan(
             elif t.at < until:
                 said = _why(g.schedule, t.at, action)
                 steps.append(PlannedStep(t.at, g.ref.name, action, g.schedule_label, said, *place))
-    return sorted(steps, key=lambda s: (s.at, s.cluster, s.account or "", s.region or ""))
+    return sorted(steps, key=lambda s: (s.at, s.cluster, s.account or "", s.region or "", s.profile or ""))
 
 
 def _why(schedule: Schedule, at: datetime, action: Action) -> str:
@@ -457,6 +458,7 @@ def as_mapping(steps: Iterable[PlannedStep]) -> list[Mapping[str, Any]]:
             "at": s.at.isoformat(),
             "cluster": s.cluster,
             "account": s.account,
+            "profile": s.profile,
             "region": s.region,
             "action": s.action,
             "schedule": s.schedule,
