@@ -248,3 +248,31 @@ def test_a_notice_and_a_tick_line_name_which_of_two_namesakes_they_are_about(acc
         assert account in notice.subject, notice
     lines = {e.label for e in events.events if e.kind == "blocked"}
     assert len(lines) == 2, lines  # a tick's lines tell the two apart too
+
+
+DEFAULT_CREDENTIALS_TAGS_THEN_PROFILE_NAMES = f"""
+defaults: {{schedule: "{OFFICE}"}}
+targets:
+  - region: us-east-1
+    tag_selector: true
+    policy: {{release_scarce_capacity: true}}
+  - region: us-east-1
+    profile: prod
+    clusters: [solo]
+"""
+
+
+def test_a_cluster_reached_by_two_targets_credentials_is_governed_once_by_the_one_naming_it(
+    accounts: Accounts,
+) -> None:
+    # The default credentials and the profile prod reach the same account: the tag selector finds the
+    # tagged 'solo', and the second target names it. One cluster, one turn, by the naming target's policy.
+    request = {**p5_request("solo"), "Tags": [{"Key": "hyperpod-scheduler:schedule", "Value": OFFICE}]}
+    accounts.create(PROD, "solo", request)
+    ctx, _ = accounts.context(DEFAULT_CREDENTIALS_TAGS_THEN_PROFILE_NAMES)
+    governed = ctx.fleet().governed()
+    assert [(g.ref.profile, g.ref.name) for g in governed] == [("prod", "solo")]
+    _tick(ctx)
+    assert accounts.targets(PROD, "solo")["gpu"] == 2
+    # Its account now learned, the two are known to be one cluster: still one turn.
+    assert [(g.ref.profile, g.ref.account) for g in ctx.fleet().governed()] == [("prod", PROD)]

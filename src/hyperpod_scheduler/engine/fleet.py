@@ -125,6 +125,7 @@ class Fleet:
         self.accounts = accounts
         self.schedules = load_schedules(config.schedules)
         self.problems: list[Skipped] = []  # what governed() left out, each with its reason
+        self._tagged: set[Reach] = set()  # the ways of reaching clusters governed by a tag selector
 
     def _schedule(self, label: str | None, where: str) -> tuple[str, Schedule]:
         label = label or self.config.defaults.schedule
@@ -137,6 +138,7 @@ class Fleet:
         is left out with its reason in ``problems``; the other targets are still governed."""
         self.problems = []
         out: dict[Reach, Governed] = {}  # one cluster per way of reaching it; two profiles may share a name
+        self._tagged = set()
         for i, target in enumerate(self.config.targets):
             try:
                 self._target(i, target, out)
@@ -154,7 +156,23 @@ class Fleet:
                 account = self.accounts(reach)
                 ref = ref.with_account(account) if account is not None else ref
             found.append(dataclasses.replace(g, ref=ref))
-        return found
+        return self._once(found)
+
+    def _once(self, found: list[Governed]) -> list[Governed]:
+        """Each cluster governed once. Two credentials (the default chain and a profile, say) may reach
+        one account: a tag selector then finds a cluster that another target names. The naming target
+        governs it (an explicit entry wins over the tag, as within a target); while the naming target's
+        account is not known yet, the tagged one waits for it (learned by its first look), since both
+        governing it would race two policies on one record."""
+        named = [g for g in found if reach_of(g.ref) not in self._tagged]
+        keys = {g.ref.key for g in named if g.ref.account}
+        unknown = {(g.ref.region, g.ref.name) for g in named if g.ref.account is None}
+        return [
+            g
+            for g in found
+            if reach_of(g.ref) not in self._tagged
+            or (g.ref.key not in keys and (g.ref.region, g.ref.name) not in unknown)
+        ]
 
     def _target(self, i: int, target: Target, out: dict[Reach, Governed]) -> None:
         for entry in target.clusters:
@@ -164,6 +182,7 @@ class Fleet:
             ref = ref_for(entry.name, target.region, target.profile).governed(settings)
             enforced = _first(entry.enforced, target.enforced, self.config.defaults.enforced)
             out[reach_of(ref)] = Governed(ref, label, schedule, enforced)
+            self._tagged.discard(reach_of(ref))
         if target.tag_selector:
             settings = self.settings(f"{_where(i, target)} tag selector", target)
             for found, label in self._discover(i, target):
@@ -178,6 +197,7 @@ class Fleet:
                     continue
                 enforced = _first(target.enforced, self.config.defaults.enforced)
                 out[reach_of(ref)] = Governed(ref, label, schedule, enforced)
+                self._tagged.add(reach_of(ref))
 
     def _discover(self, i: int, target: Target) -> Iterable[tuple[ClusterRef, str]]:
         probe = ref_for("-", target.region, target.profile)
