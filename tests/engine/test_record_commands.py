@@ -178,3 +178,55 @@ def test_status_and_plan_tell_two_namesakes_apart_before_either_account_is_known
     plan = two.run("plan")
     steps = [line for line in plan.out.splitlines() if re.match(r"^[0-9]{4}-", line)]
     assert steps and any("prod" in s for s in steps) and any("dev" in s for s in steps), plan.out
+
+
+def _replace_group_with(client: Any, name: str, group: str, shape: dict[str, Any], emu: Emulator) -> None:
+    """Delete ``group`` and add a group of the same name of another ``shape`` (its type fields), at 0."""
+    others = [_request_of(g, {}) for g in client.describe_cluster(ClusterName=name)["InstanceGroups"]]
+    rest = [g for g in others if g["InstanceGroupName"] != group]
+    client.update_cluster(ClusterName=name, InstanceGroups=rest, InstanceGroupsToDelete=[group])
+    settle(emu, client, name)
+    old = next(g for g in others if g["InstanceGroupName"] == group)
+    new = {k: v for k, v in old.items() if k not in ("InstanceType", "InstanceRequirements")} | shape
+    client.update_cluster(ClusterName=name, InstanceGroups=[*rest, new])
+    settle(emu, client, name)
+
+
+def _request_of(group: dict[str, Any], sizes: dict[str, int]) -> dict[str, Any]:
+    """A described group as UpdateCluster takes it, at its size in ``sizes`` (else 0)."""
+    keep = ("InstanceGroupName", "InstanceType", "ExecutionRole", "SlurmConfig")
+    out = {k: group[k] for k in keep if k in group} | {"InstanceCount": sizes.get(group["InstanceGroupName"], 0)}
+    if "InstanceRequirements" in group:
+        out["InstanceRequirements"] = {"InstanceTypes": group["InstanceRequirements"]["DesiredInstanceTypes"]}
+    return out
+
+
+FLEXIBLE_P5 = {"InstanceRequirements": {"InstanceTypes": ["ml.p5.48xlarge", "ml.p4d.24xlarge"]}}
+FLEXIBLE_C5 = {"InstanceRequirements": {"InstanceTypes": ["ml.c5.xlarge", "ml.c5.2xlarge"]}}
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        pytest.param(None, FLEXIBLE_P5, id="plain-c5-to-flexible-p5"),
+        pytest.param(FLEXIBLE_C5, FLEXIBLE_P5, id="flexible-c5-to-flexible-p5"),
+        pytest.param(FLEXIBLE_C5, {"InstanceType": "ml.p5.48xlarge"}, id="flexible-c5-to-plain-p5"),
+    ],
+)
+def test_a_start_onto_a_flexible_group_replaced_while_stopped_is_refused(
+    two: Two, before: dict[str, Any] | None, after: dict[str, Any]
+) -> None:
+    client, emu = two.clients[PROD], two.emus[PROD]
+    if before is not None:
+        _replace_group_with(client, "train", "workers", before, emu)
+        groups = client.describe_cluster(ClusterName="train")["InstanceGroups"]
+        sizes = {"controller": 1, "workers": 4}
+        client.update_cluster(ClusterName="train", InstanceGroups=[_request_of(g, sizes) for g in groups])
+        settle(emu, client, "train")
+    assert two.run("stop", "train", "--profile", "prod").code == 0
+    settle(emu, client, "train")
+    _replace_group_with(client, "train", "workers", after, emu)
+    refused = two.run("start", "train", "--profile", "prod")
+    assert refused.code == 1, refused.out + refused.err
+    assert "replaced while stopped" in refused.out + refused.err
+    assert two.targets(PROD)["workers"] == 0  # no P5 was launched
