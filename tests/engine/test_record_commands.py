@@ -230,3 +230,14 @@ def test_a_start_onto_a_flexible_group_replaced_while_stopped_is_refused(
     assert refused.code == 1, refused.out + refused.err
     assert "replaced while stopped" in refused.out + refused.err
     assert two.targets(PROD)["workers"] == 0  # no P5 was launched
+
+
+def test_tick_json_says_which_of_two_namesakes_each_result_is(two: Two) -> None:
+    ran = two.run("tick", "-o", "json")
+    assert ran.code == 0, ran.err
+    results = json.loads(ran.out)
+    assert len(results) == 2 and {r["cluster"] for r in results} == {"train"}
+    assert sorted((r["account"], r["profile"], r["region"]) for r in results) == [
+        (PROD, "prod", "us-east-1"),
+        (DEV, "dev", "us-east-1"),
+    ]
