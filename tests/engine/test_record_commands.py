@@ -9,6 +9,7 @@ import re
 import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -241,3 +242,23 @@ def test_tick_json_says_which_of_two_namesakes_each_result_is(two: Two) -> None:
         (PROD, "prod", "us-east-1"),
         (DEV, "dev", "us-east-1"),
     ]
+
+
+def _next_of(two: Two, profile: str) -> dict[str, str] | None:
+    rows = json.loads(two.run("status", "-o", "json").out)
+    [row] = [r for r in rows if r["profile"] == profile]
+    return row["next_transition"]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("state", ["stopped", "running"])
+def test_status_promises_no_schedule_transition_a_hold_until_released_overrides(two: Two, state: str) -> None:
+    assert two.run("hold", "train", "--profile", "dev", "--state-wanted", state).code == 0
+    assert _next_of(two, "dev") is None  # nothing changes until the hold is released
+    assert _next_of(two, "prod") is not None  # the other namesake keeps its schedule's
+
+
+def test_status_gives_the_next_transition_after_a_hold_with_an_end(two: Two) -> None:
+    until = (datetime.now(UTC) + timedelta(days=3)).replace(microsecond=0)
+    assert two.run("hold", "train", "--profile", "dev", "--until", until.isoformat()).code == 0
+    nxt = _next_of(two, "dev")
+    assert nxt is not None and datetime.fromisoformat(nxt["at"]) >= until, nxt
