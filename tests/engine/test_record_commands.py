@@ -262,3 +262,21 @@ def test_status_gives_the_next_transition_after_a_hold_with_an_end(two: Two) -> 
     assert two.run("hold", "train", "--profile", "dev", "--until", until.isoformat()).code == 0
     nxt = _next_of(two, "dev")
     assert nxt is not None and datetime.fromisoformat(nxt["at"]) >= until, nxt
+
+
+def _plan_of(two: Two, profile: str) -> list[dict[str, str]]:
+    steps = json.loads(two.run("plan", "--no-describe", "-o", "json").out)["steps"]
+    return [s for s in steps if s["profile"] == profile]
+
+
+def test_plan_lists_no_step_a_hold_until_released_overrides(two: Two) -> None:
+    assert two.run("hold", "train", "--profile", "dev", "--state-wanted", "stopped").code == 0
+    assert _plan_of(two, "dev") == []  # held stopped until released: the engine starts nothing
+    assert _plan_of(two, "prod")  # the other namesake keeps its schedule's steps
+
+
+def test_plan_takes_up_the_schedule_when_a_hold_ends(two: Two) -> None:
+    until = (datetime.now(UTC) + timedelta(days=3)).replace(microsecond=0)
+    assert two.run("hold", "train", "--profile", "dev", "--until", until.isoformat()).code == 0
+    steps = _plan_of(two, "dev")
+    assert steps and all(datetime.fromisoformat(s["at"]) >= until for s in steps), steps
