@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 from hyperpod_scheduler.engine.fleet import Governed, PlannedStep
+from hyperpod_scheduler.engine.planner import Action
 from hyperpod_scheduler.store.records import Hold
 
 
@@ -28,7 +29,7 @@ def through_holds(
             continue
         ends[_place(g.ref.account, g.ref.region, g.ref.profile, g.ref.name)] = hold.until
         if hold.until is not None and hold.until < until and g.schedule.state_at(hold.until) != hold.state:
-            action = "start" if hold.state == "stopped" else "stop"
+            action: Action = "start" if hold.state == "stopped" else "stop"
             why = f"the hold ({hold.state}, by {hold.by}) ends {hold.until:%a %H:%M}Z"
             place = (g.ref.account, g.ref.region, g.ref.profile)
             added.append(PlannedStep(hold.until, g.ref.name, action, g.schedule_label, why, *place))
