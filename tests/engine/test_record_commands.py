@@ -280,3 +280,14 @@ def test_plan_takes_up_the_schedule_when_a_hold_ends(two: Two) -> None:
     assert two.run("hold", "train", "--profile", "dev", "--until", until.isoformat()).code == 0
     steps = _plan_of(two, "dev")
     assert steps and all(datetime.fromisoformat(s["at"]) >= until for s in steps), steps
+
+
+def test_a_quiet_tick_promises_no_step_a_hold_overrides(two: Two) -> None:
+    for profile in ("prod", "dev"):
+        assert two.run("stop", "train", "--profile", profile).code == 0
+        settle(two.emus[{"prod": PROD, "dev": DEV}[profile]], two.clients[{"prod": PROD, "dev": DEV}[profile]], "train")
+        assert two.run("hold", "train", "--profile", profile, "--state-wanted", "stopped").code == 0
+    assert two.run("tick").code == 0  # records how the stops settled
+    ran = two.run("tick")
+    assert ran.code == 0 and "nothing due" in ran.out, ran.out + ran.err
+    assert "next: train" not in ran.out, ran.out  # both held stopped until released: nothing is next

@@ -28,7 +28,8 @@ from hyperpod_scheduler.app.wording import count_of, usd, when
 from hyperpod_scheduler.cost.prices import PriceTable
 from hyperpod_scheduler.cost.rates import money
 from hyperpod_scheduler.cost.savings import keep_cost_per_night
-from hyperpod_scheduler.engine.fleet import Governed, next_transition, schedule_state
+from hyperpod_scheduler.engine.fleet import Governed, schedule_state
+from hyperpod_scheduler.engine.held import next_change
 from hyperpod_scheduler.engine.planner import effective_hold, live_retry
 from hyperpod_scheduler.schedule import Schedule
 from hyperpod_scheduler.store.outcomes import read_outcomes
@@ -260,7 +261,7 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
         state=state,
         hold=hold,
         recorded_sizes={n: s.count for n, s in record.snapshot.sizes.items()} if record and record.snapshot else {},
-        next_transition=_next_change(g, hold, now),
+        next_transition=next_change(g, hold, now),
         protected=_kept(ctx, record, lines, g.schedule if g is not None else None, now),
         last_outcomes=tuple(record.last_outcomes) if record else (),
         retry=retry,
@@ -284,20 +285,6 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
         profile=g.ref.profile if g is not None else None,
         paused=ctx.paused.line() if ctx.paused is not None else None,
     )
-
-
-def _next_change(g: Governed | None, hold: Hold | None, now: datetime) -> tuple[datetime, str] | None:
-    """The next change the engine makes (at, state): the schedule's, unless a hold is in force. Held
-    until released: none (the schedule's transitions pass it by). Held until a time: at its end, the
-    state the schedule wants then if that differs from the hold's, else the schedule's next after it."""
-    if g is None:
-        return None
-    if hold is None:
-        return next_transition(g.schedule, now)
-    if hold.until is None:
-        return None
-    then = g.schedule.state_at(hold.until)
-    return (hold.until, then) if then != hold.state else next_transition(g.schedule, hold.until)
 
 
 def _approval_flag(

@@ -19,8 +19,7 @@ from hyperpod_scheduler.cost.savings import keep_cost_per_night
 from hyperpod_scheduler.engine import image_update
 from hyperpod_scheduler.engine.approvals import DEFAULT_APPROVAL_MINUTES
 from hyperpod_scheduler.engine.fleet import HORIZON, Governed, as_mapping, plan
-from hyperpod_scheduler.engine.held import through_holds
-from hyperpod_scheduler.engine.planner import effective_hold
+from hyperpod_scheduler.engine.held import holds_in_force, through_holds
 from hyperpod_scheduler.errors import HyperpodSchedulerError
 from hyperpod_scheduler.guards.approval import needs_approval
 from hyperpod_scheduler.guards.capacity import head_warning
@@ -48,11 +47,7 @@ def register(app: typer.Typer) -> None:
         end = parse_instant(until, "--until") if until else now + HORIZON
         governed = governed_clusters(ctx, config, "plan")
         leads = {g.ref.key: ctx.lead_for(g) for g in governed if g.schedule.ready_by}
-        holds = {}
-        for g in governed:
-            record = ctx.store.get(g.ref.key)
-            if record is not None and record.hold is not None and effective_hold(record, now) is not None:
-                holds[g.ref.key] = record.hold
+        holds = holds_in_force(ctx.store.get, governed, now)
         steps = through_holds(plan(governed, now, end, leads), governed, holds, end)
         # Two targets' clusters of one name are two rows: with several accounts (regions) each row says which.
         # Before a namesake's account is known, the profile that reaches it says which it is.

@@ -10,6 +10,7 @@ from hyperpod_scheduler.cli.exits import exit_for
 from hyperpod_scheduler.cli.governing import governed_clusters, instant_check, needs_config
 from hyperpod_scheduler.cli.options import ConfigOpt, DryRunOpt, JsonOpt, StateOpt
 from hyperpod_scheduler.cli.output import Listing, console, emit, nothing_due, output_format, output_option
+from hyperpod_scheduler.engine.held import holds_in_force
 from hyperpod_scheduler.engine.identity import reach_of
 from hyperpod_scheduler.engine.ref import ClusterRef, Result
 
@@ -37,7 +38,8 @@ def register(app: typer.Typer) -> None:
         elif not results:
             console.print("tick: no governed cluster was found (tag-selected targets found none)")
         elif all(r.kind in ("noop", "quiet") for r in results):
-            console.print(nothing_due(ctx.now(), governed), markup=False)  # cron's log shows the pass ran
+            holds = holds_in_force(ctx.store.get, governed, ctx.now())
+            console.print(nothing_due(ctx.now(), governed, holds), markup=False)  # cron's log shows the pass ran
         exit_for(results)
         if ctx.fleet().problems:
             raise typer.Exit(1)  # a target or cluster was left out: cron should see it

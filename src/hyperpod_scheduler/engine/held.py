@@ -5,12 +5,12 @@ its end is a step of its own. Pure: the steps and each cluster's hold in, the st
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 
-from hyperpod_scheduler.engine.fleet import Governed, PlannedStep
-from hyperpod_scheduler.engine.planner import Action
-from hyperpod_scheduler.store.records import Hold
+from hyperpod_scheduler.engine.fleet import Governed, PlannedStep, next_transition
+from hyperpod_scheduler.engine.planner import Action, effective_hold
+from hyperpod_scheduler.store.records import ClusterRecord, Hold
 
 
 def _place(account: str | None, region: str | None, profile: str | None, name: str) -> tuple[str, ...]:
@@ -42,3 +42,29 @@ def through_holds(
                 continue  # overridden by the hold
         kept.append(s)
     return sorted([*kept, *added], key=lambda s: (s.at, s.cluster, s.account or "", s.region or "", s.profile or ""))
+
+
+def holds_in_force(
+    record_of: Callable[[str], ClusterRecord | None], governed: Iterable[Governed], now: datetime
+) -> dict[str, Hold]:
+    """Each governed cluster's hold in force at ``now``, by cluster key (a lapsed one is none)."""
+    holds = {}
+    for g in governed:
+        record = record_of(g.ref.key)
+        if record is not None and record.hold is not None and effective_hold(record, now) is not None:
+            holds[g.ref.key] = record.hold
+    return holds
+
+
+def next_change(g: Governed | None, hold: Hold | None, now: datetime) -> tuple[datetime, str] | None:
+    """The next change the engine makes (at, state): the schedule's, unless a hold is in force. Held
+    until released: none (the schedule's transitions pass it by). Held until a time: at its end, the
+    state the schedule wants then if that differs from the hold's, else the schedule's next after it."""
+    if g is None:
+        return None
+    if hold is None:
+        return next_transition(g.schedule, now)
+    if hold.until is None:
+        return None
+    then = g.schedule.state_at(hold.until)
+    return (hold.until, then) if then != hold.state else next_transition(g.schedule, hold.until)
