@@ -291,3 +291,14 @@ def test_a_quiet_tick_promises_no_step_a_hold_overrides(two: Two) -> None:
     ran = two.run("tick")
     assert ran.code == 0 and "nothing due" in ran.out, ran.out + ran.err
     assert "next: train" not in ran.out, ran.out  # both held stopped until released: nothing is next
+
+
+def test_report_tells_two_namesakes_apart(two: Two) -> None:
+    for profile, account in (("prod", PROD), ("dev", DEV)):
+        assert two.run("stop", "train", "--profile", profile).code == 0
+        settle(two.emus[account], two.clients[account], "train")
+    assert two.run("tick").code == 0  # records how both stops settled
+    ran = two.run("report")
+    assert ran.code == 0, ran.err
+    windows = [line for line in ran.out.splitlines() if line.startswith("train") and " window " in line]
+    assert len(windows) == 2 and PROD in windows[0] + windows[1] and DEV in windows[0] + windows[1], ran.out
