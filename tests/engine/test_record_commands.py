@@ -302,3 +302,5 @@ def test_report_tells_two_namesakes_apart(two: Two) -> None:
     assert ran.code == 0, ran.err
     windows = [line for line in ran.out.splitlines() if line.startswith("train") and " window " in line]
     assert len(windows) == 2 and PROD in windows[0] + windows[1] and DEV in windows[0] + windows[1], ran.out
+    labels = sorted(c["label"] for c in json.loads(two.run("report", "-o", "json").out)["clusters"])
+    assert labels == [f"train (account {PROD} us-east-1)", f"train (account {DEV} us-east-1)"]

@@ -38,7 +38,6 @@ from hyperpod_scheduler.cost.settings import CostSettings
 from hyperpod_scheduler.engine.runner import ClusterRef
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.inputs import files
-from hyperpod_scheduler.store.records import LEGACY_ACCOUNT
 
 COLUMNS = (
     "cluster",
@@ -120,7 +119,7 @@ def report_listing(report: Report) -> Listing:
     """The report as rows: per cluster and in total, the window, a night and a month."""
     doc = summary.as_document(report)
     rows = []
-    for name, entry in [(label(c, doc), c) for c in doc["clusters"]] + [("TOTAL", doc["total"])]:
+    for name, entry in [(c["label"], c) for c in doc["clusters"]] + [("TOTAL", doc["total"])]:
         for period in PERIODS:
             f = entry[period]
             bound = bool(entry["price_is_upper_bound"])  # a flexible group priced at its dearest type
@@ -148,22 +147,11 @@ def print_table(report: Report, fmt: Format = "table") -> None:
     emit(report_listing(report), fmt, summary.as_document(report))
 
 
-def label(cluster: dict[str, Any], doc: dict[str, Any]) -> str:
-    """A cluster as the table and its lines name it: its name, and where two records share the name (two
-    accounts' ``train``), its account and region from its key, so the two are told apart."""
-    name = cluster["cluster"]
-    if sum(1 for c in doc["clusters"] if c["cluster"] == name) < 2:
-        return str(name)
-    account, _, rest = str(cluster["key"]).partition("/")
-    region = rest.rsplit("/", 1)[0]
-    return f"{name} ({'account ' + account if account != LEGACY_ACCOUNT else 'account ?'} {region})"
-
-
 def detail_lines(doc: dict[str, Any]) -> list[str]:
     """What the table cannot show, one line each: kept groups, file systems, shortfalls, notes, prices."""
     lines: list[str] = []
     for raw in doc["clusters"]:
-        c = {**raw, "cluster": label(raw, doc)}
+        c = {**raw, "cluster": raw["label"]}
         kept = c["per_night"]["kept_cost"]
         if kept > 0:
             groups = sorted({g for n in c["stopped_intervals"] for g, v in n["groups"].items() if v["running"] > 0})

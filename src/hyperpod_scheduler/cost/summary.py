@@ -8,6 +8,7 @@ from dataclasses import asdict
 from typing import Any
 
 from hyperpod_scheduler.cost.savings import PERIODS, ClusterCost, Figures, Periods, Report, nightly
+from hyperpod_scheduler.store.records import LEGACY_ACCOUNT
 
 CSV_COLUMNS = (
     "cluster",
@@ -108,6 +109,20 @@ def _cluster(c: ClusterCost) -> dict[str, Any]:
     }
 
 
+def _labelled(clusters: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each cluster with the ``label`` every face names it by: its name, and where two records share
+    the name (two accounts' ``train``), its account and region from its key, so the two are told apart."""
+    names = [c["cluster"] for c in clusters]
+    out = []
+    for c in clusters:
+        label = c["cluster"]
+        if names.count(label) > 1:
+            account, _, rest = str(c["key"]).partition("/")
+            label = f"{label} (account {'?' if account == LEGACY_ACCOUNT else account} {rest.rsplit('/', 1)[0]})"
+        out.append({**c, "label": label})
+    return out
+
+
 def as_document(report: Report) -> dict[str, Any]:
     """The whole report as JSON-ready data: what ``report --json``, the dashboard and its API return."""
     return {
@@ -129,7 +144,7 @@ def as_document(report: Report) -> dict[str, Any]:
             for item, price in report.prices_used.items()
         ],
         "notes": list(report.notes),
-        "clusters": [_cluster(c) for c in report.clusters],
+        "clusters": _labelled([_cluster(c) for c in report.clusters]),
         "total": {
             "nights": report.nights,
             "price_is_upper_bound": report.price_is_upper_bound,
