@@ -304,3 +304,6 @@ def test_report_tells_two_namesakes_apart(two: Two) -> None:
     assert len(windows) == 2 and PROD in windows[0] + windows[1] and DEV in windows[0] + windows[1], ran.out
     labels = sorted(c["label"] for c in json.loads(two.run("report", "-o", "json").out)["clusters"])
     assert labels == [f"train (account {PROD} us-east-1)", f"train (account {DEV} us-east-1)"]
+    page = two.tmp / "report.html"
+    assert two.run("report", "--html", str(page)).code == 0
+    assert all(label in page.read_text(encoding="utf-8") for label in labels)  # the shared page too
