@@ -4,6 +4,7 @@ of one name are told apart with --profile by hold, release and history."""
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 import shlex
@@ -304,6 +305,9 @@ def test_report_tells_two_namesakes_apart(two: Two) -> None:
     assert len(windows) == 2 and PROD in windows[0] + windows[1] and DEV in windows[0] + windows[1], ran.out
     labels = sorted(c["label"] for c in json.loads(two.run("report", "-o", "json").out)["clusters"])
     assert labels == [f"train (account {PROD} us-east-1)", f"train (account {DEV} us-east-1)"]
+    sheet = two.tmp / "report.csv"
+    assert two.run("report", "--csv", str(sheet)).code == 0
+    assert sorted({r["cluster"] for r in csv.DictReader(sheet.open(encoding="utf-8"))} - {"TOTAL"}) == labels
     page = two.tmp / "report.html"
     assert two.run("report", "--html", str(page)).code == 0
     assert all(label in page.read_text(encoding="utf-8") for label in labels)  # the shared page too

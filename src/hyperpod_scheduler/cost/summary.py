@@ -109,17 +109,17 @@ def _cluster(c: ClusterCost) -> dict[str, Any]:
     }
 
 
-def _labelled(clusters: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each cluster with the ``label`` every face names it by: its name, and where two records share
-    the name (two accounts' ``train``), its account and region from its key, so the two are told apart."""
-    names = [c["cluster"] for c in clusters]
+def labels(clusters: list[ClusterCost]) -> list[str]:
+    """The name every face calls each cluster by: its name, and where two records share the name (two
+    accounts' ``train``), its account and region from its key, so the two are told apart."""
+    names = [c.name for c in clusters]
     out = []
     for c in clusters:
-        label = c["cluster"]
+        label = c.name
         if names.count(label) > 1:
-            account, _, rest = str(c["key"]).partition("/")
+            account, _, rest = c.key.partition("/")
             label = f"{label} (account {'?' if account == LEGACY_ACCOUNT else account} {rest.rsplit('/', 1)[0]})"
-        out.append({**c, "label": label})
+        out.append(label)
     return out
 
 
@@ -144,7 +144,9 @@ def as_document(report: Report) -> dict[str, Any]:
             for item, price in report.prices_used.items()
         ],
         "notes": list(report.notes),
-        "clusters": _labelled([_cluster(c) for c in report.clusters]),
+        "clusters": [
+            {**_cluster(c), "label": label} for c, label in zip(report.clusters, labels(report.clusters), strict=True)
+        ],
         "total": {
             "nights": report.nights,
             "price_is_upper_bound": report.price_is_upper_bound,
@@ -171,7 +173,10 @@ def as_document(report: Report) -> dict[str, Any]:
 def csv_rows(report: Report) -> list[dict[str, Any]]:
     """One row per cluster and period, then the total's rows (cluster ``TOTAL``)."""
     rows: list[dict[str, Any]] = []
-    named = [(c.name, c.periods, c.night_count, c.shortfall_nodes, c.price_is_upper_bound) for c in report.clusters]
+    named = [
+        (label, c.periods, c.night_count, c.shortfall_nodes, c.price_is_upper_bound)
+        for c, label in zip(report.clusters, labels(report.clusters), strict=True)
+    ]
     total = ("TOTAL", report.total, report.nights, report.shortfall_nodes, report.price_is_upper_bound)
     for name, p, nights, short, bound in [*named, total]:
         for period in PERIODS:
