@@ -276,3 +276,29 @@ def test_a_cluster_reached_by_two_targets_credentials_is_governed_once_by_the_on
     assert accounts.targets(PROD, "solo")["gpu"] == 2
     # Its account now learned, the two are known to be one cluster: still one turn.
     assert [(g.ref.profile, g.ref.account) for g in ctx.fleet().governed()] == [("prod", PROD)]
+
+
+TWO_CREDENTIALS_NAME_ONE_CLUSTER = """
+defaults: {schedule: "Mon-Sun 00:00-23:59 UTC"}
+targets:
+  - region: us-east-1
+    clusters: [solo]
+  - region: us-east-1
+    profile: prod
+    clusters: [solo]
+    policy: {release_scarce_capacity: true}
+"""
+
+
+def test_two_targets_naming_one_cluster_through_two_credentials_govern_it_once_and_say_so(
+    accounts: Accounts,
+) -> None:
+    # The default credentials and the profile prod reach one account: both targets name 'solo'. Once its
+    # first look has learned that, the first target governs it, and the other is a problem (tick exits 1).
+    accounts.create(PROD, "solo", p5_request("solo"))
+    ctx, _ = accounts.context(TWO_CREDENTIALS_NAME_ONE_CLUSTER)
+    _tick(ctx)  # the schedule wants it running: nothing to do, but each reach learns its account
+    fleet = ctx.fleet()
+    assert [(g.ref.profile, g.ref.account) for g in fleet.governed()] == [(None, PROD)]
+    [problem] = fleet.problems
+    assert "profile 'prod'" in str(problem) and "name it once" in str(problem)

@@ -159,19 +159,27 @@ class Fleet:
         return self._once(found)
 
     def _once(self, found: list[Governed]) -> list[Governed]:
-        """Each cluster governed once. Two credentials (the default chain and a profile, say) may reach
-        one account: a tag selector then finds a cluster that another target names. The naming target
-        governs it (an explicit entry wins over the tag, as within a target); while the naming target's
-        account is not known yet, the tagged one waits for it (learned by its first look), since both
-        governing it would race two policies on one record."""
-        named = [g for g in found if reach_of(g.ref) not in self._tagged]
-        keys = {g.ref.key for g in named if g.ref.account}
-        unknown = {(g.ref.region, g.ref.name) for g in named if g.ref.account is None}
+        """Each cluster governed once: two credentials (the default chain and a profile, say) may reach one
+        account. A cluster a tag selector finds and another target names is the naming target's (while
+        that one's account is not known yet, the tagged one waits for its first look); two targets naming
+        it is a config to fix: the first governs it and the other is said. Both governing it would race
+        two policies on one record."""
+        named, first = [], dict[str, Reach]()
+        for g in (g for g in found if reach_of(g.ref) not in self._tagged):
+            owner = first.setdefault(g.ref.key, reach_of(g.ref)) if g.ref.account else reach_of(g.ref)
+            if owner == reach_of(g.ref):
+                named.append(g)
+                continue
+            why = f"{reach_of(g.ref)} reaches account {g.ref.account}'s cluster, which {owner} governs: name it once"
+            self.problems.append(Skipped(f"cluster '{g.ref.name}'", why, g.ref.name))
+        unknown, kept = {(g.ref.region, g.ref.name) for g in named if g.ref.account is None}, {id(g) for g in named}
         return [
             g
             for g in found
-            if reach_of(g.ref) not in self._tagged
-            or (g.ref.key not in keys and (g.ref.region, g.ref.name) not in unknown)
+            if id(g) in kept
+            or (
+                reach_of(g.ref) in self._tagged and g.ref.key not in first and (g.ref.region, g.ref.name) not in unknown
+            )
         ]
 
     def _target(self, i: int, target: Target, out: dict[Reach, Governed]) -> None:
