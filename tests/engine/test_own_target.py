@@ -25,6 +25,7 @@ from hyperpod_scheduler.config.load import parse_config
 from hyperpod_scheduler.emulator import Emulator
 from hyperpod_scheduler.engine.events import Collector
 from hyperpod_scheduler.engine.runner import ClusterRef
+from hyperpod_scheduler.notify.channels import message_for
 from hyperpod_scheduler.store.memory import MemoryStore
 from tests.engine.conftest import START, settle
 from tests.reliability.harness import account_emulator
@@ -225,3 +226,79 @@ def test_every_stop_of_an_eks_cluster_says_no_audit_ran(accounts: Accounts) -> N
     key = ctx.fleet().governed()[0].ref.key
     [line] = [e for e in ctx.store.history(key, limit=5) if e.action == "stop" and e.outcome == "ok"]
     assert "no checkpoint audit ran" in line.detail["audit"]
+
+
+BOTH_AUDITED = f"""
+defaults: {{schedule: "{OFFICE}", policy: {{release_scarce_capacity: true}}, checkpoints: {{policy: block}}}}
+targets:
+  - {{region: us-east-1, profile: dev, clusters: [train]}}
+  - {{region: us-east-1, profile: prod, clusters: [train]}}
+"""
+
+
+def test_a_notice_and_a_tick_line_name_which_of_two_namesakes_they_are_about(accounts: Accounts) -> None:
+    for account in (PROD, DEV):
+        accounts.create(account, "train", p5_request("train"))
+    ctx, events = accounts.context(BOTH_AUDITED, Audits())
+    assert _tick(ctx) == {"dev/train": "blocked", "prod/train": "blocked"}
+    notices = [m for m in map(message_for, events.events) if m is not None and "blocked" in m.subject]
+    assert len(notices) == 2
+    # Read out of context (Slack, e-mail), each says whose cluster was kept up, and the two differ.
+    for account, notice in zip(sorted((PROD, DEV)), sorted(notices, key=lambda m: m.subject), strict=True):
+        assert account in notice.subject, notice
+    lines = {e.label for e in events.events if e.kind == "blocked"}
+    assert len(lines) == 2, lines  # a tick's lines tell the two apart too
+
+
+DEFAULT_CREDENTIALS_TAGS_THEN_PROFILE_NAMES = f"""
+defaults: {{schedule: "{OFFICE}"}}
+targets:
+  - region: us-east-1
+    tag_selector: true
+    policy: {{release_scarce_capacity: true}}
+  - region: us-east-1
+    profile: prod
+    clusters: [solo]
+"""
+
+
+def test_a_cluster_reached_by_two_targets_credentials_is_governed_once_by_the_one_naming_it(
+    accounts: Accounts,
+) -> None:
+    # The default credentials and the profile prod reach the same account: the tag selector finds the
+    # tagged 'solo', and the second target names it. One cluster, one turn, by the naming target's policy.
+    request = {**p5_request("solo"), "Tags": [{"Key": "hyperpod-scheduler:schedule", "Value": OFFICE}]}
+    accounts.create(PROD, "solo", request)
+    ctx, _ = accounts.context(DEFAULT_CREDENTIALS_TAGS_THEN_PROFILE_NAMES)
+    governed = ctx.fleet().governed()
+    assert [(g.ref.profile, g.ref.name) for g in governed] == [("prod", "solo")]
+    _tick(ctx)
+    assert accounts.targets(PROD, "solo")["gpu"] == 2
+    # Its account now learned, the two are known to be one cluster: still one turn.
+    assert [(g.ref.profile, g.ref.account) for g in ctx.fleet().governed()] == [("prod", PROD)]
+
+
+TWO_CREDENTIALS_NAME_ONE_CLUSTER = """
+defaults: {schedule: "Mon-Sun 00:00-23:59 UTC"}
+targets:
+  - region: us-east-1
+    clusters: [solo]
+  - region: us-east-1
+    profile: prod
+    clusters: [solo]
+    policy: {release_scarce_capacity: true}
+"""
+
+
+def test_two_targets_naming_one_cluster_through_two_credentials_govern_it_once_and_say_so(
+    accounts: Accounts,
+) -> None:
+    # The default credentials and the profile prod reach one account: both targets name 'solo'. Once its
+    # first look has learned that, the first target governs it, and the other is a problem (tick exits 1).
+    accounts.create(PROD, "solo", p5_request("solo"))
+    ctx, _ = accounts.context(TWO_CREDENTIALS_NAME_ONE_CLUSTER)
+    _tick(ctx)  # the schedule wants it running: nothing to do, but each reach learns its account
+    fleet = ctx.fleet()
+    assert [(g.ref.profile, g.ref.account) for g in fleet.governed()] == [(None, PROD)]
+    [problem] = fleet.problems
+    assert "profile 'prod'" in str(problem) and "name it once" in str(problem)

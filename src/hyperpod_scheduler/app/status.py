@@ -28,7 +28,8 @@ from hyperpod_scheduler.app.wording import count_of, usd, when
 from hyperpod_scheduler.cost.prices import PriceTable
 from hyperpod_scheduler.cost.rates import money
 from hyperpod_scheduler.cost.savings import keep_cost_per_night
-from hyperpod_scheduler.engine.fleet import Governed, next_transition, schedule_state
+from hyperpod_scheduler.engine.fleet import Governed, schedule_state
+from hyperpod_scheduler.engine.held import next_change
 from hyperpod_scheduler.engine.planner import effective_hold, live_retry
 from hyperpod_scheduler.schedule import Schedule
 from hyperpod_scheduler.store.outcomes import read_outcomes
@@ -115,6 +116,9 @@ class StatusRow:
     reads: AwsReads | None = None
     # The account the cluster is in (None: not known yet, a record from before account keys).
     account: str | None = None
+    # The profile its target reaches it through (None: the default credentials, or not governed): what
+    # tells two namesakes apart before their accounts are known.
+    profile: str | None = None
     # The fleet's pause switch is on (``Pause.line``): this cluster is neither stopped nor started.
     paused: str | None = None
 
@@ -133,6 +137,7 @@ class StatusRow:
             "key": self.key,
             "cluster": self.cluster,
             "account": self.account,
+            "profile": self.profile,
             "region": self.region,
             "paused": self.paused,
             "schedule": self.schedule,
@@ -256,7 +261,7 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
         state=state,
         hold=hold,
         recorded_sizes={n: s.count for n, s in record.snapshot.sizes.items()} if record and record.snapshot else {},
-        next_transition=next_transition(g.schedule, now) if g is not None else None,
+        next_transition=next_change(g, hold, now),
         protected=_kept(ctx, record, lines, g.schedule if g is not None else None, now),
         last_outcomes=tuple(record.last_outcomes) if record else (),
         retry=retry,
@@ -277,6 +282,7 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
         account=g.ref.account
         if g is not None
         else (parts[0] if len(parts) >= 3 and parts[0] != LEGACY_ACCOUNT else None),
+        profile=g.ref.profile if g is not None else None,
         paused=ctx.paused.line() if ctx.paused is not None else None,
     )
 

@@ -48,7 +48,7 @@ def printer(as_json: bool) -> Sink:
         # put an OSC title or a clear screen in one), and a Text bypasses the console's render_str.
         line = Text.assemble(
             (f"{event.at:%a %Y-%m-%d %H:%M} {_zone(event.at)} ", "dim"),
-            (safe(event.cluster), "bold"),
+            (safe(event.label), "bold"),
             " ",
             (event.kind, style),
             " ",

@@ -106,8 +106,8 @@ def _manual(
     except KeyboardInterrupt:
         if view.sent:
             error_line(
-                f"interrupted: the {action} of {cluster} was sent and goes on in AWS; `hyperpod-scheduler "
-                f"{action} {cluster} --wait` follows it again, and the next tick records how it ended"
+                f"interrupted: the {action} of {cluster} was sent and goes on in AWS; "
+                f"{ref.command(action, '--wait')} follows it again, and the next tick records how it ended"
             )
         else:
             error_line(
@@ -126,7 +126,7 @@ def _manual(
     if result.kind in FAILED_KINDS:
         record = ctx.store.get(ref.key)
         if action == "start" and not dry_run and record is not None and record.retry is not None:
-            console.print(retry_line(cluster, record.retry), markup=False)  # exit 1 says what sends the retry
+            console.print(retry_line(ref, record.retry), markup=False)  # exit 1 says what sends the retry
         raise typer.Exit(EXIT_FAILED)
     if result.kind == "waiting":  # refused while deep health checks run; a command is not kept
         raise NotReady(f"{action} {cluster}: nothing sent: {result.message}")

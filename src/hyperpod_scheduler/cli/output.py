@@ -19,7 +19,7 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -33,6 +33,7 @@ from hyperpod_scheduler.inputs.text import clean
 if TYPE_CHECKING:
     from hyperpod_scheduler.cli.terminal import SafeConsole, console, err_console, rich_table
     from hyperpod_scheduler.engine.fleet import Governed
+    from hyperpod_scheduler.store.records import Hold
 
 Format = Literal["table", "wide", "json", "yaml"]
 FORMATS: tuple[Format, ...] = ("table", "wide", "json", "yaml")
@@ -219,19 +220,21 @@ def warning_line(message: str) -> None:
     err_console.print(f"warning: {scrub(clean(message, one_line=True))}", markup=False)
 
 
-def nothing_due(now: datetime, governed: list[Governed]) -> str:
+def nothing_due(now: datetime, governed: list[Governed], holds: Mapping[str, Hold]) -> str:
     """``tick: nothing due at Thu 09:30 UTC; next: g5-dev stop Thu 19:00 CET``: a pass that sent nothing
-    says so, and when the schedule next wants something (in the schedule's own zone)."""
+    says so, and when the engine next changes something (in the schedule's own zone), as the ``holds``
+    in force leave it (``engine.held.next_change``): a cluster held until released is promised nothing."""
     from hyperpod_scheduler.app.wording import clock, when  # only tick needs it: cron's other commands stay light
+    from hyperpod_scheduler.engine.held import next_change
 
     upcoming = []
     for g in governed:
-        found = g.schedule.next_transitions(now, 1)
+        found = next_change(g, holds.get(g.ref.key), now)
         if found:
-            upcoming.append((found[0].at, g.ref.name, found[0].state, g.schedule.timezone))
+            upcoming.append((found[0], g.ref.name, found[1], g.schedule.timezone))
     head = f"tick: nothing due at {clock(now, now.tzinfo)}"
     if not upcoming:
-        return f"{head}; no cluster's schedule changes again"
+        return f"{head}; no cluster's schedule (or hold) changes it again"
     at, name, state, zone = min(upcoming, key=lambda u: (u[0], u[1]))
     verb = "start" if state == "running" else "stop"
     return f"{head}; next: {name} {verb} {when(at, zone)}"

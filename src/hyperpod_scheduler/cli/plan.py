@@ -19,6 +19,7 @@ from hyperpod_scheduler.cost.savings import keep_cost_per_night
 from hyperpod_scheduler.engine import image_update
 from hyperpod_scheduler.engine.approvals import DEFAULT_APPROVAL_MINUTES
 from hyperpod_scheduler.engine.fleet import HORIZON, Governed, as_mapping, plan
+from hyperpod_scheduler.engine.held import holds_in_force, through_holds
 from hyperpod_scheduler.errors import HyperpodSchedulerError
 from hyperpod_scheduler.guards.approval import needs_approval
 from hyperpod_scheduler.guards.capacity import head_warning
@@ -46,9 +47,12 @@ def register(app: typer.Typer) -> None:
         end = parse_instant(until, "--until") if until else now + HORIZON
         governed = governed_clusters(ctx, config, "plan")
         leads = {g.ref.key: ctx.lead_for(g) for g in governed if g.schedule.ready_by}
-        steps = plan(governed, now, end, leads)
+        holds = holds_in_force(ctx.store.get, governed, now)
+        steps = through_holds(plan(governed, now, end, leads), governed, holds, end)
         # Two targets' clusters of one name are two rows: with several accounts (regions) each row says which.
-        accounts = len({g.ref.account for g in governed if g.ref.account}) > 1
+        # Before a namesake's account is known, the profile that reaches it says which it is.
+        places = [(g.ref.name, g.ref.region) for g in governed]
+        accounts = len({g.ref.account for g in governed if g.ref.account}) > 1 or len(set(places)) < len(places)
         regions = len({g.ref.region for g in governed if g.ref.region}) > 1
         guarded = [_protection_rows(ctx, g) for g in governed] if describe else []
         zones = {(g.ref.name, g.ref.account, g.ref.region): g.schedule.timezone for g in governed}
@@ -68,7 +72,7 @@ def register(app: typer.Typer) -> None:
                     iso_minute(s.at),
                     clock(s.at, zones.get((s.cluster, s.account, s.region))),
                     s.cluster,
-                    *([s.account or "-"] if accounts else []),
+                    *([_whose(s.account, s.profile)] if accounts else []),
                     *([s.region or "-"] if regions else []),
                     s.action,
                     s.schedule,
@@ -88,7 +92,8 @@ def _protection_rows(ctx: Context, g: Governed) -> dict[str, Any]:
     changed): the planner's and the guards' answer (``app.actions.stop_forecast``), the one the
     dashboard's stop preview, "tonight" and "kept at stop" show."""
     row: dict[str, Any] = {
-        "cluster": g.ref.name, "account": g.ref.account, "region": g.ref.region, "protected": [], "warnings": [],
+        "cluster": g.ref.name, "account": g.ref.account, "profile": g.ref.profile, "region": g.ref.region,
+        "protected": [], "warnings": [],
     }  # fmt: skip
     try:
         described = ctx.engine().describe(g.ref)
@@ -142,10 +147,16 @@ def _protection_rows(ctx: Context, g: Governed) -> dict[str, Any]:
     return row
 
 
+def _whose(account: str | None, profile: str | None) -> str:
+    """The account cell: the account, else (not known yet) the profile that reaches the cluster."""
+    return account or (f"profile {profile}" if profile else "-")
+
+
 def _protection_lines(row: dict[str, Any], accounts: bool = False) -> list[str]:
     """The notes under the plan; ``accounts``: the fleet spans several, so each names its cluster's."""
     lines = []
-    name = f"{row['cluster']} (account {row['account'] or '?'})" if accounts else row["cluster"]
+    whose = f"account {row['account']}" if row["account"] else f"profile {row['profile'] or '?'}"
+    name = f"{row['cluster']} ({whose})" if accounts else row["cluster"]
     for p in row["protected"]:
         cost = p["keep_cost_per_night_usd"]
         about = "up to" if p["price_is_upper_bound"] else "about"

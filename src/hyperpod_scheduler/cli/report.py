@@ -119,7 +119,7 @@ def report_listing(report: Report) -> Listing:
     """The report as rows: per cluster and in total, the window, a night and a month."""
     doc = summary.as_document(report)
     rows = []
-    for name, entry in [(c["cluster"], c) for c in doc["clusters"]] + [("TOTAL", doc["total"])]:
+    for name, entry in [(c["label"], c) for c in doc["clusters"]] + [("TOTAL", doc["total"])]:
         for period in PERIODS:
             f = entry[period]
             bound = bool(entry["price_is_upper_bound"])  # a flexible group priced at its dearest type
@@ -150,7 +150,8 @@ def print_table(report: Report, fmt: Format = "table") -> None:
 def detail_lines(doc: dict[str, Any]) -> list[str]:
     """What the table cannot show, one line each: kept groups, file systems, shortfalls, notes, prices."""
     lines: list[str] = []
-    for c in doc["clusters"]:
+    for raw in doc["clusters"]:
+        c = {**raw, "cluster": raw["label"]}
         kept = c["per_night"]["kept_cost"]
         if kept > 0:
             groups = sorted({g for n in c["stopped_intervals"] for g, v in n["groups"].items() if v["running"] > 0})

@@ -19,8 +19,10 @@ from hyperpod_scheduler.engine import fidelity
 
 def _status_listing(ctx: Context, rows: list[StatusRow]) -> Listing:
     now = ctx.now()
-    # Two accounts' clusters of one name are two rows: with several accounts each row names its own.
-    accounts = len({r.account for r in rows if r.account}) > 1
+    # Two accounts' clusters of one name are two rows: with several accounts each row names its own;
+    # before a namesake's account is known, the profile that reaches it.
+    places = [(r.cluster, r.region) for r in rows]
+    accounts = len({r.account for r in rows if r.account}) > 1 or len(set(places)) < len(places)
     regions = len({r.region for r in rows if r.region}) > 1
     out = []
     for r in rows:
@@ -30,7 +32,7 @@ def _status_listing(ctx: Context, rows: list[StatusRow]) -> Listing:
         out.append(
             [
                 r.cluster,
-                *([r.account or "-"] if accounts else []),
+                *([r.account or (f"profile {r.profile}" if r.profile else "-")] if accounts else []),
                 state_text(r),
                 r.schedule,
                 upcoming,

@@ -20,6 +20,7 @@ from rich.text import Text
 from hyperpod_scheduler.app.wording import duration, when
 from hyperpod_scheduler.cli.output import console, safe
 from hyperpod_scheduler.engine.events import Event, Sink
+from hyperpod_scheduler.engine.ref import ClusterRef
 from hyperpod_scheduler.store.outcomes import read_phases
 from hyperpod_scheduler.store.records import GroupPhases, RetryState
 
@@ -159,13 +160,13 @@ def _words(value: object) -> str:
     return str(value)
 
 
-def retry_line(cluster: str, retry: RetryState) -> str:
+def retry_line(ref: ClusterRef, retry: RetryState) -> str:
     """What runs a retry the engine announced: not this command (it has ended), the next ``tick`` or a
     ``run`` loop at or after the retry's time."""
     return (
-        f"{cluster}: retry {retry.attempt} is due at {when(retry.next_at)} (until {when(retry.deadline)}); this "
+        f"{ref.name}: retry {retry.attempt} is due at {when(retry.next_at)} (until {when(retry.deadline)}); this "
         "command has ended, so the next `hyperpod-scheduler tick` (cron) or `run` loop at or after that time "
-        f"sends it; `hyperpod-scheduler start {cluster} --wait` tries again now"
+        f"sends it; {ref.command('start', '--wait')} tries again now"
     )
 
 

@@ -8,6 +8,7 @@ from dataclasses import asdict
 from typing import Any
 
 from hyperpod_scheduler.cost.savings import PERIODS, ClusterCost, Figures, Periods, Report, nightly
+from hyperpod_scheduler.store.records import LEGACY_ACCOUNT
 
 CSV_COLUMNS = (
     "cluster",
@@ -108,6 +109,20 @@ def _cluster(c: ClusterCost) -> dict[str, Any]:
     }
 
 
+def labels(clusters: list[ClusterCost]) -> list[str]:
+    """The name every face calls each cluster by: its name, and where two records share the name (two
+    accounts' ``train``), its account and region from its key, so the two are told apart."""
+    names = [c.name for c in clusters]
+    out = []
+    for c in clusters:
+        label = c.name
+        if names.count(label) > 1:
+            account, _, rest = c.key.partition("/")
+            label = f"{label} (account {'?' if account == LEGACY_ACCOUNT else account} {rest.rsplit('/', 1)[0]})"
+        out.append(label)
+    return out
+
+
 def as_document(report: Report) -> dict[str, Any]:
     """The whole report as JSON-ready data: what ``report --json``, the dashboard and its API return."""
     return {
@@ -129,7 +144,9 @@ def as_document(report: Report) -> dict[str, Any]:
             for item, price in report.prices_used.items()
         ],
         "notes": list(report.notes),
-        "clusters": [_cluster(c) for c in report.clusters],
+        "clusters": [
+            {**_cluster(c), "label": label} for c, label in zip(report.clusters, labels(report.clusters), strict=True)
+        ],
         "total": {
             "nights": report.nights,
             "price_is_upper_bound": report.price_is_upper_bound,
@@ -156,7 +173,10 @@ def as_document(report: Report) -> dict[str, Any]:
 def csv_rows(report: Report) -> list[dict[str, Any]]:
     """One row per cluster and period, then the total's rows (cluster ``TOTAL``)."""
     rows: list[dict[str, Any]] = []
-    named = [(c.name, c.periods, c.night_count, c.shortfall_nodes, c.price_is_upper_bound) for c in report.clusters]
+    named = [
+        (label, c.periods, c.night_count, c.shortfall_nodes, c.price_is_upper_bound)
+        for c, label in zip(report.clusters, labels(report.clusters), strict=True)
+    ]
     total = ("TOTAL", report.total, report.nights, report.shortfall_nodes, report.price_is_upper_bound)
     for name, p, nights, short, bound in [*named, total]:
         for period in PERIODS:

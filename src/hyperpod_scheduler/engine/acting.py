@@ -93,7 +93,7 @@ def act(
     """``replan``: the record's pending intent never went out and is replaced by this one.
     ``raise_to``: a start of only these groups, to these counts (``planner.plan_raise``)."""
     record = eng.store.get(ref.key)
-    message = planner.hold_refusal(record, eng.now(), action, ref.name) if origin == "manual" else None
+    message = planner.hold_refusal(record, eng.now(), action, ref.command("release")) if origin == "manual" else None
     if message is not None:
         # The next tick would carry out the hold again and reverse this command: refuse it, naming the hold.
         eng.emit(ref, "refused", message)
@@ -143,7 +143,7 @@ def act(
         eng.emit(ref, "skip", plan.reason)
         return Result(ref.name, "skip", plan.reason)
     if isinstance(plan, planner.Refuse):
-        how = f"`hyperpod-scheduler forget {ref.name}` drops the recorded sizes, then start it by hand"
+        how = f"{ref.command('forget')} drops the recorded sizes, then start it by hand"
         return refuse(eng, ref, record, action, f"{plan.reason}; {how}", view, transition_at or now, dry_run)
     if isinstance(plan, planner.Noop):
         return noop(eng, ref, record, action, plan, transition_at or now, dry_run)

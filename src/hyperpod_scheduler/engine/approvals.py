@@ -125,6 +125,7 @@ def ask(
             text,
             {"approval": approval.id, "groups": approval.groups, "expires": approval.expires_at.isoformat(), **details},
             private=link(dashboard_url, name, approval.id, token),
+            where=known.where,
         )
     )
     return approval
@@ -148,7 +149,14 @@ def lapse_due(engine: Engine, ref: ClusterRef, now: datetime) -> None:
         return
     for a in lapsed:
         engine.events(
-            Event(now, ref.name, "approval", f"approval {a.id} lapsed: {', '.join(a.groups)} kept", {"approval": a.id})
+            Event(
+                now,
+                ref.name,
+                "approval",
+                f"approval {a.id} lapsed: {', '.join(a.groups)} kept",
+                {"approval": a.id},
+                where=ref.where,
+            )
         )
 
 

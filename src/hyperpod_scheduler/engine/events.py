@@ -38,11 +38,20 @@ class Event:
     detail: dict[str, Any] = field(default_factory=dict)
     # For notification channels only (an approval link with its token): never in as_dict, logs or JSON.
     private: str = field(default="", repr=False)
+    # Which of two clusters of this name it is ("account 111111111111"), where the config governs more
+    # than one in the region (``ClusterRef.where``); "" when the name alone says.
+    where: str = ""
+
+    @property
+    def label(self) -> str:
+        """The cluster as a line read out of context names it: its name, and which one where need be."""
+        return f"{self.cluster} ({self.where})" if self.where else self.cluster
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "at": self.at.isoformat(),
             "cluster": self.cluster,
+            **({"where": self.where} if self.where else {}),
             "kind": self.kind,
             "message": self.message,
             **({"detail": self.detail} if self.detail else {}),

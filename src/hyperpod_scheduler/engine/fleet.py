@@ -125,6 +125,7 @@ class Fleet:
         self.accounts = accounts
         self.schedules = load_schedules(config.schedules)
         self.problems: list[Skipped] = []  # what governed() left out, each with its reason
+        self._tagged: set[Reach] = set()  # the ways of reaching clusters governed by a tag selector
 
     def _schedule(self, label: str | None, where: str) -> tuple[str, Schedule]:
         label = label or self.config.defaults.schedule
@@ -137,6 +138,7 @@ class Fleet:
         is left out with its reason in ``problems``; the other targets are still governed."""
         self.problems = []
         out: dict[Reach, Governed] = {}  # one cluster per way of reaching it; two profiles may share a name
+        self._tagged = set()
         for i, target in enumerate(self.config.targets):
             try:
                 self._target(i, target, out)
@@ -154,7 +156,31 @@ class Fleet:
                 account = self.accounts(reach)
                 ref = ref.with_account(account) if account is not None else ref
             found.append(dataclasses.replace(g, ref=ref))
-        return found
+        return self._once(found)
+
+    def _once(self, found: list[Governed]) -> list[Governed]:
+        """Each cluster governed once: two credentials (the default chain and a profile, say) may reach one
+        account. A cluster a tag selector finds and another target names is the naming target's (while
+        that one's account is not known yet, the tagged one waits for its first look); two targets naming
+        it is a config to fix: the first governs it and the other is said. Both governing it would race
+        two policies on one record."""
+        named, first = [], dict[str, Reach]()
+        for g in (g for g in found if reach_of(g.ref) not in self._tagged):
+            owner = first.setdefault(g.ref.key, reach_of(g.ref)) if g.ref.account else reach_of(g.ref)
+            if owner == reach_of(g.ref):
+                named.append(g)
+                continue
+            why = f"{reach_of(g.ref)} reaches account {g.ref.account}'s cluster, which {owner} governs: name it once"
+            self.problems.append(Skipped(f"cluster '{g.ref.name}'", why, g.ref.name))
+        unknown, kept = {(g.ref.region, g.ref.name) for g in named if g.ref.account is None}, {id(g) for g in named}
+        return [
+            g
+            for g in found
+            if id(g) in kept
+            or (
+                reach_of(g.ref) in self._tagged and g.ref.key not in first and (g.ref.region, g.ref.name) not in unknown
+            )
+        ]
 
     def _target(self, i: int, target: Target, out: dict[Reach, Governed]) -> None:
         for entry in target.clusters:
@@ -164,6 +190,7 @@ class Fleet:
             ref = ref_for(entry.name, target.region, target.profile).governed(settings)
             enforced = _first(entry.enforced, target.enforced, self.config.defaults.enforced)
             out[reach_of(ref)] = Governed(ref, label, schedule, enforced)
+            self._tagged.discard(reach_of(ref))
         if target.tag_selector:
             settings = self.settings(f"{_where(i, target)} tag selector", target)
             for found, label in self._discover(i, target):
@@ -178,6 +205,7 @@ class Fleet:
                     continue
                 enforced = _first(target.enforced, self.config.defaults.enforced)
                 out[reach_of(ref)] = Governed(ref, label, schedule, enforced)
+                self._tagged.add(reach_of(ref))
 
     def _discover(self, i: int, target: Target) -> Iterable[tuple[ClusterRef, str]]:
         probe = ref_for("-", target.region, target.profile)
@@ -352,7 +380,7 @@ def caught(
         step()
     except Exception as exc:  # whatever it is (a damaged record, the store, a bug met on its data)
         message = error_text(exc) if what is None else f"{what}: {error_text(exc)}"
-        engine.events(Event(now, ref.name, "error", message))
+        engine.events(Event(now, ref.name, "error", message, where=ref.where))
         return Result(ref.name, "error", message)
     return None
 
@@ -399,6 +427,7 @@ class PlannedStep:
     # Where the cluster is: two targets' clusters of one name are two steps a reader must tell apart.
     account: str | None = None
     region: str | None = None
+    profile: str | None = None  # the profile that reaches it: which namesake, before its account is known
 
 
 def plan(
@@ -409,7 +438,7 @@ def plan(
     steps: list[PlannedStep] = []
     for g in governed:
         lead = (leads or {}).get(g.ref.key)
-        place = (g.ref.account, g.ref.region)
+        place = (g.ref.account, g.ref.region, g.ref.profile)
         for t in g.schedule.transitions(start, until + (lead.lead if lead else timedelta())):
             action: Action = "start" if t.state == "running" else "stop"
             if not g.schedule.allows(action):
@@ -422,7 +451,7 @@ def plan(
             elif t.at < until:
                 said = _why(g.schedule, t.at, action)
                 steps.append(PlannedStep(t.at, g.ref.name, action, g.schedule_label, said, *place))
-    return sorted(steps, key=lambda s: (s.at, s.cluster, s.account or "", s.region or ""))
+    return sorted(steps, key=lambda s: (s.at, s.cluster, s.account or "", s.region or "", s.profile or ""))
 
 
 def _why(schedule: Schedule, at: datetime, action: Action) -> str:
@@ -468,6 +497,7 @@ def as_mapping(steps: Iterable[PlannedStep]) -> list[Mapping[str, Any]]:
             "at": s.at.isoformat(),
             "cluster": s.cluster,
             "account": s.account,
+            "profile": s.profile,
             "region": s.region,
             "action": s.action,
             "schedule": s.schedule,

@@ -99,7 +99,9 @@ def _look(
         answer = engine.sagemaker(ref).describe_training_plan(TrainingPlanName=name)
     except (ClientError, BotoCoreError) as exc:
         why = exc.response.get("Error", {}).get("Code", "error") if isinstance(exc, ClientError) else str(exc)
-        events.append(Event(now, ref.name, "error", f"training plan {name}: DescribeTrainingPlan: {why}"))
+        events.append(
+            Event(now, ref.name, "error", f"training plan {name}: DescribeTrainingPlan: {why}", where=ref.where)
+        )
         return watch.evolve(next_look=now + RETRY_AFTER_ERROR)
     facts = plans.read_plan(answer)
     if watch.seen_at is None:
@@ -114,7 +116,7 @@ def _look(
             f"training plan {name} ends {facts.end:%a %d %b %H:%M}Z (in {_days(left)}): group(s) {groups} lose "
             f"their {facts.total} reserved instance(s) then; renew it or plan the move"
         )
-        events.append(Event(now, ref.name, "plan", text, {"plan": watch.arn, "days": threshold}))
+        events.append(Event(now, ref.name, "plan", text, {"plan": watch.arn, "days": threshold}, where=ref.where))
         lines.append(_line(engine, ref, now, "warned", plan=watch.arn, days=threshold, ends=facts.end))
     updated = updated.evolve(warned=given)
     if activate is not None:
@@ -126,6 +128,7 @@ def _look(
                     ref.name,
                     "note",
                     f"training plan {name}: {activate} reserved instance(s) Active: starting {group}",
+                    where=ref.where,
                 )
             )
             lines.append(_line(engine, ref, now, "active", plan=watch.arn, group=group, count=activate))
@@ -138,12 +141,19 @@ def _look(
                     "plan",
                     f"training plan {name}: {activate} reserved instance(s) Active; groups {groups} share it, "
                     "so none is started automatically",
+                    where=ref.where,
                 )
             )
     if facts.status == "Expired" and watch.status not in (None, "Expired"):
         lines.append(_line(engine, ref, now, "expired", plan=watch.arn))
         events.append(
-            Event(now, ref.name, "plan", f"training plan {name} has expired: group(s) {groups} lost its nodes")
+            Event(
+                now,
+                ref.name,
+                "plan",
+                f"training plan {name} has expired: group(s) {groups} lost its nodes",
+                where=ref.where,
+            )
         )
     return updated.evolve(next_look=plans.next_look(facts, updated.warned, now))
 

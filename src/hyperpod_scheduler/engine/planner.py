@@ -14,7 +14,7 @@ from typing import Literal
 
 from hyperpod_scheduler.aws.failures import FailureCause
 from hyperpod_scheduler.cluster.storage import storage_members
-from hyperpod_scheduler.cluster.view import ClusterView
+from hyperpod_scheduler.cluster.view import ClusterView, GroupView
 from hyperpod_scheduler.store.records import (
     ClusterRecord,
     GroupOutcome,
@@ -64,9 +64,10 @@ def effective_hold(record: ClusterRecord | None, now: datetime) -> State | None:
     return record.hold.state
 
 
-def hold_refusal(record: ClusterRecord | None, now: datetime, action: Action, name: str) -> str | None:
+def hold_refusal(record: ClusterRecord | None, now: datetime, action: Action, release: str) -> str | None:
     """Why a person's ``action`` now is refused: the record's hold wants the other state, so the next
-    tick would carry the hold out again and reverse it (None: no such hold). The stop itself
+    tick would carry the hold out again and reverse it (None: no such hold); ``release`` is the command
+    that ends the hold (``ClusterRef.command``). The stop itself
     (``engine.acting.act``) and its forecast (``engine.stop_forecast``) both ask this."""
     held = effective_hold(record, now)
     if held is None or action_for(held) == action or record is None or record.hold is None:
@@ -76,7 +77,7 @@ def hold_refusal(record: ClusterRecord | None, now: datetime, action: Action, na
     return (
         f"held {held} {ends} by {hold.by}"
         + (f" ({hold.reason})" if hold.reason else "")
-        + f": a {action} now would be reversed by the next tick; `hyperpod-scheduler release {name}` first"
+        + f": a {action} now would be reversed by the next tick; {release} first"
     )
 
 
@@ -227,11 +228,9 @@ def snapshot_for_stop(
     for g in view.groups:
         size = max(g.target, g.current)
         recorded = previous.sizes.get(g.name) if previous is not None else None
-        if previous is not None and recorded is not None and _other_type(recorded, g.instance_type):
+        if previous is not None and recorded is not None and _other_type(recorded, g):
             # Replaced by a group of the same name running another type: the recorded size is not its own.
-            notes.append(
-                f"group '{g.name}' was {recorded.instance_type}, now {g.instance_type}: recording its own size"
-            )
+            notes.append(f"group '{g.name}' was {recorded.type_text}, now {g.type_text}: recording its own size")
             previous = previous.evolve(sizes={n: z for n, z in previous.sizes.items() if n != g.name})
         if size == 0 and previous is not None and applied == "stopped" and g.name in previous.sizes:
             sizes[g.name] = previous.sizes[g.name]
@@ -269,8 +268,11 @@ def snapshot_for_stop(
     return snapshot, tuple(notes)
 
 
-def _other_type(recorded: GroupSize, instance_type: str | None) -> bool:
-    return bool(recorded.instance_type and instance_type and recorded.instance_type != instance_type)
+def _other_type(recorded: GroupSize, group: GroupView) -> bool:
+    """Whether the group runs other types than were recorded: a plain or a flexible group's (every type
+    it may run), so a c5 group replaced by a flexible P5 one of the same name is not taken for it."""
+    was, now = set(recorded.types), set(group.instance_types) or {t for t in (group.instance_type,) if t}
+    return bool(was and now and was != now)
 
 
 def plan_stop(view: ClusterView, record: ClusterRecord | None, now: datetime, transition_id: str) -> Plan:
@@ -297,8 +299,8 @@ def replaced(view: ClusterView, snapshot: Snapshot) -> str | None:
     changed = []
     for g in view.groups:
         recorded = snapshot.sizes.get(g.name)
-        if recorded is not None and _other_type(recorded, g.instance_type):
-            changed.append(f"'{g.name}' was {recorded.instance_type}, now {g.instance_type}")
+        if recorded is not None and _other_type(recorded, g):
+            changed.append(f"'{g.name}' was {recorded.type_text}, now {g.type_text}")
     if changed:
         return f"group {'; '.join(changed)} (replaced while stopped): its recorded size is not restored onto it"
     return None

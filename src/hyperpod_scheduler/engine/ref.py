@@ -88,6 +88,24 @@ class ClusterRef:
     def governed(self, settings: ClusterSettings) -> ClusterRef:
         return replace(self, settings=settings)
 
+    @property
+    def where(self) -> str:
+        """Which of the clusters of this name in its region this one is, where the config governs more
+        than one (``namesakes``): its account, else the profile that reaches it; "" when the name says."""
+        if not self.namesakes:
+            return ""
+        return f"account {self.account}" if self.account else f"profile {self.profile or 'default'}"
+
+    def command(self, verb: str, *more: str) -> str:
+        """The command a line tells the user to run on this cluster, quoted: with ``--region`` and
+        ``--profile`` as this cluster is reached, so it names this cluster and no namesake (a bare name
+        that two targets govern is refused)."""
+        where = [
+            *(["--region", self.region] if self.region else []),
+            *(["--profile", self.profile] if self.profile else []),
+        ]
+        return "`" + " ".join(["hyperpod-scheduler", verb, self.name, *where, *more]) + "`"
+
 
 @dataclass(frozen=True)
 class Result:

@@ -96,7 +96,7 @@ class Engine:
 
     # ---- reporting -------------------------------------------------------------------------------
     def emit(self, ref: ClusterRef, kind: Any, message: str, **detail: Any) -> None:
-        self.events(Event(self.now(), ref.name, kind, message, detail))
+        self.events(Event(self.now(), ref.name, kind, message, detail, where=ref.where))
 
     def entry(
         self, ref: ClusterRef, action: str, outcome: str, duration_s: float | None = None, **detail: Any

@@ -88,7 +88,7 @@ def forecast(
     with side effects among ``guards`` is not asked (it says only at the stop: ``audited_at_stop``)."""
     audited = audited_at_stop or any(g.side_effects for g in guards)
     plain = [g for g in guards if not g.side_effects]
-    refused = planner.hold_refusal(record, now, "stop", ref.name) if origin == "manual" else None
+    refused = planner.hold_refusal(record, now, "stop", ref.command("release")) if origin == "manual" else None
     refused = refused or fidelity.refusal(view, ref.settings.policy)
     if refused is not None:
         return StopForecast("refused", _as_is(view, refused, "refused"), refused)

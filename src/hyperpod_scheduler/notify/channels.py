@@ -72,7 +72,7 @@ def message_for(event: Event) -> Message | None:
     what = _SUBJECTS.get(event.kind) or ("start shortfall" if "start" in event.message else "failed")
     text = f"{event.at.isoformat()} {event.message}"
     # event.private is an approval link: the channel is the only place its token goes.
-    return Message(f"hyperpod-scheduler: {event.cluster}: {what}", text, link=event.private)
+    return Message(f"hyperpod-scheduler: {event.label}: {what}", text, link=event.private)
 
 
 class Notifier:

@@ -143,6 +143,11 @@ class GroupSize(Stored):
             return tuple(self.instance_types)
         return (self.instance_type,) if self.instance_type else ()
 
+    @property
+    def type_text(self) -> str:
+        """The recorded type(s) for people, as ``GroupView.type_text`` words a group's."""
+        return self.instance_type or ("flexible " + "|".join(self.types) if self.types else "of no known type")
+
 
 class Snapshot(Stored):
     """The sizes recorded when a cluster was stopped: what a start restores."""

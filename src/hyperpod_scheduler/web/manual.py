@@ -72,7 +72,7 @@ def preview(dash: DashboardCore, name: str, action: str, place: Place = ANYWHERE
     if forecast is not None:
         out["nothing"] = nothing_text(forecast)
         out["outcome"] = forecast.outcome
-    held = hold_refusal(record, ctx.now(), "start", ref.name) if action == "start" else None
+    held = hold_refusal(record, ctx.now(), "start", ref.command("release")) if action == "start" else None
     if held is not None:  # the engine refuses this start (planner.hold_refusal), as a stop's forecast says
         for x in out["groups"]:
             x["after"], x["change"] = x["now"], "as it is"

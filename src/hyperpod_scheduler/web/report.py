@@ -16,6 +16,7 @@ from hyperpod_scheduler.app import wording
 from hyperpod_scheduler.app.compose import Context
 from hyperpod_scheduler.cost.settings import CostSettings
 from hyperpod_scheduler.inputs import files
+from hyperpod_scheduler.web.places import Place
 from hyperpod_scheduler.web.service import Dashboard
 
 HERE = Path(__file__).parent
@@ -34,13 +35,20 @@ def render_report(dash: Dashboard, since: str | None = None, until: str | None =
         "css": Markup((HERE / "static" / "style.css").read_text(encoding="utf-8")),
         "generated": dash.now().astimezone(UTC).isoformat(),
         "f": fleet,
-        "clusters": [dash.cluster(r["cluster"]) for r in rows],
+        # Each row's own cluster: two accounts' clusters of one name are two sections, never a refusal.
+        "clusters": [dash.cluster(r["cluster"], place=_place_of(r)) for r in rows],
         "s": dash.savings(since, until),
         "g": dash.schedules(tz),
         "saved": None,
         "actions": (),
     }
     return env.get_template("report.html").render(values)
+
+
+def _place_of(row: dict[str, Any]) -> Place:
+    """Where a fleet row's cluster is: its account and region, else (not known yet) its profile."""
+    account = row.get("account")
+    return Place(account, row.get("region"), None if account else row.get("profile"))
 
 
 def write_html_report(
