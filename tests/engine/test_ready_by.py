@@ -11,7 +11,8 @@ from hyperpod_scheduler.config.model import ReadyBy
 from hyperpod_scheduler.emulator import running_emulator
 from hyperpod_scheduler.emulator.protocol import DEFAULT_ACCOUNT
 from hyperpod_scheduler.engine.events import Collector
-from hyperpod_scheduler.engine.fleet import Governed, lead_for, plan, ref_for, schedule_state, tick
+from hyperpod_scheduler.engine.fleet import Governed, lead_for, ref_for, schedule_state, tick
+from hyperpod_scheduler.engine.plan_steps import plan
 from hyperpod_scheduler.engine.readiness import GroupHistory, cluster_lead, group_lead, lead_time, percentile
 from hyperpod_scheduler.engine.runner import Engine
 from hyperpod_scheduler.schedule import load_schedules

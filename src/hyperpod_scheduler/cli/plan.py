@@ -18,8 +18,9 @@ from hyperpod_scheduler.cli.output import Column, Listing, emit, output_format, 
 from hyperpod_scheduler.cost.savings import keep_cost_per_night
 from hyperpod_scheduler.engine import image_update
 from hyperpod_scheduler.engine.approvals import DEFAULT_APPROVAL_MINUTES
-from hyperpod_scheduler.engine.fleet import HORIZON, Governed, as_mapping, plan
+from hyperpod_scheduler.engine.fleet import Governed
 from hyperpod_scheduler.engine.held import holds_in_force, through_holds
+from hyperpod_scheduler.engine.plan_steps import HORIZON, as_mapping, plan
 from hyperpod_scheduler.errors import HyperpodSchedulerError
 from hyperpod_scheduler.guards.approval import needs_approval
 from hyperpod_scheduler.guards.capacity import head_warning

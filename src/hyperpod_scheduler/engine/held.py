@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 
-from hyperpod_scheduler.engine.fleet import Governed, PlannedStep, next_transition
+from hyperpod_scheduler.engine.fleet import Governed
+from hyperpod_scheduler.engine.plan_steps import PlannedStep, next_transition
 from hyperpod_scheduler.engine.planner import Action, effective_hold
 from hyperpod_scheduler.store.records import ClusterRecord, Hold
 
