@@ -8,9 +8,10 @@ import time
 import typer
 from botocore.exceptions import ClientError
 
+from hyperpod_scheduler.app import outcomes
 from hyperpod_scheduler.app.actions import act_now
 from hyperpod_scheduler.cli.context import Context, make_context, printer
-from hyperpod_scheduler.cli.exits import EXIT_FAILED, EXIT_INTERRUPTED, FAILED_KINDS, NotReady
+from hyperpod_scheduler.cli.exits import EXIT_FAILED, EXIT_INTERRUPTED, NotReady
 from hyperpod_scheduler.cli.options import (
     ClusterArg,
     ConfigOpt,
@@ -123,16 +124,16 @@ def _manual(
         print_json(result.__dict__)
     elif live:
         console.print(f"{cluster}: {action} {result.kind} after {view.elapsed()}: {result.message}", markup=False)
-    if result.kind in FAILED_KINDS:
+    code = outcomes.manual_exit(result.kind)  # the app's mapping, the one the proof suite judges by
+    if code == EXIT_FAILED:
         record = ctx.store.get(ref.key)
         if action == "start" and not dry_run and record is not None and record.retry is not None:
             console.print(retry_line(cluster, record.retry), markup=False)  # exit 1 says what sends the retry
         raise typer.Exit(EXIT_FAILED)
-    if result.kind == "waiting":  # refused while deep health checks run; a command is not kept
-        raise NotReady(f"{action} {cluster}: nothing sent: {result.message}")
-    if result.kind == "skip":
-        # Nothing was sent: a busy cluster, or another runner has it. Say what would have helped.
-        hint = "" if wait else "; add --wait to wait for it"
+    if code != outcomes.EXIT_OK:
+        # Nothing was sent: a busy cluster, an update of this kind already under way, another runner,
+        # deep health checks running (a command is not kept). Say what would have helped.
+        hint = "" if wait or result.kind == "waiting" else "; add --wait to wait for it"
         raise NotReady(f"{action} {cluster}: nothing sent: {result.message}{hint}")
 
 
