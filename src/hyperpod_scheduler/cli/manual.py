@@ -141,9 +141,12 @@ def _wait_until_ready(
     ctx: Context, engine: Engine, ref: ClusterRef, view: WaitView, poll: AdaptivePoll, poll_seconds: float
 ) -> None:
     """``--wait`` on a cluster still Creating (or Updating for someone else) waits for it to settle first.
-    An update of ours in flight is left to the engine, which follows it before acting."""
+    An update of ours in flight is left to the engine, which follows it before acting. An intent never
+    marked sent is waited on like someone else's update while the cluster is busy: once it settles the
+    engine tells whether that intent went out (then follows it) or not (then sends this command), where
+    it would otherwise answer "not sent" at once, --wait or not."""
     record = ctx.store.get(ref.key)
-    if record is not None and record.pending is not None:
+    if record is not None and record.pending is not None and record.pending.phase != "intent":
         return
     deadline = time.monotonic() + ctx.config.defaults.settle_timeout_minutes * 60
     poll.reset()
