@@ -6,9 +6,11 @@ way; without ``--wait`` nothing new is sent and the line names the update under 
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,8 @@ import boto3
 import pytest
 
 from hyperpod_scheduler.emulator import Emulator, running_emulator
+from hyperpod_scheduler.store.records import PendingAction
+from hyperpod_scheduler.store.sqlite import SqliteStore
 from tests.engine.conftest import three_tier_request
 from tests.reliability.cli_inproc import Ran, cli
 
@@ -142,3 +146,43 @@ def test_stop_without_wait_on_a_stop_under_way_says_so(live: Live) -> None:
     assert again.code == 3, again
     assert "nothing sent: a stop is already under way (manual-stop@" in again.err, again.err
     assert len(live.updates) == 1
+
+
+def test_start_wait_behind_an_intent_and_someone_elses_update_waits_for_it(live: Live) -> None:
+    """An intent stored but never marked sent (a runner died before its UpdateCluster) and someone else's
+    update running: ``start --wait`` waits for that update to settle, then the engine finds the intent
+    never went out and sends the start; it used to answer "not sent" with exit 3 at once, --wait or not."""
+    _stopped(live)
+    with SqliteStore(live.tmp / "state.sqlite") as store:
+        (key,) = [k for k in store.list_keys() if k.endswith("c1")]
+        record = store.get(key)
+        assert record is not None and record.pending is None
+        now = datetime.now(UTC)
+        intent = PendingAction(
+            transition_id=f"manual-start@{now.isoformat()}",
+            action="start",
+            phase="intent",
+            request_digest="never sent",
+            created_at=now,
+            updated_at=now,
+            targets={"controller": 1, "dev": 2, "train": 3},
+            origin="manual",
+        )
+        store.put(record.evolve(pending=intent, updated_at=now), expected_version=record.version)
+    live.emu.clock.pause()  # someone else's update stays in flight until the timer below
+    d = live.emu.backend.dispatch("DescribeCluster", {"ClusterName": "c1"})
+    g = d["InstanceGroups"][0]
+    keep = ("InstanceGroupName", "InstanceType", "ExecutionRole", "SlurmConfig", "InstanceStorageConfigs")
+    same = {**{k: g[k] for k in keep if k in g}, "InstanceCount": g.get("TargetCount", g["CurrentCount"])}
+    live.emu.backend.dispatch("UpdateCluster", {"ClusterName": "c1", "InstanceGroups": [same]})
+    resume = threading.Timer(2.0, live.emu.clock.resume)
+    resume.start()
+    try:
+        started = live.run("start", "c1", "--wait")
+    finally:
+        resume.cancel()
+        live.emu.clock.resume()
+    assert started.code == 0, started
+    assert "waiting before the start: cluster is Updating" in started.out, started.out
+    assert "start settled" in started.out, started.out
+    assert live.starts() == 1
