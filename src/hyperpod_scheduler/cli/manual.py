@@ -50,7 +50,8 @@ def register(app: typer.Typer) -> None:
         """Record every group's size, then scale every group to 0 in one UpdateCluster (protected groups stay).
 
         Exit 0 when sent (settled, with --wait) or already stopped; 1 refused, blocked or failed;
-        3 the cluster is not ready (nothing sent; --wait waits for it).
+        3 the cluster is not ready or a stop is already under way (nothing sent; --wait waits for it,
+        or follows the stop under way to its end).
         """
         _manual(cluster, "stop", region, profile, wait, dry_run, config, state, as_json, include_protected)
 
@@ -70,7 +71,8 @@ def register(app: typer.Typer) -> None:
         """Restore every group to its recorded size in one UpdateCluster.
 
         Exit 0 when sent (settled, with --wait) or nothing was needed; 1 refused or failed (a start
-        short of capacity included); 3 the cluster is not ready (nothing sent; --wait waits for it).
+        short of capacity included); 3 the cluster is not ready or a start is already under way
+        (nothing sent; --wait waits for it, or follows the start under way to its end).
         """
         _manual(cluster, "start", region, profile, wait, dry_run, config, state, as_json)
 
