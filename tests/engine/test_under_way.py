@@ -186,3 +186,41 @@ def test_start_wait_behind_an_intent_and_someone_elses_update_waits_for_it(live:
     assert "waiting before the start: cluster is Updating" in started.out, started.out
     assert "start settled" in started.out, started.out
     assert live.starts() == 1
+
+
+def test_start_wait_while_another_runner_follows_the_start_waits_past_one_lease_ttl(live: Live) -> None:
+    """Another runner (a first ``start --wait`` in another terminal) holds the lease while it follows
+    the start under way, for longer than one lease TTL (a start takes longer than 15 minutes): a second
+    ``start --wait`` keeps waiting while that start is in flight, rather than give up after one TTL with
+    exit 3 while the start it asked for is still coming up."""
+    config = live.tmp / "config.yaml"
+    config.write_text(config.read_text().replace("poll_seconds: 0.05", "poll_seconds: 0.05, lease_ttl_seconds: 2"))
+    _stopped(live)
+    live.emu.clock.pause()  # the start stays in flight while the other runner "follows" it
+    assert live.run("start", "c1").code == 0
+    with SqliteStore(live.tmp / "state.sqlite") as store:
+        (key,) = [k for k in store.list_keys() if k.endswith("c1")]
+        done = threading.Event()
+
+        def other_runner() -> None:  # renews its lease each 0.2 s for 5 s, then the start settles and it goes
+            while not done.wait(0.2):
+                store.renew_lease(key, "another-terminal", 2.0, datetime.now(UTC))
+            live.emu.clock.resume()
+            store.release_lease(key, "another-terminal")
+
+        assert store.acquire_lease(key, "another-terminal", 2.0, datetime.now(UTC))
+        other = threading.Thread(target=other_runner)
+        other.start()
+        stop = threading.Timer(5.0, done.set)  # two and a half lease TTLs
+        stop.start()
+        try:
+            followed = live.run("start", "c1", "--wait")
+        finally:
+            stop.cancel()
+            done.set()
+            other.join()
+            live.emu.clock.resume()
+    assert followed.code == 0, followed
+    assert "another runner follows the start under way (manual-start@" in followed.out, followed.out
+    assert "start settled" in followed.out, followed.out
+    assert live.starts() == 1
