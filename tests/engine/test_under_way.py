@@ -224,3 +224,22 @@ def test_start_wait_while_another_runner_follows_the_start_waits_past_one_lease_
     assert "another runner follows the start under way (manual-start@" in followed.out, followed.out
     assert "start settled" in followed.out, followed.out
     assert live.starts() == 1
+
+
+def test_stop_include_protected_wait_behind_a_stop_under_way_still_releases_what_it_kept(live: Live) -> None:
+    """The stop under way keeps train at its floor; ``stop --include-protected --wait`` follows it to
+    its end and then sends what that stop kept: following an update of the same kind never drops what
+    more the command asks for."""
+    (live.tmp / "config.yaml").write_text(
+        "defaults: {poll_seconds: 0.05, schedule: office}\n"
+        "schedules: {office: 'Mon-Fri 08:00-18:00 UTC'}\n"
+        "targets:\n"
+        "  - region: us-east-1\n"
+        "    clusters: [{name: c1, policy: {groups: {train: {floor: 1}}}}]\n"
+    )
+    assert live.run("stop", "c1").code == 0
+    assert live.updates[-1]["train"] == 1
+    released = live.run("stop", "c1", "--include-protected", "--wait")
+    assert released.code == 0, released
+    assert "a stop is already under way (manual-stop@" in released.out, released.out
+    assert len(live.updates) == 2 and live.updates[-1]["train"] == 0, live.updates
