@@ -124,6 +124,8 @@ def under_way(eng: Engine, ref: ClusterRef, record: ClusterRecord, wait: bool, p
     result = settling.follow(eng, ref, wait=True, poll_seconds=poll)
     if result.kind == "noop":  # settled by another runner meanwhile: nothing of it left to follow
         return None
+    if result.kind not in ("settled", "failed"):  # not followed to an end (a lost lease): said as it is
+        return result
     return Result(ref.name, result.kind, f"followed the {pending.action} already under way {which}: {result.message}")
 
 
