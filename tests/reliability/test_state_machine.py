@@ -38,6 +38,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
+from hyperpod_scheduler.app import outcomes
 from hyperpod_scheduler.config.model import Policy
 from hyperpod_scheduler.emulator import running_emulator
 from hyperpod_scheduler.emulator.capacity import CapacityModel
@@ -71,10 +72,11 @@ SCHEDULE = "Mon-Fri 08:00-18:00 UTC"
 LEASE_S = 900.0
 POINTS = (None, *crashpoints.ALL)
 NEW_TYPE = "ml.c5.2xlarge"  # what a replaced cpu group runs instead of ml.c5.xlarge
-# What the CLI's stop and start exit with (cli/ops: _manual): 0 for these kinds, non-zero otherwise.
-EXIT_0 = ("sent", "in-progress", "settled", "noop")
-SENT = ("sent", "in-progress", "settled")  # exit 0: it went out, or our own update of that kind is followed
-NOT_SENT = ("skip", "waiting", "refused", "blocked")  # non-zero and says nothing was sent
+# What the engine's line says: it went out (or our own update of that kind already sent is followed),
+# or nothing was sent. The exit a person sees is the product's own mapping (``app.outcomes``).
+SENT = ("sent", "in-progress", "settled")
+NOT_SENT = ("skip", "waiting", "refused", "blocked")
+KINDS = (*SENT, *NOT_SENT, "noop", "failed", "error")  # what a manual stop or start may answer
 WRITES = ("PutItem", "TransactWriteItems", "UpdateItem", "DeleteItem")  # the store's conditional writes
 
 
@@ -301,36 +303,44 @@ class Fleet(RuleBasedStateMachine):
         self._judge(command)
 
     def _judge(self, c: Command) -> None:
-        """What the CLI would print and exit with matches what reached the cluster."""
-        assert c.kind in (*EXIT_0, *NOT_SENT, "failed", "error"), f"{c}: a kind the CLI does not expect"
+        """What the CLI would print and exit with matches what reached the cluster. The exit is the one
+        the CLI itself computes (``outcomes.manual_exit``): exit 0 is judged by the world, whatever the
+        kind, so a change of that mapping that lets a dropped command exit 0 is caught here."""
+        assert c.kind in KINDS, f"{c}: a kind the CLI does not expect"
+        code = outcomes.manual_exit(c.kind)
         ours = [u for u in self.landed[c.first :] if u.transition == c.transition_id]
-        if c.kind in SENT and not ours:
-            # In progress without its own update: only following one of ours of the same kind already sent.
+        if code == outcomes.EXIT_OK and not ours:
+            # Exit 0 with nothing of its own sent: only following one of ours of the same kind already
+            # sent, or nothing was needed (the cluster is already where the command wants it).
             record = self._record(c.cluster)
             pending = record.pending if record is not None else None
             followed = (
-                c.kind == "in-progress"
-                and pending is not None
+                pending is not None
                 and pending.action == c.action
                 and any(u.transition == pending.transition_id for u in self.landed)
             )
-            assert followed, f"{c}: exit 0, said sent, and nothing reached the cluster"
-        if c.kind in NOT_SENT:
+            assert followed or self._already(c), f"{c}: exit 0, and nothing it asked for reached the cluster"
+            assert c.kind != "sent", f"{c}: said sent, and nothing reached the cluster"
+        if code != outcomes.EXIT_OK and c.kind in NOT_SENT:
             assert not ours, f"{c}: said nothing was sent, yet {ours[0]} landed"
             self.unsent[c.transition_id] = c
         if c.kind == "noop":
-            d = self._describe(c.cluster)
-            targets = {g["InstanceGroupName"]: g.get("TargetCount", 0) for g in d["InstanceGroups"]}
-            record = self._record(c.cluster)
-            if c.action == "stop":
-                keeps = {"controller": 1, "cpu": 1} if c.cluster == NAMES[1] else {}
-                above = [g for g, n in targets.items() if n > keeps.get(g, 0)]
-                assert not above, f"{c}: exit 0, nothing sent, and {above} still up ({targets})"
-            elif record is not None and record.snapshot is not None and c.cluster not in self.replaced:
-                below = [g for g, s in record.snapshot.sizes.items() if targets.get(g, 0) < s.count]
-                assert not below, f"{c}: exit 0, nothing sent, and {below} still below their sizes ({targets})"
+            assert self._already(c), f"{c}: exit 0, nothing sent, and the cluster is not where it wants"
         if c.action == "start" and c.cluster in self.replaced and c.kind == "refused":
             assert "\n" not in c.message, f"{c}: not one line"
+
+    def _already(self, c: Command) -> bool:
+        """The cluster is already where ``c`` wants it: a stop's groups at most what its target keeps, a
+        start's at least its recorded sizes (nothing to judge without a record or once replaced)."""
+        d = self._describe(c.cluster)
+        targets = {g["InstanceGroupName"]: g.get("TargetCount", 0) for g in d["InstanceGroups"]}
+        if c.action == "stop":
+            keeps = KEPT if c.cluster == NAMES[1] else {}
+            return not [g for g, n in targets.items() if n > keeps.get(g, 0)]
+        record = self._record(c.cluster)
+        if record is None or record.snapshot is None or c.cluster in self.replaced:
+            return True
+        return not [g for g, s in record.snapshot.sizes.items() if targets.get(g, 0) < s.count]
 
     @rule(
         which=st.sampled_from(NAMES), state=st.sampled_from(["running", "stopped"]), hours=st.sampled_from([None, 1, 6])
@@ -897,5 +907,22 @@ def test_a_command_behind_an_unsent_intent_and_someone_elses_update_is_not_repor
         fleet.a_manual_command(NAMES[0], "stop", False, None)
         assert fleet.commands[-1].kind in NOT_SENT, fleet.commands[-1]
         assert "was not sent" in fleet.commands[-1].message
+    finally:
+        fleet.stack.close()
+
+
+def test_the_never_dropped_verdict_follows_the_products_exit_mapping(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rig judges a command by the exit the CLI computes (``app.outcomes.manual_exit``), not by a
+    copy of it: the same start behind a settling stop passes under the product's mapping (exit 3), and
+    the never-dropped invariant fails the moment that mapping would let it exit 0."""
+    fleet = Fleet()
+    try:
+        fleet.a_manual_command(NAMES[0], "stop", False, None)
+        fleet.a_manual_command(NAMES[0], "start", False, None)  # the stop still going down: not sent
+        start = fleet.commands[-1]
+        assert outcomes.manual_exit(start.kind) == outcomes.EXIT_NOT_READY, start
+        monkeypatch.setattr(outcomes, "manual_exit", lambda kind: outcomes.EXIT_OK)  # a mapping gone wrong
+        with pytest.raises(AssertionError, match="exit 0, and nothing it asked for reached the cluster"):
+            fleet._judge(start)
     finally:
         fleet.stack.close()

@@ -8,9 +8,10 @@ import time
 import typer
 from botocore.exceptions import ClientError
 
+from hyperpod_scheduler.app import outcomes
 from hyperpod_scheduler.app.actions import act_now
 from hyperpod_scheduler.cli.context import Context, make_context, printer
-from hyperpod_scheduler.cli.exits import EXIT_FAILED, EXIT_INTERRUPTED, FAILED_KINDS, NotReady
+from hyperpod_scheduler.cli.exits import EXIT_FAILED, EXIT_INTERRUPTED, NotReady
 from hyperpod_scheduler.cli.options import (
     ClusterArg,
     ConfigOpt,
@@ -49,7 +50,8 @@ def register(app: typer.Typer) -> None:
         """Record every group's size, then scale every group to 0 in one UpdateCluster (protected groups stay).
 
         Exit 0 when sent (settled, with --wait) or already stopped; 1 refused, blocked or failed;
-        3 the cluster is not ready (nothing sent; --wait waits for it).
+        3 the cluster is not ready or a stop is already under way (nothing sent; --wait waits for it,
+        or follows the stop under way to its end).
         """
         _manual(cluster, "stop", region, profile, wait, dry_run, config, state, as_json, include_protected)
 
@@ -69,7 +71,8 @@ def register(app: typer.Typer) -> None:
         """Restore every group to its recorded size in one UpdateCluster.
 
         Exit 0 when sent (settled, with --wait) or nothing was needed; 1 refused or failed (a start
-        short of capacity included); 3 the cluster is not ready (nothing sent; --wait waits for it).
+        short of capacity included); 3 the cluster is not ready or a start is already under way
+        (nothing sent; --wait waits for it, or follows the start under way to its end).
         """
         _manual(cluster, "start", region, profile, wait, dry_run, config, state, as_json)
 
@@ -123,16 +126,16 @@ def _manual(
         print_json(result.__dict__)
     elif live:
         console.print(f"{cluster}: {action} {result.kind} after {view.elapsed()}: {result.message}", markup=False)
-    if result.kind in FAILED_KINDS:
+    code = outcomes.manual_exit(result.kind)  # the app's mapping, the one the proof suite judges by
+    if code == EXIT_FAILED:
         record = ctx.store.get(ref.key)
         if action == "start" and not dry_run and record is not None and record.retry is not None:
             console.print(retry_line(ref, record.retry), markup=False)  # exit 1 says what sends the retry
         raise typer.Exit(EXIT_FAILED)
-    if result.kind == "waiting":  # refused while deep health checks run; a command is not kept
-        raise NotReady(f"{action} {cluster}: nothing sent: {result.message}")
-    if result.kind == "skip":
-        # Nothing was sent: a busy cluster, or another runner has it. Say what would have helped.
-        hint = "" if wait else "; add --wait to wait for it"
+    if code != outcomes.EXIT_OK:
+        # Nothing was sent: a busy cluster, an update of this kind already under way, another runner,
+        # deep health checks running (a command is not kept). Say what would have helped.
+        hint = "" if wait or result.kind == "waiting" else "; add --wait to wait for it"
         raise NotReady(f"{action} {cluster}: nothing sent: {result.message}{hint}")
 
 
@@ -140,9 +143,12 @@ def _wait_until_ready(
     ctx: Context, engine: Engine, ref: ClusterRef, view: WaitView, poll: AdaptivePoll, poll_seconds: float
 ) -> None:
     """``--wait`` on a cluster still Creating (or Updating for someone else) waits for it to settle first.
-    An update of ours in flight is left to the engine, which follows it before acting."""
+    An update of ours in flight is left to the engine, which follows it before acting. An intent never
+    marked sent is waited on like someone else's update while the cluster is busy: once it settles the
+    engine tells whether that intent went out (then follows it) or not (then sends this command), where
+    it would otherwise answer "not sent" at once, --wait or not."""
     record = ctx.store.get(ref.key)
-    if record is not None and record.pending is not None:
+    if record is not None and record.pending is not None and record.pending.phase != "intent":
         return
     deadline = time.monotonic() + ctx.config.defaults.settle_timeout_minutes * 60
     poll.reset()

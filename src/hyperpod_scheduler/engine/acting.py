@@ -98,10 +98,12 @@ def act(
         # The next tick would carry out the hold again and reverse this command: refuse it, naming the hold.
         eng.emit(ref, "refused", message)
         return Result(ref.name, "refused", message)
+    followed = None  # an update of this kind already under way, followed to its end (``intents.under_way``)
     if record is not None and record.pending is not None and not replan:
         earlier = intents.earlier(eng, ref, record, action, dry_run, wait, poll_seconds)
-        if earlier is not None:
+        if earlier is not None and earlier.kind != "settled":
             return earlier
+        followed = earlier
         record = eng.store.get(ref.key)
         view = None
     view = view or eng.describe(ref)
@@ -146,14 +148,16 @@ def act(
         how = f"{ref.command('forget')} drops the recorded sizes, then start it by hand"
         return refuse(eng, ref, record, action, f"{plan.reason}; {how}", view, transition_at or now, dry_run)
     if isinstance(plan, planner.Noop):
-        return noop(eng, ref, record, action, plan, transition_at or now, dry_run)
+        done = noop(eng, ref, record, action, plan, transition_at or now, dry_run)
+        return followed or done  # nothing more than the update followed: that is the answer
     if action == "stop":
         guarded = guard_round.run(eng, ref, record, view, plan, transition_at or now, dry_run, origin)
         if isinstance(guarded, Result):
             return guarded
         if isinstance(guarded, planner.Noop):
             kept = _everything_kept(view)
-            return noop(eng, ref, record, action, guarded, transition_at or now, dry_run, kept)
+            done = noop(eng, ref, record, action, guarded, transition_at or now, dry_run, kept)
+            return followed or done
         plan = guarded
     request = build_update(view, plan.counts, policy)
     targets = {name: count for name, (count, _) in plan.counts.items()}

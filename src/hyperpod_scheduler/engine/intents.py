@@ -4,6 +4,7 @@ earlier update a manual command meets. Did it go out (follow it), is someone els
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from hyperpod_scheduler.cluster.view import ClusterView
@@ -90,6 +91,8 @@ def earlier(
         record = mark_sent(eng, ref, record, f"{pending.action} had gone out before an interruption")
     elif dry_run:
         return dry(eng, ref, f"would follow the {pending.action} in flight first")
+    if pending.action == action:
+        return under_way(eng, ref, record, wait, poll)
     eng.emit(ref, "note", f"an earlier {pending.action} is still settling; following it first")
     result = settling.follow(eng, ref, wait=True, poll_seconds=poll) if wait else settling.follow(eng, ref, wait=False)
     if result.kind == "in-progress":
@@ -97,6 +100,37 @@ def earlier(
         message = f"the earlier {pending.action} is still settling ({result.message}); this {action} was not sent"
         return Result(ref.name, "skip", message)
     return result if result.kind == "skip" else None
+
+
+def under_way(eng: Engine, ref: ClusterRef, record: ClusterRecord, wait: bool, poll: float) -> Result | None:
+    """A command meets an update of its own kind already sent: the person's wish is on its way. Without
+    ``--wait`` nothing new is sent and the line names the update under way (a skip, exit 3: ``--wait``
+    follows it); with it, that update is followed to its end as a fresh ``--wait`` would be: its failure
+    is this command's answer (no second start is sent behind a failed one), and once it settled the
+    command goes on (``acting.act``: a stop with ``--include-protected`` still sends what the earlier
+    stop kept), answering with the followed update when nothing more is needed."""
+    pending = record.pending
+    assert pending is not None
+    which = f"({pending.transition_id}, sent {_clock(pending.created_at)})"
+    said = f"a {pending.action} is already under way {which}"
+    if not wait:
+        result = settling.follow(eng, ref, wait=False)
+        if result.kind == "in-progress":
+            message = f"{said}: {result.message}; this {pending.action} was not sent"
+            eng.emit(ref, "skip", message)
+            return Result(ref.name, "skip", message)
+        return result if result.kind == "skip" else None
+    eng.emit(ref, "note", f"{said}; following it to its end")
+    result = settling.follow(eng, ref, wait=True, poll_seconds=poll)
+    if result.kind == "noop":  # settled by another runner meanwhile: nothing of it left to follow
+        return None
+    if result.kind not in ("settled", "failed"):  # not followed to an end (a lost lease): said as it is
+        return result
+    return Result(ref.name, result.kind, f"followed the {pending.action} already under way {which}: {result.message}")
+
+
+def _clock(at: datetime) -> str:
+    return f"{at.astimezone(UTC):%a %d %b %H:%M} UTC"
 
 
 def someone_else(eng: Engine, ref: ClusterRef, action: str, view: ClusterView) -> Result:

@@ -331,7 +331,13 @@ class Engine:
         try:
             if dry_run:
                 return work()
-            return self.with_lease(ref, work, wait_s=self.lease_ttl_s if wait else 0.0, poll_seconds=poll_seconds)
+            return self.with_lease(
+                ref,
+                work,
+                wait_s=self.lease_ttl_s if wait else 0.0,
+                poll_seconds=poll_seconds,
+                longer=(lambda: self._followed_elsewhere(ref)) if wait else None,
+            )
         finally:
             # How the reads went, onto the record (engine.reads); a store that fails here must not hide
             # what the action did, so its failure is left to the next turn.
@@ -366,20 +372,29 @@ class Engine:
         return holds.allow_image(self, ref, group, release)
 
     def with_lease(
-        self, ref: ClusterRef, work: Callable[[], Result], *, wait_s: float = 0.0, poll_seconds: float = 30.0
+        self,
+        ref: ClusterRef,
+        work: Callable[[], Result],
+        *,
+        wait_s: float = 0.0,
+        poll_seconds: float = 30.0,
+        longer: Callable[[], bool] | None = None,
     ) -> Result:
         # The record's compare-and-set already stops two runners storing two intents; the lease also
         # stops a second runner from re-sending a first runner's intent that is still on its way out.
         # ``wait_s`` (a manual --wait): look again until the lease is given back or ``wait_s`` has passed
-        # (a lease lapses within its TTL even if its holder died, so one TTL is enough).
+        # (a lease lapses within its TTL even if its holder died, so one TTL is enough). ``longer``: once
+        # that has passed, true while waiting on is still right (a live holder following an update in flight).
         step = max(min(poll_seconds, 1.0), 0.01)  # a tick gives it back within seconds
         give_up = self.now() + timedelta(seconds=wait_s)
         looks = math.ceil(wait_s / step)  # also bounded by count: an injected clock may stand still
         while not self.store.acquire_lease(ref.key, self.owner, self.lease_ttl_s, self.now()):
             if looks <= 0 or self.now() >= give_up:
-                message = "another runner holds this cluster's lease; left to it this time"
-                self.emit(ref, "skip", message)
-                return Result(ref.name, "skip", message)
+                if longer is None or not longer():
+                    message = "another runner holds this cluster's lease; left to it this time"
+                    self.emit(ref, "skip", message)
+                    return Result(ref.name, "skip", message)
+                give_up, looks = self.now() + timedelta(seconds=wait_s), math.ceil(wait_s / step)
             looks -= 1
             self.sleep(step)
         try:
@@ -388,6 +403,20 @@ class Engine:
             self.store.release_lease(ref.key, self.owner)
 
     # ---- following -------------------------------------------------------------------------------
+
+    def _followed_elsewhere(self, ref: ClusterRef) -> bool:
+        """A manual --wait that met a held lease for one whole TTL: the holder is alive (a dead one's
+        lease lapses within it), and while the record shows an update of ours in flight it is following
+        that update, which takes longer than a TTL. Wait on, until that update's settle timeout."""
+        record = self.store.get(ref.key)
+        pending = record.pending if record is not None else None
+        if pending is None or pending.phase == "intent" or self.now() >= pending.created_at + self.settle_timeout:
+            return False
+        said = f"another runner follows the {pending.action} under way ({pending.transition_id}); waiting for it"
+        if self._last_progress.get(ref.key + "#elsewhere") != said:
+            self.emit(ref, "note", said)
+            self._last_progress[ref.key + "#elsewhere"] = said
+        return True
 
     def keep_lease(self, ref: ClusterRef) -> bool:
         # A lease that lapsed unclaimed (a slow poll, a suspended laptop) is simply taken again.
