@@ -781,6 +781,25 @@ def test_a_command_that_sends_nothing_after_a_stepped_back_transition_keeps_its_
         fleet.stack.close()
 
 
+def test_a_resumed_schedule_already_met_is_recorded_before_a_clock_steps_back() -> None:
+    """Found by the long Fleet draw (shrunk to five steps): sm-0 held running, released at 06:30, the
+    08:00 start ticked with the cluster already running (nothing sent, nothing recorded), then the
+    host's clock back an hour: the 07:35 tick took Friday's 18:00 stop for the resumed schedule's wish
+    and stopped a cluster office hours want running. The first tick that finds a resumed schedule
+    already met now looks once and records the transition it lived through."""
+    fleet = Fleet()
+    try:
+        fleet.a_hold(NAMES[0], "running", None)
+        fleet.a_tick(None)
+        fleet.a_release(NAMES[0])
+        fleet.the_clock_steps(-1, True)
+        fleet.a_tick(None)
+        fleet.a_stepped_clock_never_undoes_a_newer_transition()
+        assert fleet._targets(NAMES[0])[1] == SIZES
+    finally:
+        fleet.stack.close()
+
+
 def test_a_release_then_a_clock_stepped_back_behind_it_does_not_act_on_the_past() -> None:
     """Found by the long DynamoFleet draw: sm-0 held running through the evening's stop, released at
     08:35 the next morning, then the host's clock went back an hour. The release had cleared

@@ -140,7 +140,9 @@ def due(record: ClusterRecord | None, sched: ScheduleState, *, enforced: bool, n
     at = sched.last_transition_at
     if never_applied:
         if record is not None and reached(record, sched.desired) and not enforced:
-            return None
+            # Already there: one look records the transition lived through (so a clock stepped back
+            # later does not take the older wish for the resumed schedule's); then ticks are quiet.
+            return None if at is None else Due("check", _instant_id(action, at), f"schedule resumed: {action}", at)
         why = "first run for this cluster" if record is None else "schedule resumed"
         return Due(action, _instant_id(action, at), why, at)
     assert record is not None and record.applied_transition_at is not None
@@ -153,10 +155,9 @@ def due(record: ClusterRecord | None, sched: ScheduleState, *, enforced: bool, n
 
 
 def reached(record: ClusterRecord, state: State) -> bool:
-    """The record's applied state is where the cluster is: a transition whose update settled with a
-    group failed or short (a start rolled back for capacity, its retries run out) was asked for, not
-    reached, so a schedule that resumes (a hold released or lapsed) sends it again rather than taking
-    "running" for a cluster still at zero."""
+    """The record's applied state is where the cluster is: an update settled with a group failed or
+    short (a start rolled back for capacity, its retries run out) was asked for, not reached, so a
+    resumed schedule sends it again rather than taking "running" for a cluster still at zero."""
     if record.applied_state != state:
         return False
     return not any(o.outcome in ("failed", "partial") for o in record.last_outcomes)
