@@ -51,11 +51,11 @@ class Rig:
             [key] = [k for k in store.list_keys() if k.endswith(f"/{NAME}")]
             return store.get(key)
 
-    def status(self) -> dict[str, Any]:
+    def status(self, exit_code: int = 0) -> dict[str, Any]:
         at = self.emu.clock.now().isoformat()
         argv = ["status", "--json", "--config", str(self.config), "--state", str(self.state), "--at", at]
         result = CliRunner().invoke(cli_app, argv)
-        assert result.exit_code == 0, result.output
+        assert result.exit_code == exit_code, result.output
         [row] = json.loads(result.output)
         return dict(row)
 
@@ -110,7 +110,7 @@ def test_status_and_the_dashboard_say_since_when_aws_has_not_answered(rig: Rig) 
     rig.tick()  # a later failure keeps the first one's time
     assert rig.record().reads.failing_since == failed_at
     said = f"AWS unreachable since Mon 30 Nov 08:00 UTC; sizes as of Mon 30 Nov {settled.updated_at:%H:%M} UTC"
-    for row in (rig.status(), rig.api()):
+    for row in (rig.status(exit_code=1), rig.api()):  # a monitor running `status` sees it: exit 1
         assert row["flags"][0] == {"kind": "stale", "text": said}, row["flags"]
         assert row["state_text"].startswith("stopped") and "(last known)" in row["state_text"], row["state_text"]
         assert row["aws"]["reachable"] is False and row["aws"]["failing_since"] == failed_at.isoformat()
@@ -121,6 +121,7 @@ def test_status_and_the_dashboard_say_since_when_aws_has_not_answered(rig: Rig) 
         env={"COLUMNS": "400"},
     )
     assert "AWS unreachable since Mon 30 Nov 08:00 UTC" in table.output, table.output
+    assert table.exit_code == 1, "status exited 0 while it showed every figure as stale"
     # AWS answers again: the start goes out, and the faces no longer call anything stale.
     rig.emu.faults = {"error_rate": 0.0}
     rig.tick()

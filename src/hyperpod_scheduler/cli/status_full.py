@@ -7,8 +7,10 @@ import time
 from datetime import datetime
 from typing import Any
 
+import typer
 from rich.live import Live
 
+from hyperpod_scheduler.app.outcomes import EXIT_FAILED
 from hyperpod_scheduler.app.status import KeptGroup, StatusRow, fleet_status, state_text
 from hyperpod_scheduler.app.wording import clock, countdown, iso_minute, usd
 from hyperpod_scheduler.cli.context import Context, make_context
@@ -55,7 +57,10 @@ def show_status(
     if ctx.paused is not None and fmt in ("table", "wide"):  # json/yaml: stays one document
         console.print(ctx.paused.line(), style="bold yellow", markup=False, highlight=False)
     if not watch:
-        _print_status(ctx, fmt)
+        if any(r.aws_unreachable for r in _print_status(ctx, fmt)):
+            # Printed, and marked stale: a script or a monitor running `status` must see it too (exit 1,
+            # "AWS could not be reached", as a tick whose reads failed exits).
+            raise typer.Exit(EXIT_FAILED)
         return
     _watch_status(ctx, fmt, interval)
 
@@ -73,9 +78,10 @@ def _status_title(now: datetime, rows: list[StatusRow]) -> str:
     )
 
 
-def _print_status(ctx: Context, fmt: Format) -> None:
+def _print_status(ctx: Context, fmt: Format) -> list[StatusRow]:
     rows = fleet_status(ctx)
     emit(_status_listing(ctx, rows), fmt, [r.document() for r in rows])
+    return rows
 
 
 def _watch_status(ctx: Context, fmt: Format, interval: float) -> None:
