@@ -224,3 +224,26 @@ def test_tonight_of_a_cluster_never_stopped_that_aws_does_not_describe_is_not_kn
     rig.emu.faults = {"error_rate": 1.0}
     tonight = rig.api()["tonight"]
     assert tonight["bills"] is None and tonight["usd"] is None and "not known" in tonight["why"], tonight
+
+
+def test_the_cluster_page_does_not_call_aws_unreachable_beside_its_own_fresh_describe(rig: Rig) -> None:
+    """The record says the last tick's reads failed; AWS answers again before the next tick, and the
+    cluster page describes the cluster itself: its banner and flags follow that newer read, not the
+    older failure (one freshness per cluster per request)."""
+    rig.tick()
+    settle(rig.emu, rig.client, NAME)
+    rig.tick()
+    rig.emu.advance((START.replace(hour=8) - rig.emu.clock.now()).total_seconds())
+    rig.emu.faults = {"error_rate": 1.0}
+    assert rig.tick() == ["error"]
+    assert rig.record().reads.failing
+    rig.emu.faults = {"error_rate": 0.0}
+    rig.emu.advance(60)
+    dash = Dashboard(
+        config_file=str(rig.config), state=str(rig.state), now=rig.emu.clock.now, client_for=lambda r: rig.client
+    )
+    page = TestClient(create_app(dash, allowed_hosts=["testserver"])).get(f"/api/clusters/{NAME}").json()
+    assert page["describe_error"] is None and page["groups"][0]["current"] is not None  # it read AWS itself
+    assert page["aws"]["reachable"] is True, page["aws"]
+    assert all(f["kind"] != "stale" for f in page["flags"]), page["flags"]
+    assert "(last known)" not in page["state_text"], page["state_text"]

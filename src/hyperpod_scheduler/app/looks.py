@@ -308,6 +308,9 @@ class Looks:
                 answer = engine.describe(g.ref)  # checked as every engine answer is
             except (ClientError, BotoCoreError, HyperpodSchedulerError) as exc:
                 answer = exc
+            # What the look found about AWS goes onto the record as a turn's would (engine.reads: written
+            # only when reachability changed): no face says "unreachable" beside a look that answered.
+            engine.keep_reads(g.ref)
             self._keep(g.ref, Look(ctx.now(), answer))
 
         if len(due) > 1 and self.concurrency > 1:

@@ -37,13 +37,15 @@ def cluster(
     ctx = dash.context()
     g, ref = dash.target(ctx, name, place)
     now = ctx.now()
+    # The page's own look first: the engine records what it finds (engine.reads), so the row read
+    # next says "AWS unreachable" only if this look failed too, never beside a fresh describe.
+    view = dash.describe_cached(ctx, ref)
     r = status_row(ctx, g, ref.key)
     record = ctx.store.get(ref.key)
     recorded = {n: s.count for n, s in record.snapshot.sizes.items()} if record and record.snapshot else {}
     groups: list[dict[str, Any]] = []
     protected: list[dict[str, Any]] = []
     describe_error = None
-    view = dash.describe_cached(ctx, ref)
     # What the schedule's stop (a person's, for a cluster no schedule governs) would send: the planner's
     # and the guards' answer, the one the Fleet page, the stop preview and `plan` show.
     forecast = dash.stop_forecast(ctx, ref, g.schedule if g is not None else None)

@@ -229,10 +229,14 @@ class DashboardCore:
         look = self.looks.look(ref)
         if look is not None and (ctx.now() - look.at < self.looks.max_age or self.looks.refreshing):
             return look.answer
+        engine = ctx.engine()
         try:
-            answer: Any = ctx.engine().describe(ref)
+            answer: Any = engine.describe(ref)
         except (ClientError, BotoCoreError, HyperpodSchedulerError) as exc:
             answer = exc
+        # What this look found about AWS goes onto the record as a turn's would (engine.reads: written only
+        # when reachability changed), so no face says "unreachable" beside a describe that just answered.
+        engine.keep_reads(ref)
         self.looks.keep(ref, answer, ctx.now())  # a caller's context (the HTML report) has no engine hook
         return answer
 
