@@ -21,6 +21,8 @@ from hyperpod_scheduler.cluster.view import ClusterView
 from hyperpod_scheduler.engine.planner import Action, State
 from hyperpod_scheduler.engine.ref import ClusterRef, Result
 from hyperpod_scheduler.engine.slurm_roles import FileUnreadable, stop_roles
+from hyperpod_scheduler.engine.start_forecast import StartForecast
+from hyperpod_scheduler.engine.start_forecast import forecast as start_forecast_of
 from hyperpod_scheduler.engine.stop_forecast import GroupForecast, StopForecast, forecast
 from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
 from hyperpod_scheduler.schedule import Schedule
@@ -89,6 +91,13 @@ def stop_forecast(
         origin="schedule" if schedule is not None else "manual",
         audited_at_stop=ref.settings.checkpoints is not None,
     )
+
+
+def start_forecast(ctx: Context, ref: ClusterRef, view: ClusterView) -> StartForecast:
+    """What a person's start of ``ref`` would send now: the planner's own ``plan_start`` (a group or
+    cluster replaced while stopped is refused, a group set by hand is kept) and the hold that would
+    refuse it, from ``view`` (a fresh DescribeCluster) and the record. The dashboard's preview shows it."""
+    return start_forecast_of(view, ctx.store.get(ref.key), ctx.now(), ref.command("release"))
 
 
 def never_stopped(f: StopForecast, recorded: Mapping[str, int]) -> bool:

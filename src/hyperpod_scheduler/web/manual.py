@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from hyperpod_scheduler.app.actions import act_now, change_text, check_hold, nothing_text, stop_forecast
+from hyperpod_scheduler.app.actions import act_now, change_text, check_hold, nothing_text, start_forecast, stop_forecast
 from hyperpod_scheduler.app.compose import Context
 from hyperpod_scheduler.app.wording import when
 from hyperpod_scheduler.cost.prices import group_price
-from hyperpod_scheduler.engine.planner import hold_refusal
 from hyperpod_scheduler.store.records import HistoryEntry
 from hyperpod_scheduler.web.core import ACTIONS, ActionName, DashboardCore, NotFound
 from hyperpod_scheduler.web.places import ANYWHERE, Place
@@ -28,10 +27,13 @@ def preview(dash: DashboardCore, name: str, action: str, place: Place = ANYWHERE
         out["error"] = f"cannot describe the cluster: {view}"
         return out
     prices = ctx.prices()
-    recorded = record.snapshot.sizes if record is not None and record.snapshot is not None else {}
     # A stop: what the planner and the guards would send now (app.actions), the same answer as `plan`.
     forecast = stop_forecast(ctx, ref, view) if action == "stop" else None
     fates = {g.group: g for g in forecast.groups} if forecast is not None else {}
+    # A start: the planner's own plan_start and the hold that would refuse it (app.actions), never the
+    # recorded sizes alone (a group replaced while stopped is refused; one set by hand is kept).
+    starting = start_forecast(ctx, ref, view) if action == "start" else None
+    comes = {g.group: g for g in starting.groups} if starting is not None else {}
     saved: float | None = 0.0
     still: float | None = 0.0
     bound = False  # a flexible group with nodes is priced at its dearest type: "up to"
@@ -42,10 +44,10 @@ def preview(dash: DashboardCore, name: str, action: str, place: Place = ANYWHERE
         kept_by = ""
         if fate is not None:
             after, change, kept_by = fate.after, change_text(fate), fate.kept_by
+        elif v.name in comes:
+            after, change = comes[v.name].after, comes[v.name].change
         else:
-            size = recorded.get(v.name)
-            after = size.count if size is not None else now_count
-            change = f"back to {after}" if size is not None and after != now_count else "as it is"
+            after, change = now_count, "as it is"
         price = group_price(v.instance_types, prices)  # a flexible group: its dearest type, an upper bound
         hourly = None if price is None else price.usd
         if price is None and (now_count > 0 or after > 0):
@@ -72,17 +74,10 @@ def preview(dash: DashboardCore, name: str, action: str, place: Place = ANYWHERE
     if forecast is not None:
         out["nothing"] = nothing_text(forecast)
         out["outcome"] = forecast.outcome
-    held = hold_refusal(record, ctx.now(), "start", ref.command("release")) if action == "start" else None
-    if held is not None:  # the engine refuses this start (planner.hold_refusal), as a stop's forecast says
-        for x in out["groups"]:
-            x["after"], x["change"] = x["now"], "as it is"
-        out["nothing"] = f"refused: {held}: nothing would be sent"
-        each = [(x["usd_per_hour_each"], x["now"]) for x in out["groups"] if x["now"]]
-        still = None if any(h is None for h, _ in each) else sum((h or 0.0) * n for h, n in each)
-    elif action == "start" and not recorded:
-        out["nothing"] = "no sizes recorded for this cluster: a start would do nothing"
-    elif action == "start" and all(x["now"] == x["after"] for x in out["groups"]):
-        out["nothing"] = "already at the recorded sizes: nothing would be sent"
+    if starting is not None:
+        out["nothing"] = starting.nothing
+        out["outcome"] = starting.outcome
+        out["notes"] = list(starting.notes)
     out["usd_per_hour_saved"] = round(saved, 2) if action == "stop" and saved is not None else None
     out["usd_per_hour_after"] = None if still is None else round(still, 2)
     out["price_is_upper_bound"] = bound
