@@ -277,6 +277,15 @@ def test_the_dashboard_tells_two_accounts_same_named_clusters_apart_and_acts_on_
         history_b = store().history(f"{B}/{HERE}/train", limit=10)
         assert any(e.action == "manual-stop" for e in history_b)
         assert not any(e.action == "manual-stop" for e in store().history(f"{A}/{HERE}/train", limit=10))
+        # The week's events say which `train` each was (A's hold, B's stop), and link to that one.
+        fleet.advance(120)  # past the few seconds the page keeps its rows
+        page = client.get("/").text
+        assert '<ul class="week">' in page, page[page.find("This week") :][:600]
+        week = page.split('<ul class="week">', 1)[1].split("</ul>", 1)[0]
+        for account, what in ((A, "held"), (B, "manual")):
+            link = f'<a href="/clusters/train?{_at(account).replace("&", "&amp;")}">train</a>'
+            line = next((x for x in week.split("<li") if f"flag {what}" in x), "")
+            assert link in line and f"(account {account} · {HERE})" in line, (what, line)
 
 
 def test_an_approval_link_names_the_cluster_only_and_reaches_the_account_that_asked(fleet: FleetWorld) -> None:

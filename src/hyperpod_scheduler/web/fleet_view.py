@@ -159,7 +159,20 @@ def _ago(delta: timedelta) -> str:
 
 def week(ctx: Context, rows: list[dict[str, Any]], now: datetime) -> list[dict[str, Any]]:
     names = {r["key"]: r["cluster"] for r in rows}
+    by_key = {r["key"]: r for r in rows}
     events = notable(ctx.store.history_all(now - WEEK, now), names)
+
+    def place(key: str) -> dict[str, Any]:
+        # Two accounts' clusters of one name: the event says which, and links to that one (its row's
+        # own address, as the row's link does); a lone name needs neither.
+        row = by_key.get(key)
+        if row is None or not row.get("where"):
+            return {"where": "", "place": ""}
+        spot = " · ".join(
+            p for p in (f"account {row['account']}" if row.get("account") else "", row.get("region")) if p
+        )
+        return {"where": row["where"], "place": spot}
+
     return [
         {
             "at": n.at.isoformat(),
@@ -168,6 +181,7 @@ def week(ctx: Context, rows: list[dict[str, Any]], now: datetime) -> list[dict[s
             "kind": n.kind,
             "text": n.text,
             "resolved": n.resolved,
+            **place(n.key),
         }
         for n in reversed(events)
         if not n.key.startswith("agent/")
