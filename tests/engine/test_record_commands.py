@@ -310,4 +310,9 @@ def test_report_tells_two_namesakes_apart(two: Two) -> None:
     assert sorted({r["cluster"] for r in csv.DictReader(sheet.open(encoding="utf-8"))} - {"TOTAL"}) == labels
     page = two.tmp / "report.html"
     assert two.run("report", "--html", str(page)).code == 0
-    assert all(label in page.read_text(encoding="utf-8") for label in labels)  # the shared page too
+    html = page.read_text(encoding="utf-8")
+    assert all(label in html for label in labels)  # the shared page too
+    # Each namesake's section has its own id, and the fleet table's links reach each one.
+    ids = re.findall(r'<section class="cluster" id="([^"]+)"', html)
+    assert len(ids) == 2 and len(set(ids)) == 2, ids
+    assert all(f'href="#{i}"' in html for i in ids), ids
