@@ -225,7 +225,7 @@ def test_the_fleet_page_of_a_thousand_clusters_is_under_200_kb(tmp_path: Path) -
 def test_a_viewers_zone_on_one_request_is_not_kept_for_the_next(fleet: DemoFleet) -> None:
     # The rows are kept between requests: one page's own changes (the viewer's zone, its buttons) are
     # made in copies, never in the rows the API and the next viewer read.
-    dash = fleet.dashboard(None)
+    dash = _synchronous(fleet)  # the fleet read once, inside the first request: both readings settled
     client = TestClient(create_app(dash, allowed_hosts=["testserver"]))
     before = {r["cluster"]: r for r in client.get("/api/fleet").json()}
     assert client.get("/?tz=Asia/Tokyo").status_code == 200
