@@ -105,7 +105,7 @@ def _counted(fleet: DemoFleet) -> tuple[dict[str, int], Any]:
 
 def _synchronous(fleet: DemoFleet) -> Dashboard:
     # Refreshes run inside the request here, so what a test sees after one is settled.
-    return dataclasses.replace(fleet.dashboard(None), looks=Looks(spawn=lambda work: work()))
+    return dataclasses.replace(fleet.dashboard(None), looks=Looks(spawn=lambda work: work(), cold_first=False))
 
 
 def test_page_requests_after_the_first_make_no_aws_call(fleet: DemoFleet) -> None:

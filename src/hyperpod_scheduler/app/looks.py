@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 MAX_AGE = timedelta(seconds=60)  # a minute-old size will do for a page that reloads every minute
 CONCURRENCY = 8  # below the clients' connection pool (10): no call waits for a connection
 Spawn = Callable[[Callable[[], None]], None]
+FLIGHT_WAIT_S = 60.0  # a request waits this long at most for a build under way, then builds its own
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,7 @@ class Looks:
     _keys: dict[str, Reach] = field(default_factory=dict)  # a record's key -> how its cluster is reached
     _memo: dict[str, _Made] = field(default_factory=dict)
     _building: set[str] = field(default_factory=set)
+    _flights: dict[str, threading.Event] = field(default_factory=dict)  # builds under way, by name
     _threads: list[threading.Thread] = field(default_factory=list)
     _fleet: _Fleet | None = None
     _refreshing: bool = False
@@ -252,6 +254,29 @@ class Looks:
         return self._make(name, token, build, now, version)
 
     def _make(self, name: str, token: Any, build: Callable[[], Any], now: datetime, version: int) -> Any:
+        """Build it, or, while a build of ``name`` is under way (the one the dashboard began as it
+        started, or a request's), wait for that one and take it when it is of the same token and looks:
+        a thousand rows are not built twice at once, each slowing the other."""
+        with self._lock:
+            flight = self._flights.get(name)
+            mine = flight is None
+            if flight is None:
+                flight = self._flights[name] = threading.Event()
+        if not mine:
+            flight.wait(FLIGHT_WAIT_S)
+            with self._lock:
+                held = self._memo.get(name)
+            if held is not None and held.token == token and held.version == version:
+                return held.made
+            return self._build(name, token, build, now, version)
+        try:
+            return self._build(name, token, build, now, version)
+        finally:
+            with self._lock:
+                self._flights.pop(name, None)
+            flight.set()
+
+    def _build(self, name: str, token: Any, build: Callable[[], Any], now: datetime, version: int) -> Any:
         wall = time.monotonic()
         made = build()
         with self._lock:
@@ -275,10 +300,12 @@ class Looks:
         self._beside(run)
 
     # ---- the fleet -------------------------------------------------------------------------------
-    def reading(self, ctx: Context) -> Reading:
+    def reading(self, ctx: Context, *, start_cold: bool = True) -> Reading:
         """The governed clusters and their looks: from the cache, with a refresh started beside this
         request when any of it is stale. With nothing cached for this config: the fleet as found without
-        AWS (``_from_store``), marked ``cold``, and the first refresh started beside this request."""
+        AWS (``_from_store``), marked ``cold``, and the first refresh started beside this request; with
+        ``start_cold`` False, by the next reading (a face that builds its rows from the store first, so
+        the refresh's thousand answers do not slow that build)."""
         now = ctx.now()
         identity = _identity(ctx)
         with self._lock:
@@ -293,7 +320,10 @@ class Looks:
             with self._lock:
                 if self._fleet is None or self._fleet.identity != identity:
                     self._fleet = fleet
-            self._start(lambda: self._refresh(ctx, identity, everything=True))
+            if start_cold:
+                self._start(lambda: self._refresh(ctx, identity, everything=True))
+        elif fleet.cold and not start_cold:
+            pass
         elif fleet.cold or self._stale(fleet, now):
             everything = fleet.cold or now - fleet.found_at >= self.max_age
             self._start(lambda: self._refresh(ctx, identity, everything=everything))
@@ -306,9 +336,12 @@ class Looks:
             progress if refreshing else None, fleet.refreshed_at,
         )  # fmt: skip
 
-    def warm(self, ctx: Context) -> None:
-        """Start the fleet's first refresh now (the dashboard starting), beside whoever calls."""
-        self.reading(ctx)
+    def warm(self, ctx: Context, then: Callable[[], None] | None = None) -> None:
+        """Start the fleet's first refresh now (the dashboard starting), beside whoever calls, and
+        ``then`` beside it too (the dashboard builds its rows from the store for the first viewer)."""
+        self.reading(ctx, start_cold=then is None)
+        if then is not None:
+            self._beside(then)  # its own reading of the fleet starts the refresh once its rows are built
 
     def _from_store(self, ctx: Context, identity: str) -> _Fleet:
         """The fleet as known without one AWS call: the config's named clusters (their records' keys from

@@ -111,7 +111,10 @@ def governed_fleet(dash: DashboardCore, ctx: Context) -> list[Governed]:
 def fleet_document(dash: DashboardCore) -> dict[str, Any]:
     """Every row, the summary strip and the week: built from the store and the looks, kept a few seconds."""
     ctx = dash.context()
-    dash.looks.reading(ctx)  # first: a stale fleet (or one not read yet) starts its refresh beside this request
+    # First: a stale fleet starts its refresh beside this request. One not read yet starts it once its rows
+    # are built from the store (below): a thousand DescribeCluster answers parsed beside that build would
+    # slow it several times over on a small machine.
+    dash.looks.reading(ctx, start_cold=False)
     now = ctx.now()
     # Kept while the config and the pause stay the same and no look or action moved since (app.looks):
     # a few seconds as they are, up to two minutes while they are built again beside the request.
@@ -121,9 +124,10 @@ def fleet_document(dash: DashboardCore) -> dict[str, Any]:
     def build() -> dict[str, Any]:
         return _build(dash, ctx)
 
-    if fresh <= 0:
-        return build()
-    return dict(dash.looks.kept("fleet", token, build, now, fresh, max(fresh, ROWS_STALE_S)))
+    doc = build() if fresh <= 0 else dict(dash.looks.kept("fleet", token, build, now, fresh, max(fresh, ROWS_STALE_S)))
+    if doc.get("from_store"):
+        dash.looks.reading(ctx)  # the rows from the store are built: the fleet's first refresh starts now
+    return doc
 
 
 def prewarm(dash: DashboardCore) -> None:
@@ -135,7 +139,7 @@ def prewarm(dash: DashboardCore) -> None:
 
 def _build(dash: DashboardCore, ctx: Context) -> dict[str, Any]:
     now = ctx.now()
-    reading = dash.looks.reading(ctx)
+    reading = dash.looks.reading(ctx, start_cold=False)
     found = reading.governed
     # A fleet not read from AWS yet: FSx as a refresh found it, never read inside this request.
     month = dash.this_month(ctx, aws=not reading.cold)

@@ -52,7 +52,7 @@ class Dashboard(DashboardCore):
         seldom meets rows not read yet. A config or store that cannot be read is said by the first
         request, not here."""
         with contextlib.suppress(HyperpodSchedulerError, OSError, ValueError):
-            self.looks.warm(self.context())
+            self.looks.warm(self.context(), then=self.prewarm)
 
     def fleet_json(self, query: FleetQuery | None = None) -> tuple[bytes, int, int]:
         """``/api/fleet``: every row (no query), or the page of them ``query`` asks for, as JSON, with how
