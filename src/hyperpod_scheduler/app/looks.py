@@ -24,10 +24,11 @@ look stale, and the next refresh reads it again.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -47,6 +48,9 @@ if TYPE_CHECKING:
 MAX_AGE = timedelta(seconds=60)  # a minute-old size will do for a page that reloads every minute
 CONCURRENCY = 8  # below the clients' connection pool (10): no call waits for a connection
 Spawn = Callable[[Callable[[], None]], None]
+# A refresh call waits at most this long for the requests being answered (one that hangs never stops it).
+YIELD_MAX_S = 2.0
+REFRESH_THREAD = "looks-refresh"
 FLIGHT_WAIT_S = 60.0  # a request waits this long at most for a build under way, then builds its own
 
 
@@ -141,6 +145,8 @@ class Looks:
     _refreshing: bool = False
     _progress: Progress | None = None
     _telling: bool = False  # the ``after`` hooks of a refresh that ended are running
+    _serving: int = 0  # requests being answered now: the refresh's next calls wait for them (``serving``)
+    _quiet: threading.Condition = field(default_factory=threading.Condition)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     # Told when a refresh has ended, in its own thread (the dashboard builds its pages again there, so the
     # next request finds them built).
@@ -153,7 +159,7 @@ class Looks:
         if self.spawn is not None:
             self.spawn(work)
             return
-        thread = threading.Thread(target=work, name="looks-refresh", daemon=True)
+        thread = threading.Thread(target=work, name=REFRESH_THREAD, daemon=True)
         with self._lock:
             self._threads = [t for t in self._threads if t.is_alive()]
             self._threads.append(thread)
@@ -169,6 +175,24 @@ class Looks:
     @property
     def refreshing(self) -> bool:
         return self._refreshing
+
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[None]:
+        """Around each request the dashboard answers: while any is, the refresh sends no new call. Its
+        thousand answers are parsed in this process; on a small machine, parsed beside a request, they
+        would make that request wait seconds for the CPU. The refresh goes on between requests."""
+        with self._quiet:
+            self._serving += 1
+        try:
+            yield
+        finally:
+            with self._quiet:
+                self._serving -= 1
+                self._quiet.notify_all()
+
+    def _between_requests(self) -> None:
+        with self._quiet:
+            self._quiet.wait_for(lambda: self._serving == 0, timeout=YIELD_MAX_S)
 
     @property
     def progress(self) -> Progress | None:
@@ -445,10 +469,15 @@ class Looks:
         with self._lock:
             self._progress = Progress(0, len(due), now)
         engine = ctx.engine() if due else None
+        # In the looks' own thread it yields to requests; run by a caller (a test's spawn, the HTML report,
+        # perhaps inside a request itself) it never waits.
+        beside = self.spawn is None and threading.current_thread().name == REFRESH_THREAD
 
         def one(g: Governed) -> None:
             assert engine is not None
             answer: ClusterView | Exception
+            if beside:
+                self._between_requests()
             try:
                 answer = engine.describe(g.ref)  # checked as every engine answer is
             except (ClientError, BotoCoreError, HyperpodSchedulerError) as exc:

@@ -143,6 +143,15 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
         token_ok=dash.token_matches,
         read_only=lambda: dash.read_only,
     )
+
+    @app.middleware("http")
+    async def first_to_viewers(request: Request, call_next: Any) -> Response:
+        # While a request is answered, the fleet's refresh sends no new call (app.looks: on a small
+        # machine its answers, parsed beside a page, would make the viewer wait for the CPU).
+        with dash.looks.serving():
+            response: Response = await call_next(request)
+        return response
+
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.globals["hours"] = wording.hours  # the CLI's way of writing hours, on the pages too
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
