@@ -6,13 +6,16 @@ named in the config and tag-selected, with 0 and 20 ms added to every AWS call.
 For each size an emulator in its own process holds that many clusters (each tagged with its schedule);
 one tick stops them all and a second follows the stops to settled, so every cluster has a record and a
 history line. The dashboard is served by uvicorn in this process, as ``hyperpod-scheduler dashboard``
-serves it, and read over keep-alive HTTP. Each figure is the median of ``--runs`` requests after a first
-one (untimed there, shown beside): a fresh dashboard per row, so that first request pays the fleet's
-first reading at that latency. Beside it, in the same run: ``/healthz`` (the app's own floor) and one
-DescribeCluster through boto3 at the same added latency (what one AWS call costs). The AWS calls
-the timed requests caused are counted at the dashboard's SageMaker client. Targets (issue 30): at 1,000
-clusters, ``/`` (named and tag-selected) and ``/api/fleet`` <= 1 s with 20 ms added, <= 300 ms with
-none; the page under 200 KB.
+serves it, and read over keep-alive HTTP. For each of ``/`` and ``/api/fleet`` a fresh dashboard is
+started (its first refresh begins as the server starts, as ``hyperpod-scheduler dashboard`` does): the
+first request right after it is the cold figure (answered from the store, marked so, while the refresh
+runs beside it); then the bench waits for that refresh to end (how long: "refreshed after") and times
+the median of ``--runs`` requests. Beside them, in the same run: ``/healthz`` (the app's own floor) and
+one DescribeCluster through boto3 at the same added latency (what one AWS call costs). The AWS calls
+the requests made themselves (in the server's request threads, not the refresh's) are counted at the
+dashboard's SageMaker client. Targets (issue 30): at 1,000 clusters, ``/`` (named and tag-selected) and
+``/api/fleet`` <= 1 s with 20 ms added, <= 300 ms with none, the first request (cold) <= 1 s with 20 ms
+added; the page under 200 KB.
 """
 
 from __future__ import annotations
@@ -139,6 +142,39 @@ def timed(conn: http.client.HTTPConnection, path: str, runs: int) -> tuple[float
     return first, statistics.median(walls), size
 
 
+# The threads the dashboard's refresh runs in (app.looks, engine.fleet's tag reads, FSx discovery): a call
+# made in any other thread was made by a request itself.
+BESIDE = ("looks", "tags", "fsx-discovery")
+
+
+def cold_then_warm(dash: Dashboard, path: str, runs: int, calls: Counter[str]) -> dict[str, float]:
+    """A dashboard just started: its first request (cold), how long its first refresh took from the
+    start, then the median of ``runs`` requests once refreshed."""
+    started = time.perf_counter()
+    with serving(dash) as port:
+        up = time.perf_counter() - started  # uvicorn started, the app's start (the refresh begun) with it
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+        calls.clear()
+        cold, size = get(conn, path)
+        cold_calls = calls["request"]
+        while dash.looks.refreshed_at is None or dash.looks.refreshing:
+            if dash.looks.failure:
+                raise SystemExit(f"the dashboard's refresh failed: {dash.looks.failure}")
+            time.sleep(0.05)
+        refreshed = time.perf_counter() - started
+        dash.looks.close()  # the rows built again after it (its hook) have ended too
+        conn.close()  # idle past uvicorn's keep-alive while the refresh ran: a new connection
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+        calls.clear()
+        _, warm, size = timed(conn, path, runs)
+        conn.close()
+    dash.close()
+    return {
+        "up": up, "cold": cold, "cold_calls": cold_calls, "refreshed": refreshed, "warm": warm,
+        "kb": size / 1024, "warm_calls": calls["request"],
+    }  # fmt: skip
+
+
 def one_describe(endpoint: str, runs: int) -> float:
     client = sagemaker_client(region="us-east-1", endpoint_url=endpoint)
     client.describe_cluster(ClusterName=names(1)[0])
@@ -182,7 +218,8 @@ def main() -> None:
             calls: Counter[str] = Counter()
 
             def count(model: Any, calls: Counter[str] = calls, **_: Any) -> None:
-                calls.update([model.name])
+                beside = threading.current_thread().name.startswith(BESIDE)
+                calls.update(["refresh" if beside else "request"])
 
             client.meta.events.register("before-call.sagemaker.*", count)
             admin = Http(_port(endpoint))
@@ -195,39 +232,33 @@ def main() -> None:
 
                 describe = one_describe(endpoint, runs)
                 for label, config in paths.items():
-                    dash = dashboard(config, client, endpoint, now)
-                    with serving(dash) as port:
+                    with serving(dashboard(config, client, endpoint, now)) as port:
                         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
                         _, floor, _ = timed(conn, "/healthz", runs)
-                        calls.clear()
-                        page_first, page, page_bytes = timed(conn, "/", runs)
-                        page_calls = sum(calls.values())
-                        calls.clear()
-                        api_first, api, api_bytes = timed(conn, "/api/fleet", runs)
-                        api_calls = sum(calls.values())
                         conn.close()
-                    dash.close()
+                    page = cold_then_warm(dashboard(config, client, endpoint, now), "/", runs, calls)
+                    api = cold_then_warm(dashboard(config, client, endpoint, now), "/api/fleet", runs, calls)
                     rows.append(
-                        {
-                            "latency": latency, "n": n, "label": label, "page": page, "page_first": page_first,
-                            "page_kb": page_bytes / 1024, "api": api, "api_first": api_first,
-                            "api_kb": api_bytes / 1024, "floor": floor, "describe": describe,
-                            "page_calls": page_calls, "api_calls": api_calls,
-                        }
+                        {"latency": latency, "n": n, "label": label, "page": page, "api": api, "floor": floor,
+                         "describe": describe}
                     )  # fmt: skip
             admin.admin("POST", "faults", {"latency_ms": 0})
     print()
     print(
-        "| added latency per AWS call | clusters | selected | `/` median | `/` first | page size "
-        "| `/api/fleet` median | `/api/fleet` first | AWS calls in all `/` requests (first too) "
-        "| the same, `/api/fleet` | `/healthz` (floor) | one DescribeCluster (reference) |"
+        "| added latency per AWS call | clusters | selected | server up after | `/` first (cold: from the store) "
+        "| `/` refreshed after "
+        "| `/` median | page size | `/api/fleet` first (cold) | `/api/fleet` median | AWS calls in requests (cold; "
+        "after) | `/healthz` (floor) | one DescribeCluster (reference) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
+        p, a = r["page"], r["api"]
         print(
-            f"| {r['latency']} ms | {r['n']:,} | {r['label']} | {_ms(r['page'])} | {_ms(r['page_first'])} | "
-            f"{r['page_kb']:,.0f} KB | {_ms(r['api'])} | {_ms(r['api_first'])} | {r['page_calls']:,} | "
-            f"{r['api_calls']:,} | {_ms(r['floor'])} | {_ms(r['describe'])} |"
+            f"| {r['latency']} ms | {r['n']:,} | {r['label']} | {_ms(p['up'])} | {_ms(p['cold'])} | "
+            f"{_ms(p['refreshed'])} | "
+            f"{_ms(p['warm'])} | {p['kb']:,.0f} KB | {_ms(a['cold'])} | {_ms(a['warm'])} | "
+            f"{p['cold_calls'] + a['cold_calls']:,.0f}; {p['warm_calls'] + a['warm_calls']:,.0f} | "
+            f"{_ms(r['floor'])} | {_ms(r['describe'])} |"
         )
     print()
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
@@ -238,7 +269,10 @@ def main() -> None:
                 print(f"target (issue 30) Fleet page at 1,000 clusters, {label}, {latency} ms added: not measured")
                 continue
             r = got[0]
-            for what, wall in (("`/`", r["page"]), ("`/api/fleet`", r["api"])):
+            timings = [("`/`", r["page"]["warm"]), ("`/api/fleet`", r["api"]["warm"])]
+            if latency == 20:
+                timings += [("`/` first (cold)", r["page"]["cold"]), ("`/api/fleet` first (cold)", r["api"]["cold"])]
+            for what, wall in timings:
                 verdict = "met" if wall <= target else "missed"
                 print(
                     f"target (issue 30) {what} at 1,000 clusters, {label}, {latency} ms added <= {_ms(target)}: "
@@ -246,8 +280,10 @@ def main() -> None:
                 )
     big = [r for r in rows if r["n"] == 1000]
     for r in big[:1]:
-        verdict = "met" if r["page_kb"] < PAGE_KB else "missed"
-        print(f"target (issue 30) Fleet page under {PAGE_KB} KB at 1,000 clusters: {r['page_kb']:,.0f} KB, {verdict}")
+        verdict = "met" if r["page"]["kb"] < PAGE_KB else "missed"
+        print(
+            f"target (issue 30) Fleet page under {PAGE_KB} KB at 1,000 clusters: {r['page']['kb']:,.0f} KB, {verdict}"
+        )
 
 
 def _ms(seconds: float) -> str:

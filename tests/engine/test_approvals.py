@@ -19,6 +19,7 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from hyperpod_scheduler.app.compose import Context, chain_clients
+from hyperpod_scheduler.app.looks import Looks
 from hyperpod_scheduler.aws.clients import AwsClients
 from hyperpod_scheduler.cli.main import app
 from hyperpod_scheduler.cluster.samples import slurm_request
@@ -72,6 +73,7 @@ class Rig:
             now=self.emu.clock.now,
             client_for=lambda ref: self.client,
             aws=AwsClients(self.emu.endpoint),
+            looks=Looks(cold_first=False),  # the fleet read inside the first request: tonight as AWS says it
         )
         return TestClient(create_app(dash, allowed_hosts=["testserver"]))
 

@@ -15,6 +15,7 @@ import uvicorn
 import yaml
 
 from hyperpod_scheduler.app.compose import Context, chain_clients
+from hyperpod_scheduler.app.looks import Looks
 from hyperpod_scheduler.aws.clients import AwsClients
 from hyperpod_scheduler.config.load import load_config
 from hyperpod_scheduler.demo.run import create_fleet, demo_cost, stock_storage
@@ -45,6 +46,9 @@ class DemoFleet:
             now=self.emu.clock.now,
             client_for=lambda ref: self.client,
             aws=AwsClients(self.emu.endpoint),
+            # The fleet read inside the first request, as before the store-first answer: the tests of what
+            # a page shows see it read (tests/web/test_fleet_cold.py: the first request answered from the store).
+            looks=Looks(cold_first=False),
         )
 
 

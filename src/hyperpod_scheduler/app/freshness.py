@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -45,6 +46,80 @@ def unreachable_text(reads: AwsReads) -> str:
     known = reads.sizes_as_of
     sizes = f"; sizes as of {when(known)}" if known is not None else "; no sizes read from AWS yet"
     return f"AWS unreachable since {when(reads.failing_since)}{sizes}"
+
+
+# ---- the dashboard's own looks beside the record (the Fleet page at scale) --------------------------
+
+
+@dataclass(frozen=True)
+class Freshness:
+    """Whether a cluster's row is fresh from AWS or from the store, and since when: the record's reads
+    (the engine's) and the dashboard's last look at it (``app.looks``) as one value, so the marking, the
+    flag and ``/api/fleet`` cannot disagree. ``source``: "aws" (a look answered), "store" (the record's
+    figures: not looked at yet, or the look failed)."""
+
+    source: str  # "aws" or "store"
+    as_of: datetime | None  # when what the row shows was last known from AWS (None: never)
+    looked_at: datetime | None  # the dashboard's (or a tick's) last look, answered or not
+    reachable: bool
+    unreachable_since: datetime | None
+    refreshing: bool  # a refresh is reading the fleet now: the row will be read again
+    text: str
+    reads: AwsReads | None  # the record's reads with the look's outcome on them (``reads_document``)
+
+    def document(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "fresh": self.source == "aws",
+            "as_of": None if self.as_of is None else self.as_of.isoformat(),
+            "looked_at": None if self.looked_at is None else self.looked_at.isoformat(),
+            "reachable": self.reachable,
+            "unreachable_since": None if self.unreachable_since is None else self.unreachable_since.isoformat(),
+            "refreshing": self.refreshing,
+            "text": self.text,
+        }
+
+
+def freshness(
+    reads: AwsReads | None,
+    recorded_at: datetime | None,
+    look: tuple[datetime, datetime | None, datetime | None, str | None] | None,
+    refreshing: bool,
+) -> Freshness:
+    """One cluster's freshness. ``look``: the last look's (at, last answered at, failing since, error;
+    error None: it answered), or None: not looked at since the dashboard started."""
+    soon = "; refreshing now" if refreshing else ""
+    if look is not None:
+        at, ok_at, failing_since, error = look
+        if error is None and not (reads is not None and reads.failing and reads.failed_at and reads.failed_at > at):
+            return Freshness("aws", at, at, True, None, refreshing, f"read from AWS at {when(at)}", reads)
+        if error is not None:
+            # The engine's reads and the dashboard's looks are one history: failing since the earlier
+            # failure that no answer came after.
+            since = failing_since or at
+            earlier = reads.failing_since if reads is not None and reads.failing else None
+            if earlier is not None and earlier < since and (ok_at is None or ok_at < earlier):
+                since = earlier
+            known = [t for t in (ok_at, reads.sizes_as_of if reads is not None else None) if t is not None]
+            merged = AwsReads(
+                ok_at=max(known) if known else None,
+                failed_at=at,
+                failing_since=since,
+                error=" ".join(error.split())[:300] or "no answer",
+                recorded_before=recorded_at if not known else None,
+            )
+            return Freshness(
+                "store", merged.sizes_as_of, at, False, since, refreshing, unreachable_text(merged) + soon, merged
+            )
+    if reads is not None and reads.failing:
+        return Freshness(
+            "store", reads.sizes_as_of, reads.failed_at, False, reads.failing_since, refreshing,
+            unreachable_text(reads) + soon, reads,
+        )  # fmt: skip
+    stored = (reads.sizes_as_of if reads is not None else None) or recorded_at
+    if stored is None:
+        return Freshness("store", None, None, True, None, refreshing, "not looked at yet" + soon, reads)
+    return Freshness("store", stored, None, True, None, refreshing, f"as of {when(stored)} from the store{soon}", reads)
 
 
 __all__ = ["reads_document", "unreachable_text"]

@@ -8,9 +8,13 @@ holds, for a fleet:
 - each cluster's last DescribeCluster answer (its ``Look``), with when it was taken,
 
 and one shared refresh reads them again, ``concurrency`` calls at a time, when they are older than
-``max_age``. A request with something cached never waits for AWS: it is answered from the cache (the
-page says how old: "cluster sizes as of 14:02, 40 s ago") and the refresh runs beside it, one at a time.
-Only the first request of a fleet, with nothing cached, waits for the first reading.
+``max_age``. A request never waits for AWS: it is answered from the cache (the page says how old:
+"cluster sizes as of 14:02, 40 s ago") and the refresh runs beside it, one at a time. The first request
+of a fleet, with nothing cached (a dashboard just started), is answered from what needs no AWS call: the
+config's named clusters (tag-selected ones as the last refresh of this process found them, else not yet)
+and the store's records, each marked "from the store" (``Reading.cold``); the first refresh starts
+beside it, and the page shows how far it has got (``Reading.progress``). The dashboard also starts it
+when it starts (``warm``), so a person seldom meets that state at all.
 
 The engine's own looks refresh it: a context built with these looks hands the engine a ``looked`` hook,
 so a DescribeCluster a tick or a dashboard action makes replaces the cached answer at no extra call. A
@@ -20,9 +24,11 @@ look stale, and the next refresh reads it again.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -42,6 +48,10 @@ if TYPE_CHECKING:
 MAX_AGE = timedelta(seconds=60)  # a minute-old size will do for a page that reloads every minute
 CONCURRENCY = 8  # below the clients' connection pool (10): no call waits for a connection
 Spawn = Callable[[Callable[[], None]], None]
+# A refresh call waits at most this long for the requests being answered (one that hangs never stops it).
+YIELD_MAX_S = 2.0
+REFRESH_THREAD = "looks-refresh"
+FLIGHT_WAIT_S = 60.0  # a request waits this long at most for a build under way, then builds its own
 
 
 @dataclass(frozen=True)
@@ -51,6 +61,27 @@ class Look:
     at: datetime
     answer: ClusterView | Exception
     by: str = "refresh"  # "refresh" (the shared refresh) or "engine" (a tick's or an action's own look)
+    # A failed look: since when looks of this cluster fail (the first failure after its last good look).
+    failing_since: datetime | None = None
+    ok_at: datetime | None = None  # the last look that answered (this one, when it did)
+
+    @property
+    def failed(self) -> bool:
+        return isinstance(self.answer, Exception)
+
+
+class NotLookedAt(HyperpodSchedulerError):
+    """A governed cluster not looked at yet (the refresh is reading it): what its stop would send is not
+    known from AWS, and a face says so rather than describe it inside a request."""
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far the refresh under way has got: ``done`` of ``total`` clusters looked at."""
+
+    done: int
+    total: int
+    started: datetime
 
 
 @dataclass(frozen=True)
@@ -62,6 +93,11 @@ class Reading:
     looks: Mapping[str, Look]  # by cluster key (the governed ref's)
     found_at: datetime  # when discovery found the governed clusters
     refreshing: bool = False
+    # Nothing read from AWS yet for this fleet: the governed clusters are the config's (and the ones this
+    # process found by tag before), every figure the store's. The first refresh is under way beside.
+    cold: bool = False
+    progress: Progress | None = None  # the refresh under way, if any
+    refreshed_at: datetime | None = None  # when the last refresh of this fleet ended (None: none yet)
 
     @property
     def sizes_at(self) -> datetime | None:
@@ -85,6 +121,8 @@ class _Fleet:
     found_at: datetime
     governed: list[Governed]
     problems: list[Skipped]
+    cold: bool = False  # found without AWS (``Looks._from_store``): no discovery has run for it yet
+    refreshed_at: datetime | None = None
 
 
 @dataclass
@@ -94,14 +132,25 @@ class Looks:
     max_age: timedelta = MAX_AGE
     concurrency: int = CONCURRENCY
     spawn: Spawn | None = None  # how work beside a request runs; None: a thread of its own, waited for by close()
+    # A fleet's first request answered from the store while the first refresh runs beside it (a dashboard);
+    # False: read then and there (a one-shot face, the HTML report, has no later request to show it to).
+    cold_first: bool = True
     _looks: dict[Reach, Look] = field(default_factory=dict)
     _keys: dict[str, Reach] = field(default_factory=dict)  # a record's key -> how its cluster is reached
     _memo: dict[str, _Made] = field(default_factory=dict)
     _building: set[str] = field(default_factory=set)
+    _flights: dict[str, threading.Event] = field(default_factory=dict)  # builds under way, by name
     _threads: list[threading.Thread] = field(default_factory=list)
     _fleet: _Fleet | None = None
     _refreshing: bool = False
+    _progress: Progress | None = None
+    _telling: bool = False  # the ``after`` hooks of a refresh that ended are running
+    _serving: int = 0  # requests being answered now: the refresh's next calls wait for them (``serving``)
+    _quiet: threading.Condition = field(default_factory=threading.Condition)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # Told when a refresh has ended, in its own thread (the dashboard builds its pages again there, so the
+    # next request finds them built).
+    after: list[Callable[[], None]] = field(default_factory=list)
     refreshes: int = 0  # how many refreshes ran (for tests and the bench: a request made none)
     version: int = 0  # moves with every look kept: what was built from the looks is built again
     failure: str | None = None  # why the last refresh beside a request failed (None: it did not)
@@ -110,7 +159,7 @@ class Looks:
         if self.spawn is not None:
             self.spawn(work)
             return
-        thread = threading.Thread(target=work, name="looks-refresh", daemon=True)
+        thread = threading.Thread(target=work, name=REFRESH_THREAD, daemon=True)
         with self._lock:
             self._threads = [t for t in self._threads if t.is_alive()]
             self._threads.append(thread)
@@ -127,6 +176,36 @@ class Looks:
     def refreshing(self) -> bool:
         return self._refreshing
 
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[None]:
+        """Around each request the dashboard answers: while any is, the refresh sends no new call. Its
+        thousand answers are parsed in this process; on a small machine, parsed beside a request, they
+        would make that request wait seconds for the CPU. The refresh goes on between requests."""
+        with self._quiet:
+            self._serving += 1
+        try:
+            yield
+        finally:
+            with self._quiet:
+                self._serving -= 1
+                self._quiet.notify_all()
+
+    def _between_requests(self) -> None:
+        with self._quiet:
+            self._quiet.wait_for(lambda: self._serving == 0, timeout=YIELD_MAX_S)
+
+    @property
+    def progress(self) -> Progress | None:
+        """How far the refresh under way has got (None: none under way, or still finding the clusters)."""
+        with self._lock:
+            return self._progress if self._refreshing else None
+
+    @property
+    def refreshed_at(self) -> datetime | None:
+        """When the last refresh of the current fleet ended (None: none has, since the dashboard started)."""
+        with self._lock:
+            return self._fleet.refreshed_at if self._fleet is not None else None
+
     # ---- the engine's own looks ------------------------------------------------------------------
     def record(self, ref: ClusterRef, view: ClusterView, at: datetime) -> None:
         """The engine described ``ref`` (the hook ``Context.engine`` hands it): keep that answer."""
@@ -136,7 +215,9 @@ class Looks:
         """A face's own look (the cluster page's DescribeCluster, or the error it gave)."""
         self._keep(ref, Look(at, answer, "refresh"))
 
-    def _keep(self, ref: ClusterRef, look: Look) -> None:
+    def _keep(self, ref: ClusterRef, look: Look, *, moves: bool = True) -> None:
+        """Keep ``look``; ``moves``: what was built from the looks is built again (a refresh's own looks
+        move it once, when the refresh ends: a page is not built again for each of a thousand looks)."""
         from hyperpod_scheduler.engine.identity import reach_of
 
         reach = reach_of(ref)
@@ -144,9 +225,17 @@ class Looks:
         with self._lock:
             held = self._looks.get(reach)
             if held is None or held.at <= look.at:
+                if look.failed:
+                    since = held.failing_since if held is not None and held.failed else None
+                    look = dataclasses.replace(
+                        look, failing_since=since or look.at, ok_at=held.ok_at if held is not None else None
+                    )
+                else:
+                    look = dataclasses.replace(look, failing_since=None, ok_at=look.at)
                 self._looks[reach] = look
                 self._keys[ref.key] = reach
-                self.version += 1
+                if moves:
+                    self.version += 1
 
     def changed(self) -> None:
         """Something a face did changed what it shows (an action, a schedule saved): build it again."""
@@ -189,6 +278,29 @@ class Looks:
         return self._make(name, token, build, now, version)
 
     def _make(self, name: str, token: Any, build: Callable[[], Any], now: datetime, version: int) -> Any:
+        """Build it, or, while a build of ``name`` is under way (the one the dashboard began as it
+        started, or a request's), wait for that one and take it when it is of the same token and looks:
+        a thousand rows are not built twice at once, each slowing the other."""
+        with self._lock:
+            flight = self._flights.get(name)
+            mine = flight is None
+            if flight is None:
+                flight = self._flights[name] = threading.Event()
+        if not mine:
+            flight.wait(FLIGHT_WAIT_S)
+            with self._lock:
+                held = self._memo.get(name)
+            if held is not None and held.token == token and held.version == version:
+                return held.made
+            return self._build(name, token, build, now, version)
+        try:
+            return self._build(name, token, build, now, version)
+        finally:
+            with self._lock:
+                self._flights.pop(name, None)
+            flight.set()
+
+    def _build(self, name: str, token: Any, build: Callable[[], Any], now: datetime, version: int) -> Any:
         wall = time.monotonic()
         made = build()
         with self._lock:
@@ -212,24 +324,70 @@ class Looks:
         self._beside(run)
 
     # ---- the fleet -------------------------------------------------------------------------------
-    def reading(self, ctx: Context) -> Reading:
+    def reading(self, ctx: Context, *, start_cold: bool = True) -> Reading:
         """The governed clusters and their looks: from the cache, with a refresh started beside this
-        request when any of it is stale; read now only when nothing is cached for this config."""
+        request when any of it is stale. With nothing cached for this config: the fleet as found without
+        AWS (``_from_store``), marked ``cold``, and the first refresh started beside this request; with
+        ``start_cold`` False, by the next reading (a face that builds its rows from the store first, so
+        the refresh's thousand answers do not slow that build)."""
         now = ctx.now()
         identity = _identity(ctx)
         with self._lock:
             fleet = self._fleet if self._fleet is not None and self._fleet.identity == identity else None
-        if fleet is None:
+        if fleet is None and not self.cold_first:
             self._refresh(ctx, identity, everything=True)
             with self._lock:
                 fleet = self._fleet
             assert fleet is not None
-        elif self._stale(fleet, now):
-            self._start(lambda: self._refresh(ctx, identity, everything=now - fleet.found_at >= self.max_age))
+        elif fleet is None:
+            fleet = self._from_store(ctx, identity)
+            with self._lock:
+                if self._fleet is None or self._fleet.identity != identity:
+                    self._fleet = fleet
+            if start_cold:
+                self._start(lambda: self._refresh(ctx, identity, everything=True))
+        elif fleet.cold and not start_cold:
+            pass
+        elif fleet.cold or self._stale(fleet, now):
+            everything = fleet.cold or now - fleet.found_at >= self.max_age
+            self._start(lambda: self._refresh(ctx, identity, everything=everything))
         with self._lock:
+            fleet = self._fleet if self._fleet is not None and self._fleet.identity == identity else fleet
             looks = {g.ref.key: look for g in fleet.governed if (look := self._looks.get(_reach(g))) is not None}
-            refreshing = self._refreshing
-        return Reading(list(fleet.governed), list(fleet.problems), looks, fleet.found_at, refreshing)
+            refreshing, progress = self._refreshing, self._progress
+        return Reading(
+            list(fleet.governed), list(fleet.problems), looks, fleet.found_at, refreshing, fleet.cold,
+            progress if refreshing else None, fleet.refreshed_at,
+        )  # fmt: skip
+
+    def warm(self, ctx: Context, then: Callable[[], None] | None = None) -> None:
+        """Start the fleet's first refresh now (the dashboard starting), beside whoever calls, and
+        ``then`` beside it too (the dashboard builds its rows from the store for the first viewer)."""
+        self.reading(ctx, start_cold=then is None)
+        if then is not None:
+            self._beside(then)  # its own reading of the fleet starts the refresh once its rows are built
+
+    def _from_store(self, ctx: Context, identity: str) -> _Fleet:
+        """The fleet as known without one AWS call: the config's named clusters (their records' keys from
+        the store's accounts), and the tag-selected clusters of an earlier refresh of this process; a
+        tag-selected target with none is said in ``problems`` (not discovered yet), never guessed."""
+        from hyperpod_scheduler.engine.fleet import Fleet, Skipped
+
+        def no_aws(ref: ClusterRef) -> Any:
+            raise HyperpodSchedulerError("not discovered yet: the dashboard is reading its clusters now")
+
+        config: Any = ctx.config
+        named = config.model_copy(
+            update={"targets": [t.model_copy(update={"tag_selector": False}) for t in config.targets]}
+        )
+        reader = Fleet(named, no_aws, ctx.accounts or ctx.store.account_for)
+        governed = reader.governed()
+        problems = list(reader.problems)
+        for i, target in enumerate(config.targets):
+            if target.tag_selector:
+                where = f"targets[{i}] ({target.region or 'default region'})"
+                problems.append(Skipped(where, "tag-selected clusters not discovered yet: reading them now"))
+        return _Fleet(identity, ctx.now(), governed, problems, cold=True)
 
     def _stale(self, fleet: _Fleet, now: datetime) -> bool:
         """Discovery or a look older than ``max_age`` (in memory: a request reads no record for it)."""
@@ -261,7 +419,7 @@ class Looks:
 
     def _start(self, work: Callable[[], None]) -> None:
         with self._lock:
-            if self._refreshing:
+            if self._refreshing or self._telling:
                 return  # one refresh at a time: the one under way reads what this request would
             self._refreshing = True
 
@@ -276,7 +434,16 @@ class Looks:
                 self.failure = None
             finally:
                 with self._lock:
+                    self.version += 1  # the refresh's looks, all at once
+                    self._progress = None
                     self._refreshing = False
+                    self._telling = True  # a hook's own reading starts no refresh of its own
+                try:
+                    for hook in list(self.after):
+                        hook()
+                finally:
+                    with self._lock:
+                        self._telling = False
 
         self._beside(run)
 
@@ -299,19 +466,30 @@ class Looks:
                 raise unread[0]  # nothing could be read at all: said (a 502), never kept as an empty fleet
             fleet = _Fleet(identity, now, governed, list(reader.problems))
         due = self._due(ctx, fleet.governed, now)
+        with self._lock:
+            self._progress = Progress(0, len(due), now)
         engine = ctx.engine() if due else None
+        # In the looks' own thread it yields to requests; run by a caller (a test's spawn, the HTML report,
+        # perhaps inside a request itself) it never waits.
+        beside = self.spawn is None and threading.current_thread().name == REFRESH_THREAD
 
         def one(g: Governed) -> None:
             assert engine is not None
             answer: ClusterView | Exception
+            if beside:
+                self._between_requests()
             try:
                 answer = engine.describe(g.ref)  # checked as every engine answer is
             except (ClientError, BotoCoreError, HyperpodSchedulerError) as exc:
-                answer = exc
+                answer = exc  # this cluster's look is the error (said, and since when); the others go on
             # What the look found about AWS goes onto the record as a turn's would (engine.reads: written
             # only when reachability changed): no face says "unreachable" beside a look that answered.
             engine.keep_reads(g.ref)
-            self._keep(g.ref, Look(ctx.now(), answer))
+            self._keep(g.ref, Look(ctx.now(), answer), moves=False)
+            with self._lock:
+                held = self._progress
+                if held is not None:
+                    self._progress = dataclasses.replace(held, done=held.done + 1)
 
         if len(due) > 1 and self.concurrency > 1:
             with ThreadPoolExecutor(min(self.concurrency, len(due)), thread_name_prefix="looks") as pool:
@@ -319,6 +497,7 @@ class Looks:
         else:
             for g in due:
                 one(g)
+        fleet.refreshed_at = ctx.now()
         with self._lock:
             self._fleet = fleet
             self.refreshes += 1
@@ -336,4 +515,4 @@ def _identity(ctx: Context) -> str:
     return str(config.model_dump_json(include={"targets", "schedules", "defaults"}))
 
 
-__all__ = ["CONCURRENCY", "MAX_AGE", "Look", "Looks", "Reading"]
+__all__ = ["CONCURRENCY", "MAX_AGE", "Look", "Looks", "NotLookedAt", "Progress", "Reading"]

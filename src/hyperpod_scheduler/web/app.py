@@ -6,9 +6,10 @@ the dashboard was started with, sent as ``Authorization: Bearer`` (API) or typed
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -116,8 +117,19 @@ def _field(loc: tuple[Any, ...]) -> str:
 
 
 def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI:
-    """The dashboard app. It answers for loopback names, IP addresses and ``allowed_hosts`` only."""
+    """The dashboard app. It answers for loopback names, IP addresses and ``allowed_hosts`` only. Served,
+    it starts reading the fleet from AWS as it starts (``Dashboard.warm``): the first viewer seldom meets
+    rows not read yet, and is answered from the store at once when they do."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        dash.warm()  # starts the refresh beside the server and returns: the server is up at once
+        yield
+
+    if dash.prewarm not in dash.looks.after:
+        dash.looks.after.append(dash.prewarm)  # a refresh that ends builds the rows again for the next viewer
     app = FastAPI(
+        lifespan=lifespan,
         title="hyperpod-scheduler dashboard",
         version=__version__,
         description="Which clusters sleep tonight, what comes back when, what it saved. JSON under /api.",
@@ -131,6 +143,15 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
         token_ok=dash.token_matches,
         read_only=lambda: dash.read_only,
     )
+
+    @app.middleware("http")
+    async def first_to_viewers(request: Request, call_next: Any) -> Response:
+        # While a request is answered, the fleet's refresh sends no new call (app.looks: on a small
+        # machine its answers, parsed beside a page, would make the viewer wait for the CPU).
+        with dash.looks.serving():
+            response: Response = await call_next(request)
+        return response
+
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.globals["hours"] = wording.hours  # the CLI's way of writing hours, on the pages too
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")

@@ -50,6 +50,7 @@ WEEK = timedelta(days=7)
 ActionName = Literal["hold", "release", "stop", "start"]
 ACTIONS: tuple[ActionName, ...] = ("hold", "release", "stop", "start")
 FSX_CACHE_S = reports.FSX_CACHE_S
+FSX_NOT_READ = "FSx not read yet: the dashboard is reading the fleet from AWS now"
 
 
 class NotFound(HyperpodSchedulerError):
@@ -250,15 +251,16 @@ class DashboardCore:
             return view
         return actions.stop_forecast(ctx, ref, view, schedule=schedule)
 
-    def report(self, ctx: Context, since: datetime, until: datetime) -> Report:
-        """The same computation as ``report`` on the command line (``app.report.build``)."""
+    def report(self, ctx: Context, since: datetime, until: datetime, *, aws: bool = True) -> Report:
+        """The same computation as ``report`` on the command line (``app.report.build``). ``aws`` False:
+        FSx only as a refresh already found it (a fleet not read yet: no AWS call per cluster)."""
         settings = self.cost or reports.cost_settings(ctx.config)
         notes: list[str] = []
         table = reports.prices(settings.prices, ctx.now(), self.aws, notes)
         return reports.build(
             ctx.store,
             table,
-            self._systems(ctx),
+            self._systems(ctx) if aws else self._systems_found,
             since,
             until,
             notes,
@@ -278,10 +280,17 @@ class DashboardCore:
             described=lambda key: _first_known(self.looks.raw(key), stopped(key)),
         )
 
-    def this_month(self, ctx: Context) -> dict[str, Any]:
+    def _systems_found(self, keys: Any, notes: list[str]) -> dict[str, list[FileSystem]]:
+        kept = self._fsx_cache.get(tuple(keys))
+        if kept is not None:
+            return kept[1]
+        notes.append(FSX_NOT_READ)
+        return {}
+
+    def this_month(self, ctx: Context, *, aws: bool = True) -> dict[str, Any]:
         now = ctx.now()
         month = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-        return summary.as_document(self.report(ctx, month, now)) if now > month else {"clusters": []}
+        return summary.as_document(self.report(ctx, month, now, aws=aws)) if now > month else {"clusters": []}
 
 
 def _first_known(*answers: Mapping[str, Any] | None) -> Mapping[str, Any] | None:

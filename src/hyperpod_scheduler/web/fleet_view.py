@@ -5,24 +5,33 @@ DescribeCluster answers come from the dashboard's shared looks (app.looks), and 
 and the store are kept for ``ROWS_MAX_AGE_S`` (the page says as of when), rebuilt sooner when the looks
 move (an engine's look, a refresh) or the dashboard acts. A request then searches, filters and takes one
 page of them (web.fleet_query); the strip at the top stays the whole fleet's.
+
+The first request of a fleet (a dashboard just started) waits for no AWS call either: its rows are the
+store's, each marked as such ("as of 14:02 from the store; refreshing now", ``freshness`` in
+``/api/fleet``, from ``app.freshness``), while the first refresh reads the fleet beside it and the page
+says how far it has got; the rows are built again when it ends.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from hyperpod_scheduler.app.actions import actions
 from hyperpod_scheduler.app.compose import Context
+from hyperpod_scheduler.app.freshness import Freshness, freshness
 from hyperpod_scheduler.app.history import notable
+from hyperpod_scheduler.app.looks import Look, NotLookedAt, Reading
 from hyperpod_scheduler.app.status import StatusRow, fleet_status, status_row
 from hyperpod_scheduler.app.wording import clock, countdown, usd, when
 from hyperpod_scheduler.engine.fleet import Governed
 from hyperpod_scheduler.engine.stop_forecast import StopForecast
+from hyperpod_scheduler.errors import HyperpodSchedulerError
 from hyperpod_scheduler.schedule.clock import zone as iana_zone
 from hyperpod_scheduler.web import places
-from hyperpod_scheduler.web.core import WEEK, DashboardCore
+from hyperpod_scheduler.web.core import FSX_NOT_READ, WEEK, DashboardCore
 from hyperpod_scheduler.web.fleet_query import FleetQuery, facets, listed
 from hyperpod_scheduler.web.places import Place
 from hyperpod_scheduler.web.tonight import tonight
@@ -38,10 +47,13 @@ def fleet(
     month: dict[str, Any] | None = None,
     ctx: Context | None = None,
     found: Sequence[Governed] | None = None,
+    reading: Reading | None = None,
 ) -> list[dict[str, Any]]:
     """Every cluster: the governed ones, then every other the store remembers. ``found``: the
     governed clusters when the caller has read them (each reading is discovery: ListClusters and
-    tags for tag-selected targets), else they are read here, once."""
+    tags for tag-selected targets), else they are read here, once. ``reading``: the shared looks'
+    reading they came from (each row says whether it is fresh from AWS or from the store); a governed
+    cluster not looked at yet is not described here: its refresh reads it."""
     ctx = ctx or dash.context()
     doc = month if month is not None else dash.this_month(ctx)
     saved = {c["key"]: c["window"]["saving"] for c in doc["clusters"]}
@@ -51,20 +63,43 @@ def fleet(
     rows = []
     for r in fleet_status(ctx, governed=found):
         g = governed.get(r.key)
-        forecast = dash.stop_forecast(ctx, g.ref, g.schedule) if g is not None else None
-        rows.append(
-            {
-                **fleet_row_of(r, saved.get(r.key, 0.0 if g is not None else None), ctx.now(), r.key in bounded),
-                "tonight": tonight(ctx, g, r, forecast),
-                "actions": available_actions(r, forecast),
-            }
-        )
+        look = reading.looks.get(r.key) if reading is not None and g is not None else None
+        forecast: StopForecast | Exception | None = None
+        if g is not None:
+            if reading is not None and look is None:
+                forecast = NotLookedAt(f"{g.ref.name}: not looked at yet")
+            else:
+                forecast = dash.stop_forecast(ctx, g.ref, g.schedule)
+        row = {
+            **fleet_row_of(r, saved.get(r.key, 0.0 if g is not None else None), ctx.now(), r.key in bounded),
+            "tonight": tonight(ctx, g, r, forecast),
+            "actions": available_actions(r, forecast),
+        }
+        if reading is not None:
+            _mark(row, r.reads, r.recorded_at, look, reading.refreshing or reading.cold)
+        rows.append(row)
     # Two rows of one name (two accounts' `train`): their links carry account and region.
     profiles = {g.ref.key: g.ref.profile for g in found}
     spots = [(row["cluster"], Place(row["account"], row["region"], profiles.get(row["key"]))) for row in rows]
     for row, where in zip(rows, places.queries(spots), strict=True):
         row["where"] = where
     return rows
+
+
+def _mark(row: dict[str, Any], reads: Any, recorded_at: datetime | None, look: Look | None, refreshing: bool) -> None:
+    """The row's ``freshness`` (app.freshness: the record's reads and the dashboard's look as one value);
+    a look that failed makes the row's reads and its first flag say since when AWS has not answered."""
+    seen = None
+    if look is not None:
+        error = " ".join(str(look.answer).split()) or type(look.answer).__name__ if look.failed else None
+        seen = (look.at, look.ok_at, look.failing_since, error)
+    fresh: Freshness = freshness(reads, recorded_at, seen, refreshing)
+    row["freshness"] = fresh.document()
+    if not fresh.reachable and not row["aws"]["text"]:
+        from hyperpod_scheduler.app.freshness import reads_document
+
+        row["aws"] = reads_document(fresh.reads)
+        row["flags"] = [{"kind": "stale", "text": row["aws"]["text"]}, *row["flags"]]
 
 
 def governed_fleet(dash: DashboardCore, ctx: Context) -> list[Governed]:
@@ -76,7 +111,10 @@ def governed_fleet(dash: DashboardCore, ctx: Context) -> list[Governed]:
 def fleet_document(dash: DashboardCore) -> dict[str, Any]:
     """Every row, the summary strip and the week: built from the store and the looks, kept a few seconds."""
     ctx = dash.context()
-    reading = dash.looks.reading(ctx)  # first: a stale fleet starts its refresh beside this request
+    # First: a stale fleet starts its refresh beside this request. One not read yet starts it once its rows
+    # are built from the store (below): a thousand DescribeCluster answers parsed beside that build would
+    # slow it several times over on a small machine.
+    dash.looks.reading(ctx, start_cold=False)
     now = ctx.now()
     # Kept while the config and the pause stay the same and no look or action moved since (app.looks):
     # a few seconds as they are, up to two minutes while they are built again beside the request.
@@ -84,18 +122,28 @@ def fleet_document(dash: DashboardCore) -> dict[str, Any]:
     fresh = dash.rows_max_age_s
 
     def build() -> dict[str, Any]:
-        return _build(dash, ctx, reading.governed)
+        return _build(dash, ctx)
 
-    if fresh <= 0:
-        return build()
-    return dict(dash.looks.kept("fleet", token, build, now, fresh, max(fresh, ROWS_STALE_S)))
+    doc = build() if fresh <= 0 else dict(dash.looks.kept("fleet", token, build, now, fresh, max(fresh, ROWS_STALE_S)))
+    if doc.get("from_store"):
+        dash.looks.reading(ctx)  # the rows from the store are built: the fleet's first refresh starts now
+    return doc
 
 
-def _build(dash: DashboardCore, ctx: Context, found: Sequence[Governed]) -> dict[str, Any]:
+def prewarm(dash: DashboardCore) -> None:
+    """Build the rows again now, beside any request (a refresh has ended: the next viewer finds them
+    built). Nothing to tell anyone if it fails: the next request builds them and says why."""
+    with contextlib.suppress(HyperpodSchedulerError, OSError, ValueError):
+        fleet_document(dash)
+
+
+def _build(dash: DashboardCore, ctx: Context) -> dict[str, Any]:
     now = ctx.now()
-    month = dash.this_month(ctx)
-    rows = fleet(dash, month, ctx, found)
-    reading = dash.looks.reading(ctx)
+    reading = dash.looks.reading(ctx, start_cold=False)
+    found = reading.governed
+    # A fleet not read from AWS yet: FSx as a refresh found it, never read inside this request.
+    month = dash.this_month(ctx, aws=not reading.cold)
+    rows = fleet(dash, month, ctx, found, reading)
     if any(
         r["recorded_at"]
         and (look := reading.looks.get(r["key"])) is not None
@@ -104,14 +152,40 @@ def _build(dash: DashboardCore, ctx: Context, found: Sequence[Governed]) -> dict
     ):
         dash.looks.nudge(ctx)  # the engine wrote a record after its look (another process acted): read again
     sizes_at = reading.sizes_at
+    summary = fleet_summary(ctx, rows, month, now, found)
+    if FSX_NOT_READ in month.get("notes", []):
+        summary["fsx_per_month_text"] = "not read yet"
     return {
         "rows": rows,
-        "summary": fleet_summary(ctx, rows, month, now, found),
+        "summary": summary,
         "week": week(ctx, rows, now),
         "as_of": now.isoformat(),
         "as_of_text": when(now),
         "sizes_as_of": sizes_at.isoformat() if sizes_at else None,
         "paused": ctx.paused.line() if ctx.paused else None,
+        "from_store": reading.cold,
+        "problems": [str(p) for p in reading.problems],
+    }
+
+
+def refresh_state(dash: DashboardCore) -> dict[str, Any]:
+    """The shared refresh as this request finds it (not kept with the rows: it moves every second)."""
+    looks = dash.looks
+    progress = looks.progress
+    failure = looks.failure
+    if progress is not None:
+        text = f"reading the fleet from AWS now: {progress.done:,} of {progress.total:,} clusters"
+    elif looks.refreshing:
+        text = "reading the fleet from AWS now"
+    else:
+        text = None
+    return {
+        "refreshing": looks.refreshing,
+        "done": progress.done if progress is not None else None,
+        "total": progress.total if progress is not None else None,
+        "refreshed_at": looks.refreshed_at.isoformat() if looks.refreshed_at is not None else None,
+        "failure": failure,
+        "text": text,
     }
 
 
@@ -132,6 +206,7 @@ def fleet_page(dash: DashboardCore, query: FleetQuery | None = None) -> dict[str
         "as_of_age": _ago(now - datetime.fromisoformat(doc["as_of"])),
         "sizes_text": f"cluster sizes as of {clock_hm(sizes_at)}, {_ago(now - sizes_at)}" if sizes_at else None,
         "refresh_failure": dash.looks.failure,
+        "refresh": refresh_state(dash),
         "facets": facets(rows),
         "transitions_listed": listed(summary["transitions"]),
         "unpriced_listed": listed(doc["summary"]["unpriced"], 5),

@@ -14,6 +14,7 @@ from hyperpod_scheduler import __version__
 from hyperpod_scheduler.app import report as reports
 from hyperpod_scheduler.app import wording
 from hyperpod_scheduler.app.compose import Context
+from hyperpod_scheduler.app.looks import Looks
 from hyperpod_scheduler.cost.settings import CostSettings
 from hyperpod_scheduler.inputs import files
 from hyperpod_scheduler.web.places import Place
@@ -65,7 +66,11 @@ def write_html_report(
     The savings are the same computation as ``report`` prints; ``with_fsx=False`` is ``--no-fsx``,
     ``settings`` the report's cost settings (``--prices``, ``--price-source``)."""
     dash = Dashboard(
-        now=ctx.now, file_systems=None if with_fsx else reports.none_found, fixed_context=ctx, cost=settings
+        now=ctx.now,
+        file_systems=None if with_fsx else reports.none_found,
+        fixed_context=ctx,
+        cost=settings,
+        looks=Looks(cold_first=False),  # a file written once: every cluster read now, none shown from the store
     )
     html = render_report(dash, since, until)
     return files.write_text(path, html, "--html")  # atomic; never over a device, a FIFO or a link

@@ -9,6 +9,7 @@ functions in its own module (``fleet_view``, ``tonight``, ``cluster_view``, ``ma
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Sequence
 from datetime import datetime, tzinfo
@@ -16,6 +17,7 @@ from typing import Any
 
 from hyperpod_scheduler.app.compose import Context
 from hyperpod_scheduler.engine.fleet import Governed, ref_for
+from hyperpod_scheduler.errors import HyperpodSchedulerError
 from hyperpod_scheduler.web import approval_page, cluster_view, fleet_view, manual, savings_view, schedules_view
 from hyperpod_scheduler.web import grid as grids
 from hyperpod_scheduler.web.core import ACTIONS, DashboardCore, NotFound, Refused
@@ -40,6 +42,17 @@ class Dashboard(DashboardCore):
 
     def fleet_page(self, query: FleetQuery | None = None) -> dict[str, Any]:
         return fleet_view.fleet_page(self, query)
+
+    def prewarm(self) -> None:
+        """A refresh has ended: the rows built again now, in its thread, for the next viewer."""
+        fleet_view.prewarm(self)
+
+    def warm(self) -> None:
+        """The dashboard starting: the fleet's first refresh begins now, beside the server, so a person
+        seldom meets rows not read yet. A config or store that cannot be read is said by the first
+        request, not here."""
+        with contextlib.suppress(HyperpodSchedulerError, OSError, ValueError):
+            self.looks.warm(self.context(), then=self.prewarm)
 
     def fleet_json(self, query: FleetQuery | None = None) -> tuple[bytes, int, int]:
         """``/api/fleet``: every row (no query), or the page of them ``query`` asks for, as JSON, with how

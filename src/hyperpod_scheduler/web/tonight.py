@@ -7,6 +7,7 @@ from typing import Any
 
 from hyperpod_scheduler.app.actions import kept_why
 from hyperpod_scheduler.app.compose import Context
+from hyperpod_scheduler.app.looks import NotLookedAt
 from hyperpod_scheduler.app.status import StatusRow, last_stop_kept
 from hyperpod_scheduler.app.wording import clock, count_of, when
 from hyperpod_scheduler.cost.prices import group_price
@@ -48,12 +49,8 @@ def tonight(
     begin, end = stretch
     known = kept_tonight(ctx, r, forecast)
     if known is None:  # no forecast, and no stop ran to say what one keeps: not known, and said so
-        unknown = _bill(
-            schedule,
-            now,
-            None,
-            "cannot describe the cluster now, and no stop has run: what its stop keeps is not known",
-        )
+        unread = "not looked at yet" if isinstance(forecast, NotLookedAt) else "cannot describe the cluster now"
+        unknown = _bill(schedule, now, None, f"{unread}, and no stop has run: what its stop keeps is not known")
         return {**unknown, "bills": None}
     kept, why = known
     if not isinstance(forecast, Exception) and forecast.outcome in ("blocked", "refused"):
@@ -101,7 +98,8 @@ def kept_tonight(
             }
             for b in billing
         ]
-        return kept, "as the last stop kept them (cannot describe the cluster now)"
+        unread = "not looked at yet" if isinstance(forecast, NotLookedAt) else "cannot describe the cluster now"
+        return kept, f"as the last stop kept them ({unread})"
     prices = ctx.prices()
     kept = []
     for k in forecast.kept:

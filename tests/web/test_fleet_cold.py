@@ -1,0 +1,157 @@
+"""The Fleet page of a dashboard just started (issue 30): its first request answers from the store at
+once, with no AWS call, and says so on every cluster; the shared refresh beside it reads the fleet, and
+what it read is what later requests show; one cluster AWS does not answer for is said, since when."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import urlparse
+
+from fastapi.testclient import TestClient
+
+from hyperpod_scheduler.app.looks import Looks
+from hyperpod_scheduler.app.wording import when
+from hyperpod_scheduler.emulator import in_process
+from hyperpod_scheduler.store import open_store
+from hyperpod_scheduler.web import Dashboard, create_app
+from tests.web.fleet import DemoFleet
+
+
+@contextmanager
+def emulator_calls(fleet: DemoFleet) -> Iterator[Counter[str]]:
+    """Every AWS call the emulator answers in this process (SageMaker, FSx, S3), by operation."""
+    calls: Counter[str] = Counter()
+    netloc = urlparse(fleet.emu.endpoint).netloc
+
+    def counted(method: str, path: str, headers: Mapping[str, str], body: bytes) -> Any:
+        target = next((v for k, v in headers.items() if k.lower() == "x-amz-target"), None)
+        calls[target.rsplit(".", 1)[-1] if target else f"{method} {path.split('?')[0]}"] += 1
+        return fleet.emu.answer(method, path, headers, body)
+
+    in_process.answer_at(netloc, counted)
+    try:
+        yield calls
+    finally:
+        in_process.answer_at(netloc, fleet.emu.answer)
+
+
+def _later(fleet: DemoFleet) -> tuple[Dashboard, list[Callable[[], None]]]:
+    """A dashboard whose work beside requests waits until the test runs it (no thread, no timing)."""
+    pending: list[Callable[[], None]] = []
+    return dataclasses.replace(fleet.dashboard(None), looks=Looks(spawn=pending.append, cold_first=True)), pending
+
+
+def _run(pending: list[Callable[[], None]]) -> None:
+    while pending:
+        pending.pop(0)()
+
+
+def test_the_first_request_makes_no_aws_call_and_marks_every_row_as_the_stores(fleet: DemoFleet) -> None:
+    dash, pending = _later(fleet)
+    client = TestClient(create_app(dash, allowed_hosts=["testserver"]))
+    try:
+        with emulator_calls(fleet) as calls:
+            rows = client.get("/api/fleet").json()
+            page = client.get("/").text
+        assert calls == Counter()  # not one call, per cluster or otherwise: the refresh waits beside
+        assert pending  # the shared refresh, started by the first request
+        assert sorted(r["cluster"] for r in rows) == sorted(fleet.names)
+        with open_store(str(fleet.state)) as store:
+            for row in rows:
+                record = store.get(row["key"])
+                assert record is not None
+                known = (record.reads.sizes_as_of if record.reads else None) or record.updated_at
+                assert row["freshness"] == {
+                    "source": "store",
+                    "fresh": False,
+                    "as_of": known.isoformat(),
+                    "looked_at": None,
+                    "reachable": True,
+                    "unreachable_since": None,
+                    "refreshing": True,
+                    "text": f"as of {when(known)} from the store; refreshing now",
+                }
+                # What a stop keeps is not read inside the request: said as not read, never guessed.
+                assert "cannot describe" not in row["tonight"]["why"]
+                if "kept" in row["tonight"]["why"]:
+                    assert row["tonight"]["why"].endswith("as the last stop kept them (not looked at yet)")
+        assert "reading the fleet from AWS now" in page
+        assert 'marked "from the store"' in page
+        assert page.count("from the store; refreshing now") == len(fleet.names)
+    finally:
+        _run(pending)
+        dash.close()
+
+
+def test_after_the_refresh_the_page_shows_what_it_read(fleet: DemoFleet) -> None:
+    dash, pending = _later(fleet)
+    client = TestClient(create_app(dash, allowed_hosts=["testserver"]))
+    try:
+        assert all(r["freshness"]["source"] == "store" for r in client.get("/api/fleet").json())
+        with emulator_calls(fleet) as calls:
+            _run(pending)  # the refresh, then the rows built again for the next viewer
+        assert calls["DescribeCluster"] == len(fleet.names)  # each cluster once, in the one refresh
+        with emulator_calls(fleet) as calls:
+            rows = client.get("/api/fleet").json()
+            page = client.get("/").text
+        assert calls == Counter()
+        assert not pending  # nothing stale: no second refresh
+        for row in rows:
+            look = dash.looks.look(next(g.ref for g in dash.looks.reading(dash.context()).governed
+                                        if g.ref.key == row["key"]))  # fmt: skip
+            assert look is not None and not look.failed
+            assert row["freshness"]["source"] == "aws" and row["freshness"]["fresh"] is True
+            assert row["freshness"]["looked_at"] == look.at.isoformat()
+            assert row["freshness"]["text"] == f"read from AWS at {when(look.at)}"
+            assert row["freshness"]["refreshing"] is False
+        assert "from the store" not in page and "reading the fleet from AWS now" not in page
+        assert client.get("/api/fleet/summary").json()["summary"]["fsx_per_month_text"] != "not read yet"
+    finally:
+        dash.close()
+
+
+def test_one_cluster_aws_does_not_answer_for_is_unreachable_since_then_and_the_others_are_read(
+    fleet: DemoFleet,
+) -> None:
+    down = "g5-dev"
+
+    def refuse(params: Mapping[str, Any], **_: Any) -> Any:
+        if json.loads(params["body"]).get("ClusterName") == down:  # the request as it would be sent
+            error = {"Error": {"Code": "ServiceUnavailable", "Message": "the endpoint is down"}}
+            return type("Http", (), {"status_code": 503, "headers": {}})(), {
+                **error, "ResponseMetadata": {"HTTPStatusCode": 503}
+            }  # fmt: skip
+        return None
+
+    dash, pending = _later(fleet)
+    client = TestClient(create_app(dash, allowed_hosts=["testserver"]))
+    events = fleet.client.meta.events
+    events.register("before-call.sagemaker.DescribeCluster", refuse, unique_id="cold-refuse")
+    try:
+        client.get("/api/fleet")
+        started = dash.now()
+        _run(pending)
+        fleet.emu.advance(30)  # a later request, within the minute: nothing read again
+        rows = {r["cluster"]: r for r in client.get("/api/fleet").json()}
+        page = client.get("/").text
+    finally:
+        events.unregister("before-call.sagemaker.DescribeCluster", unique_id="cold-refuse")
+        dash.close()
+    bad = rows.pop(down)
+    assert all(r["freshness"]["source"] == "aws" for r in rows.values())  # the others were read
+    since = bad["freshness"]["unreachable_since"]
+    assert since is not None and since >= started.isoformat()
+    assert bad["freshness"]["source"] == "store" and bad["freshness"]["reachable"] is False
+    assert bad["freshness"]["text"].startswith(f"AWS unreachable since {when(dash.looks.look(_ref(dash, down)).at)}")
+    assert bad["aws"]["reachable"] is False and bad["aws"]["failing_since"] == since
+    assert bad["flags"][0]["kind"] == "stale" and bad["flags"][0]["text"] == bad["aws"]["text"]
+    assert f'data-cluster="{down}"' in page and bad["aws"]["text"] in page
+
+
+def _ref(dash: Dashboard, name: str) -> Any:
+    return next(g.ref for g in dash.looks.reading(dash.context()).governed if g.ref.name == name)
