@@ -302,3 +302,77 @@ def test_two_targets_naming_one_cluster_through_two_credentials_govern_it_once_a
     assert [(g.ref.profile, g.ref.account) for g in fleet.governed()] == [(None, PROD)]
     [problem] = fleet.problems
     assert "profile 'prod'" in str(problem) and "name it once" in str(problem)
+
+
+TWO_CREDENTIALS_NAME_ONE_CLUSTER_DUE = f"""
+defaults: {{schedule: "{OFFICE}"}}
+targets:
+  - region: us-east-1
+    clusters: [solo]
+  - region: us-east-1
+    profile: prod
+    clusters: [solo]
+    policy: {{release_scarce_capacity: true}}
+"""
+
+
+@pytest.mark.parametrize("order", ["as configured", "reversed"])
+def test_two_targets_naming_one_cluster_race_no_policy_on_the_first_tick(accounts: Accounts, order: str) -> None:
+    # As above, but the stop is due on the very first tick, before either reach's account is known: the
+    # first target keeps scarce capacity and the second releases it. Both turns looking at once and each
+    # acting by its own policy would release the P5s against the first target's; the second must wait
+    # for its account to be known and then be said, never act. (The default concurrency, 8, has both
+    # turns in flight together; reversed, the second target's turn comes first.)
+    accounts.create(PROD, "solo", p5_request("solo"))
+    text = TWO_CREDENTIALS_NAME_ONE_CLUSTER_DUE
+    if order == "reversed":  # the turns' order must not decide it: the config's order does
+        ctx, _ = accounts.context(text)
+        governed = list(reversed(ctx.fleet().governed()))
+        ctx.tick(governed)
+    else:
+        ctx, _ = accounts.context(text)
+        _tick(ctx)
+    assert accounts.targets(PROD, "solo")["gpu"] == 2, "the second target's policy released the first's P5s"
+    fleet = ctx.fleet()
+    assert [(g.ref.profile, g.ref.account) for g in fleet.governed()] == [(None, PROD)]
+    [problem] = fleet.problems
+    assert "profile 'prod'" in str(problem) and "name it once" in str(problem)
+    _tick(ctx)  # and on: still the first target's policy only
+    assert accounts.targets(PROD, "solo")["gpu"] == 2
+
+
+ONE_TARGET = """
+defaults: {schedule: "Mon-Fri 08:00-18:00 UTC"}
+targets:
+  - region: us-east-1
+    clusters: [solo]
+"""
+
+
+def test_a_target_added_before_a_known_one_holds_both_until_the_config_order_decides(accounts: Accounts) -> None:
+    # 'solo' has been governed by the default credentials' target (its account known). A target naming it
+    # through the profile prod is added ahead of it in the config (enforced, so its schedule's stop is due
+    # although the cluster ran by the old one): neither may act until prod's first look says they are
+    # one cluster; then the first in the config (prod) governs it, in the same tick.
+    accounts.create(PROD, "solo", p5_request("solo"))
+    ctx, _ = accounts.context(ONE_TARGET.replace("Mon-Fri 08:00-18:00", "Mon-Sun 00:00-23:59"))
+    _tick(ctx)  # running, as wanted: only the account is learned
+    added = ctx.reconfigured(
+        parse_config(
+            yaml.safe_load(
+                ONE_TARGET.replace(
+                    "targets:\n",
+                    "targets:\n  - region: us-east-1\n    profile: prod\n    clusters: [solo]\n"
+                    "    policy: {release_scarce_capacity: true}\n    enforced: true\n",
+                )
+            ),
+            "test.yaml",
+        )
+    )
+    governed = added.fleet().governed()
+    assert [(g.ref.profile, g.looks_first) for g in governed] == [("prod", True), (None, True)]
+    results = added.tick(governed)
+    assert accounts.targets(PROD, "solo")["gpu"] == 0  # prod's policy releases it: prod is first now
+    assert [r.kind for r in results] == ["sent", "skip"]
+    assert "name it once" in results[1].message
+    assert [(g.ref.profile, g.ref.account) for g in added.fleet().governed()] == [("prod", PROD)]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -234,16 +234,52 @@ class Context:
         from hyperpod_scheduler.engine.fleet import tick
 
         defaults = self.config.defaults
-        return tick(
-            engine or self.engine(),
-            governed,
-            self.now(),
-            dry_run=dry_run,
-            ready_by=defaults.ready_by,
-            concurrency=defaults.concurrency,
-            dashboard_url=self.config.notifications.dashboard_url,
-            pool=pool,
-        )
+        governed = list(governed)
+
+        def run(these: Sequence[Governed]) -> list[Result]:
+            return tick(
+                engine or self.engine(),
+                these,
+                self.now(),
+                dry_run=dry_run,
+                ready_by=defaults.ready_by,
+                concurrency=defaults.concurrency,
+                dashboard_url=self.config.notifications.dashboard_url,
+                pool=pool,
+            )
+
+        results = run(governed)
+        looked = [i for i, g in enumerate(governed) if g.looks_first and results[i].kind == "waiting"]
+        if looked and not dry_run:
+            self._after_first_looks(governed, results, looked, run)
+        return results
+
+    def _after_first_looks(
+        self,
+        governed: list[Governed],
+        results: list[Result],
+        looked: list[int],
+        run: Callable[[Sequence[Governed]], list[Result]],
+    ) -> None:
+        """Two targets naming one cluster name in a region took a first look (``Governed.looks_first``):
+        their accounts are known now, so the fleet is resolved again and the config's order decides, in
+        this same tick, which of them acts. One the other target governs is said (``fleet.problems``)."""
+        from hyperpod_scheduler.engine.identity import reach_of
+        from hyperpod_scheduler.engine.ref import Result
+
+        fleet = self.fleet()
+        again = {reach_of(g.ref): g for g in fleet.governed()}
+        ready: list[tuple[int, Governed]] = []
+        for i in looked:
+            reach = reach_of(governed[i].ref)
+            g = again.get(reach)
+            if g is None:
+                why = next((p.why for p in fleet.problems if str(reach) in p.why), "another target governs it")
+                results[i] = Result(governed[i].ref.name, "skip", why)
+            elif not g.looks_first:
+                ready.append((i, g))
+        for (i, g), result in zip(ready, run([g for _, g in ready]) if ready else [], strict=True):
+            governed[i], results[i] = g, result
 
     def lead_for(self, g: Governed) -> Lead:
         """How early a ready-by start is issued for ``g``, and why."""

@@ -100,7 +100,9 @@ def governed_in_account(job: TargetJob, ctx: Context) -> list[Governed]:
     explicit = _explicit(job)
     return [
         dataclasses.replace(
-            g, ref=ref_for(g.ref.name, g.ref.region or job.region, account=job.account).governed(g.ref.settings)
+            g,
+            ref=ref_for(g.ref.name, g.ref.region or job.region, account=job.account).governed(g.ref.settings),
+            looks_first=False,  # the job names the account: no first look decides whose cluster it is
         )
         for g in ctx.fleet().governed()
         if job.governs(g.ref.name, g.ref.name in explicit)

@@ -66,6 +66,11 @@ class Governed:
     schedule_label: str
     schedule: Schedule
     enforced: bool
+    # Another target names a cluster of this name in this region and the account of one of the two (this
+    # one, or one before it in the config) is not known yet: they may be one cluster, which the first of
+    # them in the config governs. Until that is known, this turn only looks (learns the account) and
+    # acts in no one's name: the turns' order or a race between them must never pick the policy.
+    looks_first: bool = False
 
     @property
     def policy(self) -> Policy:
@@ -173,7 +178,7 @@ class Fleet:
             why = f"{reach_of(g.ref)} reaches account {g.ref.account}'s cluster, which {owner} governs: name it once"
             self.problems.append(Skipped(f"cluster '{g.ref.name}'", why, g.ref.name))
         unknown, kept = {(g.ref.region, g.ref.name) for g in named if g.ref.account is None}, {id(g) for g in named}
-        return [
+        once = [
             g
             for g in found
             if id(g) in kept
@@ -181,6 +186,22 @@ class Fleet:
                 reach_of(g.ref) in self._tagged and g.ref.key not in first and (g.ref.region, g.ref.name) not in unknown
             )
         ]
+        return self._looks_first(once)
+
+    def _looks_first(self, governed: list[Governed]) -> list[Governed]:
+        """Named namesakes (two targets, one name, one region) whose sameness is not known yet: each
+        one whose own account, or the account of one named before it, is unknown only looks this turn."""
+        seen: dict[tuple[str | None, str], bool] = {}  # (region, name) -> an account so far unknown
+        out = []
+        for g in governed:
+            if not g.ref.namesakes or reach_of(g.ref) in self._tagged:
+                out.append(g)
+                continue
+            where = (g.ref.region, g.ref.name)
+            open_before = seen.get(where, False)
+            seen[where] = open_before or g.ref.account is None
+            out.append(dataclasses.replace(g, looks_first=True) if open_before or g.ref.account is None else g)
+        return out
 
     def _target(self, i: int, target: Target, out: dict[Reach, Governed]) -> None:
         for entry in target.clusters:
@@ -341,6 +362,8 @@ def tick(
                 "approval",
                 lambda: image_approval.ask_if_due(engine, g.ref, g.schedule, now, dashboard_url),
             )
+        if g.looks_first:
+            return first_look(engine, g, now, dry_run)
         failed = caught(engine, g.ref, now, None, one_turn)
         if failed is None and not dry_run:
             if g.policy.approve_release:
@@ -355,6 +378,24 @@ def tick(
 
 
 Pool = Callable[[Callable[[Governed], Result], Sequence[Governed]], list[Result]]
+
+
+def first_look(engine: Engine, g: Governed, now: datetime, dry_run: bool) -> Result:
+    """A ``looks_first`` turn: the account learned (one DescribeCluster, unless known), nothing acted on.
+    ``app.compose.Context.tick`` then resolves the fleet again and runs the turns the config's order now
+    decides, in the same tick."""
+    learned: list[ClusterRef] = []
+    failed = caught(engine, g.ref, now, None, lambda: learned.append(engine.identify(g.ref, dry_run=dry_run)[0]))
+    if failed is not None:
+        return failed
+    others = ", ".join(f"profile '{p}'" if p else "the default credentials" for p in g.ref.namesakes)
+    account = learned[0].account or "not known yet"
+    return Result(
+        g.ref.name,
+        "waiting",
+        f"account {account}; another target names '{g.ref.name}' in {g.ref.region} too ({others}): acting "
+        "once the config's order says which target governs it",
+    )
 
 
 def threads(concurrency: int) -> Pool:
