@@ -316,3 +316,12 @@ def test_report_tells_two_namesakes_apart(two: Two) -> None:
     ids = re.findall(r'<section class="cluster" id="([^"]+)"', html)
     assert len(ids) == 2 and len(set(ids)) == 2, ids
     assert all(f'href="#{i}"' in html for i in ids), ids
+
+
+def test_a_hold_reason_too_long_or_with_an_escape_code_is_refused_in_one_line_and_nothing_is_held(two: Two) -> None:
+    too_long = ("y" * 2001, "--reason: 2,001 characters, at most 500 allowed")
+    for reason, said in (too_long, ("a\nb", "control character")):
+        refused = two.run("hold", "train", "--profile", "prod", "--reason", reason)
+        assert refused.code == 2 and said in refused.one_error_line()
+    history = two.run("history", "train", "--profile", "prod", "-o", "json")
+    assert '"hold"' not in history.out

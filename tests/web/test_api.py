@@ -274,3 +274,22 @@ def test_a_tag_selected_fleet_is_read_once_for_every_page_request(fleet: DemoFle
             events.unregister(f"before-call.sagemaker.{op}", unique_id=f"count-{op}")
     rows = client.get("/api/fleet").json()
     assert {r["cluster"] for r in rows} == set(fleet.names)  # the tags are what governs them here
+
+
+@pytest.mark.parametrize(
+    ("reason", "said"),
+    [
+        ("x" * 501, "reason: 501 characters, at most 500 allowed"),
+        ("ok\x1b[2Jgone", "reason: holds a control character"),
+    ],
+)
+def test_a_hold_reason_too_long_or_with_an_escape_code_is_a_one_line_400_and_no_hold(
+    fleet: DemoFleet, reason: str, said: str
+) -> None:
+    before = _status(fleet)["g5-dev"]["hold"]
+    answer = _client(fleet).post(
+        "/api/clusters/g5-dev/hold", json={"state": "running", "reason": reason, "by": "ana"}, headers=AUTH
+    )
+    assert answer.status_code == 400
+    assert answer.json()["error"].startswith(said) and "\n" not in answer.json()["error"]
+    assert _status(fleet)["g5-dev"]["hold"] == before

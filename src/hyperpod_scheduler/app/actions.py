@@ -9,6 +9,7 @@ record remembers, the approval guard, a blocked or refused stop, and the floor's
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -184,6 +185,22 @@ def check_hold(
     if end is not None and end <= now:
         raise UsageError(f"{until_field}: {until!r} is not in the future")
     return ("running" if state == "running" else "stopped"), end
+
+
+MAX_REASON = 500  # characters: a line in the history and a notice, not a document
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
+
+
+def check_reason(reason: str, field: str) -> str:
+    """A person's reason for a hold (the CLI's ``--reason``, the dashboard's field), as recorded, or a
+    one-line error naming the face's field. Refused rather than cut or cleaned: what the history keeps is
+    what was typed. Control characters (a terminal escape, a newline forging a second history line) never
+    reach the history, a terminal or a notice."""
+    if len(reason) > MAX_REASON:
+        raise UsageError(f"{field}: {len(reason):,} characters, at most {MAX_REASON} allowed")
+    if _CONTROL.search(reason):
+        raise UsageError(f"{field}: holds a control character (an escape code or a line break); type plain text")
+    return reason.strip()
 
 
 def act_now(

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from hyperpod_scheduler.app.actions import act_now, change_text, check_hold, nothing_text, start_forecast, stop_forecast
+from hyperpod_scheduler.app.actions import (
+    act_now,
+    change_text,
+    check_hold,
+    check_reason,
+    nothing_text,
+    start_forecast,
+    stop_forecast,
+)
 from hyperpod_scheduler.app.compose import Context
 from hyperpod_scheduler.app.wording import when
 from hyperpod_scheduler.cost.prices import group_price
@@ -126,7 +134,7 @@ def _act(
     now = ctx.now()
     if action == "hold":
         kept, end = check_hold(hold_state, until, now, state_field="state", until_field="until")
-        engine.set_hold(g.ref, kept, end, reason or "dashboard")
+        engine.set_hold(g.ref, kept, end, check_reason(reason or "", "reason") or "dashboard")
         message = f"held {kept}" + (f" until {end.isoformat()}" if end else " until released")
         return {"cluster": name, "action": action, "kind": "ok", "message": message, "by": who}
     if action == "release":
