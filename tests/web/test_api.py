@@ -293,3 +293,12 @@ def test_a_hold_reason_too_long_or_with_an_escape_code_is_a_one_line_400_and_no_
     assert answer.status_code == 400
     assert answer.json()["error"].startswith(said) and "\n" not in answer.json()["error"]
     assert _status(fleet)["g5-dev"]["hold"] == before
+
+
+def test_a_stop_reason_with_an_escape_code_is_a_one_line_400_and_nothing_is_sent(fleet: DemoFleet) -> None:
+    before = _client(fleet).get("/api/clusters/g5-dev").json()["history"]
+    answer = _client(fleet).post(
+        "/api/clusters/g5-dev/stop", json={"by": "ops", "reason": "\x1b]0;pwned\x07"}, headers=AUTH
+    )
+    assert answer.status_code == 400 and answer.json()["error"].startswith("reason: holds a control character")
+    assert _client(fleet).get("/api/clusters/g5-dev").json()["history"] == before

@@ -146,7 +146,7 @@ def _act(
             "message": "released" if released else "no hold to release",
             "by": who,
         }
-    said = (reason or "").strip()[:500]
+    said = check_reason(reason or "", "reason")
     shown = preview(dash, name, action, place)
     result = act_now(
         engine, g.ref, action, now, source="dashboard", reason=f"dashboard: {said}" if said else "dashboard"
