@@ -304,16 +304,8 @@ def test_two_targets_naming_one_cluster_through_two_credentials_govern_it_once_a
     assert "profile 'prod'" in str(problem) and "name it once" in str(problem)
 
 
-TWO_CREDENTIALS_NAME_ONE_CLUSTER_DUE = f"""
-defaults: {{schedule: "{OFFICE}"}}
-targets:
-  - region: us-east-1
-    clusters: [solo]
-  - region: us-east-1
-    profile: prod
-    clusters: [solo]
-    policy: {{release_scarce_capacity: true}}
-"""
+# The same two targets with the office schedule: its stop is due at once.
+TWO_CREDENTIALS_NAME_ONE_CLUSTER_DUE = TWO_CREDENTIALS_NAME_ONE_CLUSTER.replace("Mon-Sun 00:00-23:59 UTC", OFFICE)
 
 
 @pytest.mark.parametrize("order", ["as configured", "reversed"])
