@@ -10,6 +10,7 @@ role with the role's account, so a worker that assumed the wrong role reaches th
 from __future__ import annotations
 
 import json
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -46,6 +47,22 @@ def fleet_yaml(accounts: tuple[str, ...] = ACCOUNTS, regions: tuple[str, ...] = 
             if region == "us-east-1":
                 lines.append("    tag_selector: true")
     return "\n".join(lines) + "\n"
+
+
+class PacedClock:
+    """A monotonic clock that only sleeping moves (thread-safe: a worker's turns share it)."""
+
+    def __init__(self) -> None:
+        self._at = 0.0
+        self._lock = threading.Lock()
+
+    def now(self) -> float:
+        with self._lock:
+            return self._at
+
+    def sleep(self, seconds: float) -> None:
+        with self._lock:
+            self._at += max(0.0, seconds)
 
 
 @dataclass
@@ -89,6 +106,10 @@ class FleetWorld:
         return client
 
     def runtime(self) -> Runtime:
+        # The run's token buckets (deploy.throttle) wait on a clock of their own that their sleeps move:
+        # each call still waits its turn, in order, as in production, but no test sleeps for real (the
+        # parity tests slept 6.5 s each). tests/deploy/test_throttle.py times the buckets themselves.
+        paced = PacedClock()
         return Runtime(
             table=TABLE,
             config_location=config_store.Location("dynamodb", TABLE),
@@ -96,6 +117,8 @@ class FleetWorld:
             sagemaker_for=self.sagemaker_for,
             now=lambda: self.now,
             out=self.out.append,
+            monotonic=paced.now,
+            sleep=paced.sleep,
         )
 
     queue_url: str = ""
