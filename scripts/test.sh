@@ -59,6 +59,7 @@ beside() {  # beside NAME COMMAND...: start it; finish_beside waits for it and r
   beside_name="$1"
   shift
   beside_log=$(mktemp)
+  trap 'rm -f "$beside_log" "$beside_log.rc"' EXIT  # an interrupted or killed run leaves no log behind
   echo "== $beside_name: started, beside the next stage (its output follows when both have ended)"
   (
     started=$SECONDS

@@ -325,3 +325,25 @@ def test_a_hold_reason_too_long_or_with_an_escape_code_is_refused_in_one_line_an
         assert refused.code == 2 and said in refused.one_error_line()
     history = two.run("history", "train", "--profile", "prod", "-o", "json")
     assert '"hold"' not in history.out
+
+
+def test_a_first_tick_that_finds_two_targets_naming_one_cluster_says_why_it_exits_1(two: Two) -> None:
+    # A second profile reaches prod's account: two targets name prod's 'train'. On the first tick the two
+    # accounts are learned and the second target is a problem (exit 1): that tick must say so on stderr,
+    # as every later tick does, not exit 1 with nothing said.
+    prod = two.emus[PROD].endpoint
+    config = two.tmp / "aws-config"
+    config.write_text(
+        config.read_text()
+        + "[profile alias]\nregion = us-east-1\naws_access_key_id = t\naws_secret_access_key = t\n"
+        + f"endpoint_url = {prod}\n"
+    )
+    (two.tmp / "config.yaml").write_text(
+        'defaults: {schedule: "Mon-Fri 08:00-18:00 UTC"}\n'
+        "targets:\n"
+        "  - {region: us-east-1, profile: prod, clusters: [train]}\n"
+        "  - {region: us-east-1, profile: alias, clusters: [train]}\n"
+    )
+    first, second = two.run("tick"), two.run("tick")
+    assert second.code == 1 and "name it once" in second.err
+    assert first.code == 1 and "name it once" in first.err, first

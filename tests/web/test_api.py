@@ -302,3 +302,46 @@ def test_a_stop_reason_with_an_escape_code_is_a_one_line_400_and_nothing_is_sent
     )
     assert answer.status_code == 400 and answer.json()["error"].startswith("reason: holds a control character")
     assert _client(fleet).get("/api/clusters/g5-dev").json()["history"] == before
+
+
+@pytest.mark.parametrize("action", ["hold", "stop"])
+def test_a_by_with_an_escape_code_or_a_line_break_is_a_one_line_400_and_nothing_is_recorded(
+    fleet: DemoFleet, action: str
+) -> None:
+    # `by` goes into the history's actor and every notice of the action, as a reason does: the same check.
+    before = _client(fleet).get("/api/clusters/g5-dev").json()["history"]
+    body = {"state": "running", "reason": "ok", "by": "eve\x1b[2J\nforged line"}
+    answer = _client(fleet).post(f"/api/clusters/g5-dev/{action}", json=body, headers=AUTH)
+    assert answer.status_code == 400 and answer.json()["error"].startswith("by: holds a control character")
+    assert _client(fleet).get("/api/clusters/g5-dev").json()["history"] == before
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [
+        "ok\u202egnp.exe",  # a right-to-left override reorders what follows (inputs.text: "Trojan Source")
+        "one\u2028two",  # a line separator: two lines to str.splitlines and to most renderers
+        "one\x85two",  # NEL, a C1 line break
+        "ok\x9b2Jgone",  # CSI, the C1 form of ESC [
+    ],
+)
+def test_a_reason_with_a_unicode_control_character_is_refused_as_an_ascii_one_is(fleet: DemoFleet, reason: str) -> None:
+    before = _status(fleet)["g5-dev"]["hold"]
+    answer = _client(fleet).post(
+        "/api/clusters/g5-dev/hold", json={"state": "running", "reason": reason, "by": "ana"}, headers=AUTH
+    )
+    assert answer.status_code == 400 and answer.json()["error"].startswith("reason: holds a control character")
+    assert _status(fleet)["g5-dev"]["hold"] == before
+
+
+def test_a_reason_in_any_script_with_an_emoji_is_kept_as_typed(fleet: DemoFleet) -> None:
+    answer = _client(fleet).post(
+        "/api/clusters/g5-dev/hold",
+        json={"state": "running", "reason": "Überstunden 残業 🚀", "by": "ana"},
+        headers=AUTH,
+    )
+    assert answer.status_code == 200
+    [line] = _client(fleet).get("/api/clusters/g5-dev").json()["history"][:1]
+    assert line["detail"]["reason"] == "Überstunden 残業 🚀"
+    released = _client(fleet).post("/api/clusters/g5-dev/release", json={"by": "ana"}, headers=AUTH)
+    assert released.status_code == 200  # the module's fleet is shared: leave it as found

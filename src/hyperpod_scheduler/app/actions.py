@@ -9,7 +9,6 @@ record remembers, the approval guard, a blocked or refused stop, and the floor's
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -26,6 +25,7 @@ from hyperpod_scheduler.engine.start_forecast import StartForecast
 from hyperpod_scheduler.engine.start_forecast import forecast as start_forecast_of
 from hyperpod_scheduler.engine.stop_forecast import GroupForecast, StopForecast, forecast
 from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
+from hyperpod_scheduler.inputs.text import unsafe_in_line
 from hyperpod_scheduler.schedule import Schedule
 from hyperpod_scheduler.store.records import ClusterRecord
 
@@ -188,7 +188,6 @@ def check_hold(
 
 
 MAX_REASON = 500  # characters: a line in the history and a notice, not a document
-_CONTROL = re.compile("[\x00-\x1f\x7f]")
 
 
 def check_reason(reason: str, field: str) -> str:
@@ -198,7 +197,7 @@ def check_reason(reason: str, field: str) -> str:
     reach the history, a terminal or a notice."""
     if len(reason) > MAX_REASON:
         raise UsageError(f"{field}: {len(reason):,} characters, at most {MAX_REASON} allowed")
-    if _CONTROL.search(reason):
+    if unsafe_in_line(reason):  # what the CLI would escape: C0, DEL, C1, separators, bidi marks
         raise UsageError(f"{field}: holds a control character (an escape code or a line break); type plain text")
     return reason.strip()
 

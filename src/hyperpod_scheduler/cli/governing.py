@@ -39,3 +39,11 @@ def governed_clusters(ctx: Context, config: str | None, command: str) -> list[Go
     for problem in ctx.fleet().problems:
         error_line(str(problem))
     return governed
+
+
+def said_after_tick(ctx: Context, said: set[str]) -> None:
+    """The problems the tick found that were not said before it (``said``): two targets' first looks
+    (``Context.tick``) may show they name one cluster, which is then a problem of this very tick."""
+    for problem in ctx.fleet().problems:
+        if str(problem) not in said:
+            error_line(str(problem))

@@ -334,6 +334,8 @@ def tick(
         return known[1]
 
     def one(g: Governed) -> Result:
+        if g.looks_first:  # before the approvals too: this turn acts in no target's name, asks nothing
+            return first_look(engine, g, now, dry_run)
         outcome: list[Result] = []
 
         def one_turn() -> None:
@@ -362,8 +364,6 @@ def tick(
                 "approval",
                 lambda: image_approval.ask_if_due(engine, g.ref, g.schedule, now, dashboard_url),
             )
-        if g.looks_first:
-            return first_look(engine, g, now, dry_run)
         failed = caught(engine, g.ref, now, None, one_turn)
         if failed is None and not dry_run:
             if g.policy.approve_release:

@@ -33,6 +33,12 @@ def clean(text: str, *, one_line: bool = False) -> str:
     return (_UNSAFE_IN_LINE if one_line else _UNSAFE).sub(_escape, text)
 
 
+def unsafe_in_line(text: str) -> bool:
+    """Whether ``text`` holds anything ``clean(text, one_line=True)`` escapes: a control character (C0
+    with tab and newline, DEL, C1), a line or paragraph separator, a bidirectional mark, a lone surrogate."""
+    return _UNSAFE_IN_LINE.search(text) is not None or _SURROGATES.search(text) is not None
+
+
 def unsafe(text: str) -> bool:
     """Whether ``clean`` would change ``text`` (cheaper than cleaning: most text has nothing to escape)."""
     return _UNSAFE.search(text) is not None or _SURROGATES.search(text) is not None

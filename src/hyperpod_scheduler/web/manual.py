@@ -129,7 +129,7 @@ def _act(
     place: Place,
 ) -> dict[str, Any]:
     g = dash.governed(ctx, name, place)
-    who = f"dashboard:{(by or 'anonymous').strip()[:64]}"
+    who = f"dashboard:{(check_reason(by or '', 'by') or 'anonymous')[:64]}"
     engine = ctx.engine(actor=who)
     now = ctx.now()
     if action == "hold":
