@@ -411,12 +411,6 @@ targets:
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a namesake whose first look finds no cluster (ResourceNotFound) never learns its account, so the "
-    "other namesake stays looks_first ('waiting') on every tick and its due stop never happens, though a "
-    "reach that finds no such cluster cannot be the same cluster as the one the other reach found",
-)
 def test_a_namesake_that_finds_no_cluster_does_not_hold_the_others_stop_forever(accounts: Accounts) -> None:
     # A config shared by two accounts names 'train' in both; dev's has not been created (or was deleted).
     # Before fb1a4a8 prod's train was stopped on the first tick; now its turn only looks, tick after tick.
@@ -427,3 +421,19 @@ def test_a_namesake_that_finds_no_cluster_does_not_hold_the_others_stop_forever(
         assert kinds["dev/train"] == "error"  # ResourceNotFound, said every tick
         accounts.emus[PROD].advance(120)
     assert accounts.targets(PROD, "train")["workers"] == 0  # prod's own stop, by prod's own policy
+
+
+def test_a_namesake_whose_look_fails_holds_the_other_and_the_tick_says_so(accounts: Accounts) -> None:
+    # dev's look is not answered (every call a 500): whether dev's and prod's 'train' are one cluster is
+    # not known, so prod's stop waits, and says so, rather than act by a policy that may not be its.
+    accounts.create(PROD, "train", slurm_request("train", {"workers": ("ml.c5.xlarge", 4)}, role=ROLE))
+    accounts.create(DEV, "train", slurm_request("train", {"workers": ("ml.c5.xlarge", 4)}, role=ROLE))
+    accounts.emus[DEV].faults = {"error_rate": 1.0}
+    ctx, events = accounts.context(MISSING_FIRST)
+    kinds = _tick(ctx)
+    assert kinds == {"dev/train": "error", "prod/train": "waiting"}
+    assert accounts.targets(PROD, "train")["workers"] == 4
+    [said] = [e for e in events.events if e.kind == "waiting"]
+    assert "profile 'dev'" in said.message and "config's order" in said.message
+    accounts.emus[DEV].faults = {"error_rate": 0.0}  # dev answers again: two accounts, each its own stop
+    assert _tick(ctx) == {"dev/train": "sent", "prod/train": "sent"}

@@ -235,10 +235,11 @@ class Context:
 
         defaults = self.config.defaults
         governed = list(governed)
+        eng = engine or self.engine()
 
         def run(these: Sequence[Governed]) -> list[Result]:
             return tick(
-                engine or self.engine(),
+                eng,
                 these,
                 self.now(),
                 dry_run=dry_run,
@@ -251,7 +252,7 @@ class Context:
         results = run(governed)
         looked = [i for i, g in enumerate(governed) if g.looks_first and results[i].kind == "waiting"]
         if looked and not dry_run:
-            self._after_first_looks(governed, results, looked, run)
+            self._after_first_looks(governed, results, looked, run, eng)
         return results
 
     def _after_first_looks(
@@ -260,6 +261,7 @@ class Context:
         results: list[Result],
         looked: list[int],
         run: Callable[[Sequence[Governed]], list[Result]],
+        eng: Engine,
     ) -> None:
         """Two targets naming one cluster name in a region took a first look (``Governed.looks_first``):
         their accounts are known now, so the fleet is resolved again and the config's order decides, in
@@ -268,7 +270,13 @@ class Context:
         from hyperpod_scheduler.engine.ref import Result
 
         fleet = self.fleet()
-        again = {reach_of(g.ref): g for g in fleet.governed()}
+        # A namesake whose look found no cluster of its name cannot be the cluster the other found: it
+        # holds nobody back (an AccessDenied or a timeout still does: sameness is not known then).
+        fleet.absent = frozenset(reach_of(g.ref) for g, r in zip(governed, results, strict=True) if r.no_cluster)
+        try:
+            again = {reach_of(g.ref): g for g in fleet.governed()}
+        finally:
+            fleet.absent = frozenset()
         ready: list[tuple[int, Governed]] = []
         for i in looked:
             reach = reach_of(governed[i].ref)
@@ -278,6 +286,8 @@ class Context:
                 results[i] = Result(governed[i].ref.name, "skip", why)
             elif not g.looks_first:
                 ready.append((i, g))
+            else:  # a namesake's look failed (denied, unanswered): said, so a held stop is not silent
+                eng.emit(governed[i].ref, "waiting", results[i].message)
         for (i, g), result in zip(ready, run([g for _, g in ready]) if ready else [], strict=True):
             governed[i], results[i] = g, result
 

@@ -130,6 +130,9 @@ class Fleet:
         self.accounts = accounts
         self.schedules = load_schedules(config.schedules)
         self.problems: list[Skipped] = []  # what governed() left out, each with its reason
+        # Reaches whose first look this tick found no cluster of their name (``Context.tick`` sets it
+        # for the resolution after the first looks): they hold no namesake back.
+        self.absent: frozenset[Reach] = frozenset()
         self._tagged: set[Reach] = set()  # the ways of reaching clusters governed by a tag selector
 
     def _schedule(self, label: str | None, where: str) -> tuple[str, Schedule]:
@@ -199,7 +202,7 @@ class Fleet:
                 continue
             where = (g.ref.region, g.ref.name)
             open_before = seen.get(where, False)
-            seen[where] = open_before or g.ref.account is None
+            seen[where] = open_before or (g.ref.account is None and reach_of(g.ref) not in self.absent)
             out.append(dataclasses.replace(g, looks_first=True) if open_before or g.ref.account is None else g)
         return out
 
@@ -385,9 +388,18 @@ def first_look(engine: Engine, g: Governed, now: datetime, dry_run: bool) -> Res
     ``app.compose.Context.tick`` then resolves the fleet again and runs the turns the config's order now
     decides, in the same tick."""
     learned: list[ClusterRef] = []
-    failed = caught(engine, g.ref, now, None, lambda: learned.append(engine.identify(g.ref, dry_run=dry_run)[0]))
+    gone: list[bool] = []
+
+    def look() -> None:
+        try:
+            learned.append(engine.identify(g.ref, dry_run=dry_run)[0])
+        except ClientError as exc:
+            gone.append(exc.response.get("Error", {}).get("Code") == "ResourceNotFound")
+            raise
+
+    failed = caught(engine, g.ref, now, None, look)
     if failed is not None:
-        return failed
+        return dataclasses.replace(failed, no_cluster=any(gone))
     others = ", ".join(f"profile '{p}'" if p else "the default credentials" for p in g.ref.namesakes)
     account = learned[0].account or "not known yet"
     return Result(

@@ -114,3 +114,6 @@ class Result:
     # (waiting: refused while deep health checks run; sent again at the next look, not a failure)
     kind: str
     message: str
+    # A first look (``fleet.first_look``) that AWS answered with ResourceNotFound: no cluster of this
+    # name through this reach, so it cannot be the cluster a namesake target found.
+    no_cluster: bool = False
