@@ -10,11 +10,14 @@ import re
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
+from typing import Any
 
+import boto3
 import pytest
 from _pytest.mark.expression import Expression
 from hypothesis import settings
 
+from hyperpod_scheduler.aws.model import botocore_session
 from hyperpod_scheduler.emulator import in_process
 
 # No per-example deadline anywhere: an example's time depends on the machine's load (CI has 2 shared
@@ -28,6 +31,19 @@ RUN_SLOW_ENV = "HYPERPOD_SCHEDULER_RUN_SLOW"
 # Before any botocore session exists: every client can then be answered in process by an emulator
 # started with in_process=True (the sessions product code caches for the whole run included).
 in_process.install()
+
+
+def _default_session_on_shared_models(**kwargs: Any) -> None:
+    """boto3's default session (``boto3.client(...)``), on the process's shared service models. moto's
+    mock sets ``boto3.DEFAULT_SESSION`` to None at each start, so every moto-backed test built a default
+    session with a loader of its own and decoded the DynamoDB, SQS, S3 and STS models again (a fifth of a
+    second or more each time). Still a new session each time: its own credentials, config and events."""
+    kwargs.setdefault("botocore_session", botocore_session())
+    _setup_default_session(**kwargs)
+
+
+_setup_default_session = boto3.setup_default_session
+boto3.setup_default_session = _default_session_on_shared_models
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -32,3 +32,8 @@ def first_page(url: str, tries: int, pause_s: float) -> str:
         except OSError:
             time.sleep(pause_s)
     return ""
+
+
+# A test's own little HTTP server (a proxy, a webhook receiver) polls for shutdown this often:
+# socketserver's default of 0.5 s made each one's shutdown() a wait of up to half a second, per test.
+SHUTDOWN_POLL_S = 0.01

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,12 +55,23 @@ def _is_module_like(base: str, name: str) -> bool:
     return path.with_suffix(".py").exists() or path.is_dir()
 
 
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """A module's syntax tree, read once per process: the boundary tests each walk the whole package, and
+    parsing its ~250 modules again for each of them was most of their time. (Nothing rewrites the trees.)"""
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
 def package_imports(src: Path = SRC) -> list[Import]:
+    return list(_package_imports(src))
+
+
+@functools.cache
+def _package_imports(src: Path) -> tuple[Import, ...]:
     out = []
     for module, path in modules(src):
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        out.extend(i for i in imports_in(module, tree) if i.target == ROOT or i.target.startswith(ROOT + "."))
-    return out
+        out.extend(i for i in imports_in(module, parsed(path)) if i.target == ROOT or i.target.startswith(ROOT + "."))
+    return tuple(out)
 
 
 def engine_constructions(module: str, tree: ast.AST) -> list[int]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 
-from tests.architecture.imports import Import, concern, engine_constructions, modules, package_imports
+from tests.architecture.imports import Import, concern, engine_constructions, modules, package_imports, parsed
 
 COMPOSITION_ROOT = "hyperpod_scheduler.app.compose"
 # The command line is the entry point of everything: it may start the other faces (the dashboard, the
@@ -63,7 +63,7 @@ def test_only_the_composition_root_builds_the_engine() -> None:
     for module, path in modules():
         if module in (COMPOSITION_ROOT, "hyperpod_scheduler.engine.runner"):
             continue
-        lines = engine_constructions(module, ast.parse(path.read_text(encoding="utf-8")))
+        lines = engine_constructions(module, parsed(path))
         found += [f"{module}:{line} builds Engine (build it through {COMPOSITION_ROOT})" for line in lines]
     assert found == [], "\n".join(found)
 

@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.served import SHUTDOWN_POLL_S
+
 Page = Callable[[int], dict[str, Any]]
 
 
@@ -47,7 +49,9 @@ class Endless:
                 self.wfile.write(body)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S}, daemon=True
+        )
 
     @property
     def url(self) -> str:

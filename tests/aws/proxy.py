@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.served import SHUTDOWN_POLL_S
+
 Rewrite = Callable[[str, Any], Any]  # (operation, decoded answer) -> answer to send (or bytes)
 
 
@@ -50,7 +52,9 @@ class AnswerProxy:
                 self.wfile.write(payload)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S}, daemon=True
+        )
 
     @property
     def endpoint(self) -> str:

@@ -12,6 +12,7 @@ import pytest
 
 from hyperpod_scheduler.emulator import running_emulator
 from tests.reliability.cli_inproc import cli
+from tests.served import SHUTDOWN_POLL_S
 
 
 class _Stranger(BaseHTTPRequestHandler):
@@ -29,7 +30,7 @@ class _Stranger(BaseHTTPRequestHandler):
 @pytest.fixture
 def stranger() -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Stranger)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S}, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:

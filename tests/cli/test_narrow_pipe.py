@@ -9,13 +9,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import boto3
 import pytest
 from typer.testing import CliRunner
 
 from hyperpod_scheduler.cli.main import app
 from hyperpod_scheduler.emulator import running_emulator
 from tests.engine.conftest import three_tier_request
+from tests.sessions import shared_session
 
 NAME = "p5-training-cluster"
 runner = CliRunner()
@@ -23,7 +23,7 @@ runner = CliRunner()
 
 @pytest.fixture
 def live(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
-    with running_emulator(speed=3000, seed=5) as emu:
+    with running_emulator(speed=3000, seed=5, in_process=True) as emu:
         for key, value in {
             "AWS_ENDPOINT_URL_SAGEMAKER": emu.endpoint,
             "AWS_ACCESS_KEY_ID": "test",
@@ -38,7 +38,7 @@ def live(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
             "schedules: {office: {windows: ['Mon-Fri 08:00-18:00'], timezone: UTC}}\n"
             f"targets: [{{region: us-east-1, clusters: [{NAME}]}}]\n"
         )
-        client = boto3.client("sagemaker", endpoint_url=emu.endpoint)
+        client = shared_session().client("sagemaker", endpoint_url=emu.endpoint)
         client.create_cluster(**three_tier_request(NAME))
         for _ in range(400):
             if client.describe_cluster(ClusterName=NAME)["ClusterStatus"] == "InService":

@@ -31,7 +31,7 @@ BOX = set("─━│┃┌┏└┗")
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[tuple[Emulator, dict[str, str], Path]]:
-    with running_emulator(virtual_start=START, seed=3) as emu:
+    with running_emulator(virtual_start=START, seed=3, in_process=True) as emu:
         config = tmp_path / "hyperpod-scheduler.yaml"
         config.write_text(
             "state: " + str(tmp_path / "state.sqlite") + "\n"

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-import boto3
 import pytest
 from typer.testing import CliRunner
 
@@ -23,6 +22,7 @@ from hyperpod_scheduler.emulator import running_emulator
 from hyperpod_scheduler.engine.events import Event
 from tests.engine.conftest import three_tier_request
 from tests.reliability.cli_inproc import cli
+from tests.sessions import shared_session
 
 runner = CliRunner()
 AT = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
@@ -30,7 +30,7 @@ AT = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 
 @pytest.fixture
 def live(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
-    with running_emulator(speed=3000, seed=5) as emu:
+    with running_emulator(speed=3000, seed=5, in_process=True) as emu:
         monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER", emu.endpoint)
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
@@ -41,7 +41,7 @@ def live(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
             "schedules: {office: {windows: ['Mon-Fri 08:00-18:00'], timezone: Europe/Berlin}}\n"
             "targets: [{region: us-east-1, clusters: [c1]}]\n"
         )
-        client = boto3.client("sagemaker", endpoint_url=emu.endpoint)
+        client = shared_session().client("sagemaker", endpoint_url=emu.endpoint)
         client.create_cluster(**three_tier_request())
         for _ in range(400):
             d = client.describe_cluster(ClusterName="c1")
@@ -130,7 +130,7 @@ def test_a_start_short_of_capacity_says_what_will_send_its_retry(
 ) -> None:
     # Three trn1 in the pool: c1 gives them back at its stop, c2 takes them, c1's start rolls back.
     capacity = {"instance_types": {"ml.trn1.32xlarge": {"available": 3}}}
-    with running_emulator(speed=3000, seed=5, capacity=capacity) as emu:
+    with running_emulator(speed=3000, seed=5, capacity=capacity, in_process=True) as emu:
         monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER", emu.endpoint)
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
@@ -142,7 +142,7 @@ def test_a_start_short_of_capacity_says_what_will_send_its_retry(
             "targets: [{region: us-east-1, clusters: [c1]}]\n"
         )
         state = str(tmp_path / "state.sqlite")
-        client = boto3.client("sagemaker", endpoint_url=emu.endpoint)
+        client = shared_session().client("sagemaker", endpoint_url=emu.endpoint)
         client.create_cluster(**three_tier_request())
         code, out = invoke("stop", "c1", "--wait", "--state", state)
         assert code == 0, out

@@ -1,5 +1,7 @@
 """`start --wait` in a real terminal: a pseudo-terminal 100 columns wide, the emulator served on a free
-port, the CLI as its own process (so Rich sees a terminal and draws its live table). Each group is one
+port, the CLI as its own process (so Rich sees a terminal and draws its live table). The cluster is
+made and stopped beforehand in this process (the emulator served from it, the CLI run in process): the
+child on the terminal is the subject, not the set-up, which was four child processes and 13 s. Each group is one
 row with its name, counts and phase in words; no Python dict, no cut column title, and an ordinary
 start never says "waiting for capacity" (a node not launched yet is no capacity wait)."""
 
@@ -9,23 +11,19 @@ import os
 import pty
 import re
 import select
-import signal
-import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from hyperpod_scheduler.emulator import running_emulator
+from tests.reliability.cli_inproc import completed
+
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "from hyperpod_scheduler.cli.main import main; main()"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _in_pty(args: list[str], env: dict[str, str], columns: int, within_s: float) -> tuple[int, str]:
@@ -65,38 +63,25 @@ def _plain(drawn: str) -> str:
 
 
 @pytest.fixture
-def served(tmp_path: Path) -> dict[str, str]:
-    port = _free_port()
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT / "src"),
-        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
-        "AWS_ACCESS_KEY_ID": "x",
-        "AWS_SECRET_ACCESS_KEY": "x",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "HYPERPOD_SCHEDULER_CONFIG": str(tmp_path / "tour.yaml"),
-    }
-    env.pop("COLUMNS", None)
-    env.pop("NO_COLOR", None)
-    config = (ROOT / "examples" / "tour.yaml").read_text().replace("state: .tour/", f"state: {tmp_path}/")
-    (tmp_path / "tour.yaml").write_text(config)
-    emulator = subprocess.Popen(
-        [*CLI, "emulator", "serve", "--port", str(port), "--speed", "600"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        for cmd in (["emulator", "wait"], ["cluster", "create", str(ROOT / "examples/g5-dev-extension.yaml")]):
-            subprocess.run([*CLI, *cmd], env=env, check=True, capture_output=True, timeout=120)
-        subprocess.run([*CLI, "stop", "g5-dev", "--wait"], env=env, check=True, capture_output=True, timeout=300)
+def served(tmp_path: Path) -> Iterator[dict[str, str]]:
+    with running_emulator(speed=600, in_process=True) as emu:  # `emulator serve --speed 600`'s emulator
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(ROOT / "src"),
+            "AWS_ENDPOINT_URL": emu.endpoint,
+            "AWS_ACCESS_KEY_ID": "x",
+            "AWS_SECRET_ACCESS_KEY": "x",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "HYPERPOD_SCHEDULER_CONFIG": str(tmp_path / "tour.yaml"),
+        }
+        env.pop("COLUMNS", None)
+        env.pop("NO_COLOR", None)
+        config = (ROOT / "examples" / "tour.yaml").read_text().replace("state: .tour/", f"state: {tmp_path}/")
+        (tmp_path / "tour.yaml").write_text(config)
+        for cmd in (["cluster", "create", str(ROOT / "examples/g5-dev-extension.yaml")], ["stop", "g5-dev", "--wait"]):
+            done = completed(cmd, env)
+            assert done.returncode == 0, (cmd, done.stdout, done.stderr)
         yield env
-    finally:
-        emulator.send_signal(signal.SIGINT)
-        try:
-            emulator.wait(10)
-        except subprocess.TimeoutExpired:
-            emulator.kill()
 
 
 def test_start_wait_in_a_100_column_pty_shows_one_row_per_group_with_its_phase_in_words(

@@ -28,6 +28,7 @@ from hyperpod_scheduler.emulator import Emulator
 from hyperpod_scheduler.store.dynamodb import DynamoDBStore, create_table
 from tests.engine.conftest import three_tier_request
 from tests.reliability.harness import account_emulator
+from tests.sessions import shared_session
 from tests.store.dynamodb_mock import REGION, mocked_aws
 
 START = datetime(2026, 11, 30, 6, 0, tzinfo=UTC)  # a Monday, before office hours
@@ -70,6 +71,7 @@ class FleetWorld:
     emulators: dict[str, Emulator]
     out: list[str] = field(default_factory=list)
     updates: Counter[tuple[str, str, str]] = field(default_factory=Counter)  # (account, region, cluster)
+    _admins: dict[tuple[str, str], Any] = field(default_factory=dict)
 
     @property
     def now(self) -> datetime:
@@ -87,13 +89,14 @@ class FleetWorld:
         self.advance((target - self.now).total_seconds())
 
     def admin(self, account: str, region: str) -> Any:
-        return boto3.client(
-            "sagemaker",
-            region_name=region,
-            endpoint_url=self.emulators[account].endpoint,
-            aws_access_key_id="admin",
-            aws_secret_access_key="admin",
-        )
+        # One client per account and region: settle() describes every cluster after each 5 minutes of
+        # virtual time, and a new boto3 client a look was most of a fleet test's own time.
+        key = (account, region)
+        if key not in self._admins:
+            self._admins[key] = shared_session(region, "admin", "admin").client(
+                "sagemaker", endpoint_url=self.emulators[account].endpoint
+            )
+        return self._admins[key]
 
     def sagemaker_for(self, session: boto3.Session, region: str) -> Any:
         account = session.client("sts", region_name=region).get_caller_identity()["Account"]

@@ -12,7 +12,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 import yaml
 from botocore.config import Config as BotoConfig
@@ -29,6 +28,7 @@ from hyperpod_scheduler.engine import reads
 from hyperpod_scheduler.store import open_store
 from hyperpod_scheduler.web import Dashboard, create_app
 from tests.engine.conftest import ROLE, START, settle
+from tests.sessions import shared_session
 
 NAME = "c1"
 FAST = {"provisioning": [300, 360], "ami_setup": [200, 240], "deep_health_check": [1800, 2000]}
@@ -72,8 +72,8 @@ class Rig:
 
 @pytest.fixture
 def rig(tmp_path: Path) -> Iterator[Rig]:
-    with running_emulator(virtual_start=START, seed=5, capacity={"timing": FAST}) as emu:
-        session = boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1")
+    with running_emulator(virtual_start=START, seed=5, capacity={"timing": FAST}, in_process=True) as emu:
+        session = shared_session()
         # One attempt a call: a failing AWS fails at once, not after botocore's backoff.
         client = session.client(
             "sagemaker", endpoint_url=emu.endpoint, config=BotoConfig(retries={"total_max_attempts": 1})

@@ -8,13 +8,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import boto3
 import pytest
 from typer.testing import CliRunner
 
 from hyperpod_scheduler.cli.main import app
 from hyperpod_scheduler.emulator import Emulator, running_emulator
 from tests.engine.conftest import three_tier_request
+from tests.sessions import shared_session
 
 runner = CliRunner()
 
@@ -22,7 +22,7 @@ runner = CliRunner()
 @pytest.fixture
 def live(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[tuple[Emulator, Path]]:
     # A fast real-time clock: --wait polls for real, and a 10-minute provisioning takes a fraction of a second.
-    with running_emulator(speed=3000, seed=5) as emu:
+    with running_emulator(speed=3000, seed=5, in_process=True) as emu:
         monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER", emu.endpoint)
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
@@ -34,7 +34,7 @@ def live(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[tuple[Emul
             "schedules: {office: 'Mon-Fri 08:00-18:00 UTC'}\n"
             "targets: [{region: us-east-1, clusters: [c1]}]\n"
         )
-        client = boto3.client("sagemaker", endpoint_url=emu.endpoint)
+        client = shared_session().client("sagemaker", endpoint_url=emu.endpoint)
         client.create_cluster(**three_tier_request())
         waiter_ok = False
         for _ in range(400):
@@ -181,7 +181,7 @@ def test_a_cluster_named_without_a_region_is_acted_on_in_the_chains_region(
 ) -> None:
     emu, state = live
     # The emulator keeps each region's clusters apart, as AWS does: c1 of us-east-1 is not here.
-    dublin = boto3.client("sagemaker", endpoint_url=emu.endpoint, region_name="eu-west-1")
+    dublin = shared_session("eu-west-1").client("sagemaker", endpoint_url=emu.endpoint)
     dublin.create_cluster(**three_tier_request("c9"))
     for _ in range(400):
         if dublin.describe_cluster(ClusterName="c9")["ClusterStatus"] == "InService":

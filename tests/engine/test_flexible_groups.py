@@ -22,7 +22,9 @@ FLEXIBLE = ["ml.p5.48xlarge", "ml.p4d.24xlarge", "ml.g6.48xlarge"]
 
 @pytest.fixture
 def emu() -> Iterator[Emulator]:  # enough P5s for ten (the default pool holds eight)
-    with running_emulator(virtual_start=START, seed=3, capacity={"instance_types": {"ml.p5.48xlarge": 16}}) as e:
+    with running_emulator(
+        virtual_start=START, seed=3, capacity={"instance_types": {"ml.p5.48xlarge": 16}}, in_process=True
+    ) as e:
         yield e
 
 

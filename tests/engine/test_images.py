@@ -16,7 +16,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 import yaml
 from typer.testing import CliRunner
@@ -39,6 +38,7 @@ from hyperpod_scheduler.guards.capacity import CapacityGuard
 from hyperpod_scheduler.notify.channels import message_for
 from hyperpod_scheduler.store.memory import MemoryStore
 from tests.engine.conftest import ROLE, START, settle
+from tests.sessions import shared_session
 
 NAME = "c1"
 FAST = {"provisioning": [300, 360], "ami_setup": [200, 240], "deep_health_check": [1800, 2000]}
@@ -97,8 +97,8 @@ class Rig:
 @contextmanager
 def emulated() -> Iterator[Rig]:
     """The emulator with cluster c1 (controller, gpu and cpu on HyperPod releases, own on a custom AMI)."""
-    with running_emulator(virtual_start=START, seed=5, capacity={"timing": FAST}) as emu:
-        session = boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1")
+    with running_emulator(virtual_start=START, seed=5, capacity={"timing": FAST}, in_process=True) as emu:
+        session = shared_session()
         client = session.client("sagemaker", endpoint_url=emu.endpoint)
         compute = {"gpu": ("ml.g5.12xlarge", 2), "cpu": ("ml.c5.xlarge", 1)}
         lifecycle = {"gpu": {"SourceS3Uri": "s3://sagemaker-demo/lc/", "OnCreate": "on_create.sh"}}

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-import boto3
 import pytest
 import yaml
 
@@ -29,6 +28,7 @@ from hyperpod_scheduler.notify.channels import message_for
 from hyperpod_scheduler.store.memory import MemoryStore
 from tests.engine.conftest import START, settle
 from tests.reliability.harness import account_emulator
+from tests.sessions import shared_session
 
 PROD, DEV = "111111111111", "222222222222"
 ROLE = "arn:aws:iam::123456789012:role/own-target"
@@ -68,7 +68,7 @@ class Accounts:
 
     def __init__(self, prod: Emulator, dev: Emulator) -> None:
         self.emus = {PROD: prod, DEV: dev}
-        session = boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1")
+        session = shared_session()
         self.clients = {a: session.client("sagemaker", endpoint_url=e.endpoint) for a, e in self.emus.items()}
         self.route = {"prod": PROD, "dev": DEV}
 
@@ -99,8 +99,8 @@ class Accounts:
 @pytest.fixture
 def accounts() -> Iterator[Accounts]:
     with (
-        account_emulator(PROD, virtual_start=START - timedelta(hours=1), seed=1) as prod,
-        account_emulator(DEV, virtual_start=START - timedelta(hours=1), seed=2) as dev,
+        account_emulator(PROD, virtual_start=START - timedelta(hours=1), seed=1, in_process=True) as prod,
+        account_emulator(DEV, virtual_start=START - timedelta(hours=1), seed=2, in_process=True) as dev,
     ):
         yield Accounts(prod, dev)
 

@@ -14,7 +14,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 
 from hyperpod_scheduler.cluster.samples import slurm_request
@@ -22,6 +21,7 @@ from hyperpod_scheduler.emulator import Emulator
 from tests.engine.conftest import START, settle
 from tests.reliability.cli_inproc import Ran, cli
 from tests.reliability.harness import account_emulator
+from tests.sessions import shared_session
 
 PROD, DEV = "111111111111", "222222222222"
 ROLE = "arn:aws:iam::123456789012:role/records"
@@ -45,8 +45,8 @@ class Two:
 @pytest.fixture
 def two(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Two]:
     with (
-        account_emulator(PROD, virtual_start=START, seed=1) as prod,
-        account_emulator(DEV, virtual_start=START, seed=2) as dev,
+        account_emulator(PROD, virtual_start=START, seed=1, in_process=True) as prod,
+        account_emulator(DEV, virtual_start=START, seed=2, in_process=True) as dev,
     ):
         emus = {PROD: prod, DEV: dev}
         profiles = "".join(
@@ -64,7 +64,7 @@ def two(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Two]:
         for var in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_SAGEMAKER", "AWS_PROFILE", "HYPERPOD_SCHEDULER_CONFIG"):
             monkeypatch.delenv(var, raising=False)
         env = {"AWS_CONFIG_FILE": str(tmp_path / "aws-config"), "AWS_SHARED_CREDENTIALS_FILE": "/dev/null"}
-        session = boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1")
+        session = shared_session()
         clients = {a: session.client("sagemaker", endpoint_url=e.endpoint) for a, e in emus.items()}
         for account, emu in emus.items():
             clients[account].create_cluster(**slurm_request("train", {"workers": ("ml.c5.xlarge", 4)}, role=ROLE))

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 import yaml
 
@@ -30,6 +29,7 @@ from hyperpod_scheduler.slurm.model import SlurmJob, SlurmNode
 from hyperpod_scheduler.store.memory import MemoryStore
 from tests.engine.conftest import START, settle
 from tests.engine.legacy_slurm import BUCKET, legacy_group
+from tests.sessions import shared_session
 
 COMPUTE = ("cpu-group", "worker-group-1")
 
@@ -53,14 +53,20 @@ class EmulatedSlurm:
 
     client: Any
     drained: dict[str, str] = field(default_factory=dict)
+    # A node's address is fixed for its life: read once per instance. The agent's start waits up to its
+    # ready timeout (360 looks at the nodes), and describing every node at every look was 3,400 calls.
+    addresses: dict[str, str] = field(default_factory=dict)
 
     def _hosts(self) -> list[tuple[str, str]]:
         out = []
         for s in self.client.list_cluster_nodes(ClusterName="legacy")["ClusterNodeSummaries"]:
             if s["InstanceStatus"]["Status"] != "Running":
                 continue
-            node = self.client.describe_cluster_node(ClusterName="legacy", NodeId=s["InstanceId"])["NodeDetails"]
-            out.append((s["InstanceGroupName"], node["PrivatePrimaryIp"]))
+            node_id = s["InstanceId"]
+            if node_id not in self.addresses:
+                node = self.client.describe_cluster_node(ClusterName="legacy", NodeId=node_id)["NodeDetails"]
+                self.addresses[node_id] = node["PrivatePrimaryIp"]
+            out.append((s["InstanceGroupName"], self.addresses[node_id]))
         return out
 
     def resource_config(self) -> dict[str, Any]:
@@ -181,8 +187,8 @@ class Rig:
 
 @pytest.fixture
 def rig(tmp_path: Path) -> Iterator[Rig]:
-    with running_emulator(virtual_start=START, seed=5) as emu:
-        session = boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1")
+    with running_emulator(virtual_start=START, seed=5, in_process=True) as emu:
+        session = shared_session()
         sagemaker = session.client("sagemaker", endpoint_url=emu.endpoint)
         s3 = session.client("s3", endpoint_url=emu.endpoint)
         s3.create_bucket(Bucket=BUCKET)

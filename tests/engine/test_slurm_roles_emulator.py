@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 import yaml
 
@@ -24,6 +23,7 @@ from hyperpod_scheduler.engine.fleet import ref_for
 from hyperpod_scheduler.store.memory import MemoryStore
 from tests.engine.conftest import START, settle
 from tests.engine.legacy_slurm import BUCKET, PARAMETERS, legacy_group
+from tests.sessions import shared_session
 
 REF = ref_for("legacy", "us-east-1", account=DEFAULT_ACCOUNT)
 
@@ -101,8 +101,8 @@ def _governed(ctx: Context) -> Any:
 
 @pytest.fixture
 def rig(tmp_path: Path) -> Iterator[Rig]:
-    with running_emulator(virtual_start=START, seed=5) as emu:
-        session = boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1")
+    with running_emulator(virtual_start=START, seed=5, in_process=True) as emu:
+        session = shared_session()
         sagemaker = session.client("sagemaker", endpoint_url=emu.endpoint)
         s3 = session.client("s3", endpoint_url=emu.endpoint)
         reads: Counter[str] = Counter()

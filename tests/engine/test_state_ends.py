@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-import boto3
 import pytest
 
 from hyperpod_scheduler.cluster.samples import slurm_request
@@ -27,6 +26,7 @@ from hyperpod_scheduler.guards.capacity import CapacityGuard
 from hyperpod_scheduler.schedule import resolve
 from hyperpod_scheduler.store.memory import MemoryStore
 from tests.engine.conftest import ROLE, START, settle
+from tests.sessions import shared_session
 
 NAME = "c1"
 FAST = {"provisioning": [300, 360], "ami_setup": [200, 240], "deep_health_check": [1800, 2000]}
@@ -70,7 +70,7 @@ class Rig:
 
 
 def _rig(emu: Emulator, compute: dict[str, tuple[str, int]]) -> Rig:
-    session = boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1")
+    session = shared_session()
     client = session.client("sagemaker", endpoint_url=emu.endpoint)
     client.create_cluster(**slurm_request(NAME, compute, role=ROLE))
     settle(emu, client, NAME)
@@ -79,7 +79,7 @@ def _rig(emu: Emulator, compute: dict[str, tuple[str, int]]) -> Rig:
 
 @pytest.fixture
 def rig() -> Iterator[Rig]:
-    with running_emulator(virtual_start=START, seed=5, capacity={"timing": FAST}) as emu:
+    with running_emulator(virtual_start=START, seed=5, capacity={"timing": FAST}, in_process=True) as emu:
         yield _rig(emu, {"gpu": ("ml.g5.12xlarge", 4), "cpu": ("ml.c5.xlarge", 2)})
 
 
@@ -148,7 +148,7 @@ def test_yesterdays_retry_never_takes_the_place_of_todays_start() -> None:
     # end at 09:00); back to 8 on Tuesday at 08:10.
     pool = [{"at": "2026-11-30T07:00:00Z", "available": 2}, {"at": "2026-12-01T08:10:00Z", "available": 8}]
     capacity = {"timing": FAST, "instance_types": {"ml.g5.48xlarge": {"available": 4, "schedule": pool}}}
-    with running_emulator(virtual_start=START, seed=13, capacity=capacity) as emu:
+    with running_emulator(virtual_start=START, seed=13, capacity=capacity, in_process=True) as emu:
         rig = _rig(emu, {"gpu": ("ml.g5.48xlarge", 4)})
         engine = rig.engine(retry=Retry(deadline_minutes=120, backoff_minutes=[5]))
         ref = governed()
@@ -186,10 +186,10 @@ def test_a_lapsed_hold_no_longer_reverses_manual_commands(rig: Rig) -> None:
 
 
 def test_a_hold_stop_refused_by_health_checks_fails_once_at_the_settle_timeout() -> None:
-    with running_emulator(virtual_start=START, seed=9, capacity={"timing": FAST}) as emu:
+    with running_emulator(virtual_start=START, seed=9, capacity={"timing": FAST}, in_process=True) as emu:
         request = slurm_request(NAME, {"gpu": ("ml.g5.12xlarge", 2)}, continuous=True)
         request["InstanceGroups"][1]["OnStartDeepHealthChecks"] = ["InstanceStress", "InstanceConnectivity"]
-        session = boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1")
+        session = shared_session()
         client = session.client("sagemaker", endpoint_url=emu.endpoint)
         client.create_cluster(**request)
         settle(emu, client, NAME)
@@ -256,8 +256,8 @@ def test_a_partial_continuous_start_does_not_hold_up_the_evening_stop() -> None:
     # ends at 09:00 while the start is still waiting for the other two.
     pool = [{"at": "2026-11-30T07:00:00Z", "available": 4}]
     capacity = {"timing": FAST, "instance_types": {"ml.g5.48xlarge": {"available": 6, "schedule": pool}}}
-    with running_emulator(virtual_start=START, seed=21, capacity=capacity) as emu:
-        session = boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1")
+    with running_emulator(virtual_start=START, seed=21, capacity=capacity, in_process=True) as emu:
+        session = shared_session()
         client = session.client("sagemaker", endpoint_url=emu.endpoint)
         client.create_cluster(**slurm_request(NAME, {"gpu": ("ml.g5.48xlarge", 6)}, role=ROLE, continuous=True))
         settle(emu, client, NAME)
@@ -285,7 +285,7 @@ def test_a_released_hold_whose_start_ran_out_of_capacity_is_started_by_the_sched
     # state machine's long run).
     pool = [{"at": "2026-11-30T06:20:00Z", "available": 2}, {"at": "2026-11-30T08:30:00Z", "available": 8}]
     capacity = {"timing": FAST, "instance_types": {"ml.g5.48xlarge": {"available": 4, "schedule": pool}}}
-    with running_emulator(virtual_start=START, seed=13, capacity=capacity) as emu:
+    with running_emulator(virtual_start=START, seed=13, capacity=capacity, in_process=True) as emu:
         rig = _rig(emu, {"gpu": ("ml.g5.48xlarge", 4)})
         engine = rig.engine(retry=Retry(deadline_minutes=30, backoff_minutes=[5]))
         ref = governed()

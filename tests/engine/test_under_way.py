@@ -1,7 +1,8 @@
 """A manual stop or start that lands on an update of its own kind already under way, through the CLI in
-process against a served emulator: ``--wait`` follows that update to its end and exits as a fresh
-``--wait`` would (0 settled, 1 with its line on failure), saying it follows the update already under
-way; without ``--wait`` nothing new is sent and the line names the update under way (exit 3)."""
+process against an emulator on a fast real-time clock (answered in process, not over the socket):
+``--wait`` follows that update to its end and exits as a fresh ``--wait`` would (0 settled, 1 with its
+line on failure), saying it follows the update already under way; without ``--wait`` nothing new is
+sent and the line names the update under way (exit 3)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 
 from hyperpod_scheduler.emulator import Emulator, running_emulator
@@ -22,6 +22,7 @@ from hyperpod_scheduler.store.records import PendingAction
 from hyperpod_scheduler.store.sqlite import SqliteStore
 from tests.engine.conftest import three_tier_request
 from tests.reliability.cli_inproc import Ran, cli
+from tests.sessions import shared_session
 
 
 @dataclass
@@ -40,7 +41,7 @@ class Live:
 @pytest.fixture
 def live(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Live]:
     # A fast real-time clock: --wait polls for real, and a 10-minute provisioning takes a fraction of a second.
-    with running_emulator(speed=3000, seed=5) as emu:
+    with running_emulator(speed=3000, seed=5, in_process=True) as emu:
         for var in ("AWS_PROFILE", "AWS_CONFIG_FILE", "HYPERPOD_SCHEDULER_CONFIG"):
             monkeypatch.delenv(var, raising=False)
         monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER", emu.endpoint)
@@ -52,7 +53,7 @@ def live(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Live]:
             "schedules: {office: 'Mon-Fri 08:00-18:00 UTC'}\n"
             "targets: [{region: us-east-1, clusters: [c1]}]\n"
         )
-        client = boto3.client("sagemaker", endpoint_url=emu.endpoint)
+        client = shared_session().client("sagemaker", endpoint_url=emu.endpoint)
         client.create_cluster(**three_tier_request())
         for _ in range(400):
             d = client.describe_cluster(ClusterName="c1")

@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Iterator
+from types import SimpleNamespace
 from typing import Any
 
+import botocore.endpoint
 import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.config import Config
@@ -152,7 +154,11 @@ def test_an_update_whose_answer_timed_out_is_decided_from_the_targets(rig: Rig) 
     assert rig.record().pending.phase == "sent"
 
 
-def test_reads_and_throttled_updates_are_still_retried(rig: Rig) -> None:
+def test_reads_and_throttled_updates_are_still_retried(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    # botocore's backoff between attempts (real time.sleep in botocore.endpoint, its only use of time
+    # there) is recorded instead of slept: that the calls are retried is the subject, not the pause.
+    backoffs: list[float] = []
+    monkeypatch.setattr(botocore.endpoint, "time", SimpleNamespace(sleep=backoffs.append))
     failures = Counter({"DescribeCluster": 2, "UpdateCluster": 2})
 
     def flaky(request: Any, **_: Any) -> AWSResponse | None:
@@ -172,6 +178,7 @@ def test_reads_and_throttled_updates_are_still_retried(rig: Rig) -> None:
     assert result.kind == "sent", result
     assert failures == Counter({"DescribeCluster": 0, "UpdateCluster": 0})
     assert rig.tally.sent["c1"] == 1
+    assert len(backoffs) == 4  # a pause before each of the four retries
 
 
 class _Raw:

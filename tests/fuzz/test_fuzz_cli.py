@@ -108,7 +108,7 @@ STDOUTS: list[Stdout] = ["captured"] * 8 + ["closed", "full"]
 
 @pytest.fixture(scope="module")
 def emu() -> Any:
-    with running_emulator(speed=3000, seed=23) as e:
+    with running_emulator(speed=3000, seed=23, in_process=True) as e:
         e.backend.dispatch("CreateCluster", three_tier_request("c1"))
         yield e
 

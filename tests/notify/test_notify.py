@@ -17,6 +17,7 @@ from hyperpod_scheduler.config.model import Notifications
 from hyperpod_scheduler.engine.events import Event
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.notify.channels import Notifier, SnsChannel, WebhookChannel, channels_from
+from tests.served import SHUTDOWN_POLL_S
 
 AT = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 BLOCKED = Event(AT, "p5-training", "blocked", "stop blocked: checkpoints: job 42 keeps checkpoints on /opt/dlami/nvme")
@@ -41,7 +42,7 @@ class _Hook(BaseHTTPRequestHandler):
 def webhook() -> Iterator[str]:
     _Hook.received = []
     server = HTTPServer(("127.0.0.1", 0), _Hook)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S}, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_port}/services/T000/B000/SECRET-TOKEN"
     server.shutdown()
@@ -80,7 +81,10 @@ def test_sns_topic_receives_the_message(monkeypatch: pytest.MonkeyPatch) -> None
 def test_a_broken_channel_is_reported_without_the_url_and_never_raises() -> None:
     errors: list[str] = []
     url = "http://127.0.0.1:9/hooks/SECRET-TOKEN"  # discard port: nothing listens
-    notifier = Notifier([WebhookChannel(url, timeout_s=2, allow_loopback=True)], on_error=errors.append)
+    # Short pauses between its three attempts (the default 1 s and 4 s made this a 5 s wait): the subject is
+    # what is reported, not the backoff (tests/notify/test_webhooks.py holds the retries and their pauses).
+    channel = WebhookChannel(url, timeout_s=2, allow_loopback=True)
+    notifier = Notifier([channel], on_error=errors.append, backoff_s=(0.05,))
     notifier(BLOCKED)
     notifier.close()
     assert errors and "webhook" in errors[0]

@@ -17,6 +17,7 @@ import pytest
 from hyperpod_scheduler.engine.events import Event
 from hyperpod_scheduler.notify.channels import Notifier, WebhookChannel, message_for
 from hyperpod_scheduler.notify.webhook import slack_text
+from tests.served import SHUTDOWN_POLL_S
 
 AT = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 DISGUISED = "<https://evil.example/approve|Approve the release here>"
@@ -78,7 +79,7 @@ class _Hook(BaseHTTPRequestHandler):
 def webhook() -> Iterator[str]:
     _Hook.received = []
     server = HTTPServer(("127.0.0.1", 0), _Hook)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S}, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_port}/services/T000/B000/SECRET"
     server.shutdown()
 

@@ -20,6 +20,7 @@ from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.notify.channels import Message, Notifier
 from hyperpod_scheduler.notify.webhook import WebhookChannel, WebhookError, parse_url
 from hyperpod_scheduler.store.memory import MemoryStore
+from tests.served import SHUTDOWN_POLL_S
 
 AT = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 BLOCKED = Event(AT, "c1", "blocked", "stop blocked: checkpoints")
@@ -91,7 +92,9 @@ class Receiver:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S}, daemon=True
+        ).start()
 
     @property
     def port(self) -> int:

@@ -164,7 +164,7 @@ def test_names_outside_the_api_pattern_are_never_stored(tmp_path: Path) -> None:
     for name in ("a" * 64, "a/b", "gr\u00fcn", "-lead", "trail-", "x\x1b[2Jy"):
         assert cli("hold", name, "--state", state).code == 2
     # A hold is kept under the cluster's account, which the first look at it tells.
-    with running_emulator() as emu:
+    with running_emulator(in_process=True) as emu:
         env = {
             "AWS_ENDPOINT_URL_SAGEMAKER": emu.endpoint,
             "AWS_REGION": "us-east-1",

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 import yaml
 from botocore.config import Config as BotoConfig
@@ -23,6 +22,7 @@ from hyperpod_scheduler.emulator import Emulator, running_emulator
 from hyperpod_scheduler.store import open_store
 from hyperpod_scheduler.web import Dashboard, create_app
 from tests.engine.conftest import ROLE, START, settle
+from tests.sessions import shared_session
 
 NAME = "c1"
 
@@ -74,8 +74,8 @@ class Rig:
 
 @pytest.fixture
 def rig(tmp_path: Path) -> Iterator[Rig]:
-    with running_emulator(virtual_start=START, seed=5) as emu:
-        session = boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1")
+    with running_emulator(virtual_start=START, seed=5, in_process=True) as emu:
+        session = shared_session()
         client = session.client("sagemaker", endpoint_url=emu.endpoint, config=BotoConfig(retries={"max_attempts": 1}))
         client.create_cluster(
             **slurm_request(NAME, {"cpu": ("ml.c5.xlarge", 2), "web": ("ml.c5.xlarge", 1)}, role=ROLE)

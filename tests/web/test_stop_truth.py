@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 import yaml
 from fastapi.testclient import TestClient
@@ -29,6 +28,7 @@ from hyperpod_scheduler.store import open_store
 from hyperpod_scheduler.web import Dashboard, create_app
 from tests.engine.conftest import START, settle
 from tests.engine.legacy_slurm import BUCKET, PARAMETERS, legacy_group
+from tests.sessions import shared_session
 from tests.web.conftest import TOKEN
 
 
@@ -64,8 +64,8 @@ class Rig:
 
 
 def _rig(tmp: Path, policy: dict[str, Any], *, restart: bool, first_stop: bool = True) -> Iterator[Rig]:
-    with running_emulator(virtual_start=START, seed=5) as emu:
-        session = boto3.Session(aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1")
+    with running_emulator(virtual_start=START, seed=5, in_process=True) as emu:
+        session = shared_session()
         sagemaker = session.client("sagemaker", endpoint_url=emu.endpoint)
         s3 = session.client("s3", endpoint_url=emu.endpoint)
         s3.create_bucket(Bucket=BUCKET)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import selectors
 import socket
 import threading
 import time
@@ -334,7 +335,50 @@ class _HttpServer(ThreadingHTTPServer):
         self.admin = admin
         self._connections: set[socket.socket] = set()
         self._connections_lock = threading.Lock()
+        self._wake_read, self._wake_write = socket.socketpair()  # before: a failed bind calls server_close
+        self._stopping = threading.Event()
         super().__init__(address, _Handler)
+
+    def serve_until_stopped(self) -> None:
+        """Accept and hand off connections until ``stop``. socketserver's ``serve_forever`` sees its
+        shutdown request only between polls (every ``poll_interval``), so each close of an emulator waited
+        up to one interval; this loop also watches a socket ``stop`` writes to, and ends at once."""
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.socket, selectors.EVENT_READ)
+            selector.register(self._wake_read, selectors.EVENT_READ)
+            while not self._stopping.is_set():
+                for key, _ in selector.select():
+                    if key.fileobj is self.socket and not self._stopping.is_set():
+                        self._accept_one()
+
+    def _accept_one(self) -> None:
+        # What socketserver's _handle_request_noblock does, through its public methods.
+        try:
+            request, client_address = self.get_request()
+        except OSError:
+            return
+        if not self.verify_request(request, client_address):
+            self.shutdown_request(request)
+            return
+        try:
+            self.process_request(request, client_address)
+        except Exception:
+            self.handle_error(request, client_address)
+            self.shutdown_request(request)
+        except BaseException:
+            self.shutdown_request(request)
+            raise
+
+    def stop(self) -> None:
+        """End ``serve_until_stopped`` at once (from another thread)."""
+        self._stopping.set()
+        with contextlib.suppress(OSError):
+            self._wake_write.send(b"x")
+
+    def server_close(self) -> None:
+        super().server_close()
+        self._wake_read.close()
+        self._wake_write.close()
 
     def track(self, conn: socket.socket, *, add: bool) -> None:
         with self._connections_lock:
@@ -381,15 +425,13 @@ class EmulatorServer:
         self._http.api, self._http.admin = api, admin
 
     def start(self) -> None:
-        self._thread = threading.Thread(
-            target=self._http.serve_forever, kwargs={"poll_interval": 0.1}, name="emulator-http", daemon=True
-        )
+        self._thread = threading.Thread(target=self._http.serve_until_stopped, name="emulator-http", daemon=True)
         self._thread.start()
 
     def close(self) -> None:
         """Stop accepting, end open keep-alive connections, release the port. Safe to call twice."""
         if self._thread is not None:
-            self._http.shutdown()
+            self._http.stop()
             self._thread.join()
             self._thread = None
         self._http.drop_connections()
