@@ -29,9 +29,10 @@ import tick_bench as tb  # noqa: E402  (the workers and servers live there)
 K = TypeVar("K")
 
 
-def run(args: list[str]) -> tuple[float, float]:
+def run(args: list[str], script: Path = HERE / "tick_bench.py") -> tuple[float, float]:
+    """One worker process of ``script``: the (wall, CPU) seconds it printed last, as JSON."""
     done = subprocess.run(
-        [sys.executable, str(HERE / "tick_bench.py"), *args],
+        [sys.executable, str(script), *args],
         capture_output=True,
         text=True,
         env={**os.environ, **tb.CREDENTIALS},
