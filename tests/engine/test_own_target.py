@@ -23,6 +23,7 @@ from hyperpod_scheduler.cluster.samples import slurm_request
 from hyperpod_scheduler.config.load import parse_config
 from hyperpod_scheduler.emulator import Emulator
 from hyperpod_scheduler.engine.events import Collector
+from hyperpod_scheduler.engine.plan_steps import plan
 from hyperpod_scheduler.engine.runner import ClusterRef
 from hyperpod_scheduler.notify.channels import message_for
 from hyperpod_scheduler.store.memory import MemoryStore
@@ -437,3 +438,19 @@ def test_a_namesake_whose_look_fails_holds_the_other_and_the_tick_says_so(accoun
     assert "profile 'dev'" in said.message and "config's order" in said.message
     accounts.emus[DEV].faults = {"error_rate": 0.0}  # dev answers again: two accounts, each its own stop
     assert _tick(ctx) == {"dev/train": "sent", "prod/train": "sent"}
+
+
+def test_plan_before_the_first_look_says_a_namesakes_steps_are_its_only_if_it_governs_the_cluster(
+    accounts: Accounts,
+) -> None:
+    # Before any tick, plan cannot know whether the two targets' 'solo' is one cluster: each namesake's
+    # steps say they are that target's only if it governs it; a cluster no other target names says nothing.
+    accounts.create(PROD, "solo", p5_request("solo"))
+    ctx, _ = accounts.context(
+        TWO_CREDENTIALS_NAME_ONE_CLUSTER_DUE.replace("clusters: [solo]\n", "clusters: [solo, other]\n", 1)
+    )
+    now = accounts.emus[PROD].clock.now()
+    steps = plan(ctx.fleet().governed(), now, now + timedelta(days=1))
+    mine = [s for s in steps if s.cluster == "solo"]
+    assert mine and all(s.why.startswith("if this target governs it (another target names it too): ") for s in mine)
+    assert all(not s.why.startswith("if this target") for s in steps if s.cluster == "other")

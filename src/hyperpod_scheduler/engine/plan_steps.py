@@ -39,17 +39,24 @@ def plan(
     for g in governed:
         lead = (leads or {}).get(g.ref.key)
         place = (g.ref.account, g.ref.region, g.ref.profile)
+        # Two targets name this cluster name and their sameness is not known yet: the step is this
+        # target's only if the first look finds another cluster than the other's (said first: a narrow
+        # table shortens a cell from its end).
+        maybe = "if this target governs it (another target names it too): " if g.looks_first else ""
         for t in g.schedule.transitions(start, until + (lead.lead if lead else timedelta())):
             action: Action = "start" if t.state == "running" else "stop"
             if not g.schedule.allows(action):
                 continue
             if action == "start" and lead is not None and g.schedule.ready_by:
                 issue = t.at - lead.lead
-                why = f"ready by {t.at:%a %H:%M}Z: starts {lead.lead.total_seconds() / 60:.0f} min early ({lead.why})"
+                why = (
+                    f"{maybe}ready by {t.at:%a %H:%M}Z: starts {lead.lead.total_seconds() / 60:.0f} min early "
+                    f"({lead.why})"
+                )
                 if start <= issue < until:
                     steps.append(PlannedStep(issue, g.ref.name, action, g.schedule_label, why, *place))
             elif t.at < until:
-                said = _why(g.schedule, t.at, action)
+                said = maybe + _why(g.schedule, t.at, action)
                 steps.append(PlannedStep(t.at, g.ref.name, action, g.schedule_label, said, *place))
     return sorted(steps, key=lambda s: (s.at, s.cluster, s.account or "", s.region or "", s.profile or ""))
 
