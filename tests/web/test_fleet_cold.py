@@ -155,3 +155,33 @@ def test_one_cluster_aws_does_not_answer_for_is_unreachable_since_then_and_the_o
 
 def _ref(dash: Dashboard, name: str) -> Any:
     return next(g.ref for g in dash.looks.reading(dash.context()).governed if g.ref.name == name)
+
+
+def test_a_look_that_fails_with_something_unforeseen_is_that_clusters_and_the_refresh_reads_the_others(
+    fleet: DemoFleet,
+) -> None:
+    # One cluster's look raises what no AWS answer would (a bug met on its data, a client factory that
+    # breaks): that look is the failure, and the one refresh still reads every other cluster.
+    down = "g5-dev"
+
+    def broken(params: Mapping[str, Any], **_: Any) -> Any:
+        if json.loads(params["body"]).get("ClusterName") == down:
+            raise RuntimeError("met a bug on this cluster's data")
+        return None
+
+    dash, pending = _later(fleet)
+    client = TestClient(create_app(dash, allowed_hosts=["testserver"]))
+    events = fleet.client.meta.events
+    events.register("before-call.sagemaker.DescribeCluster", broken, unique_id="cold-broken")
+    try:
+        client.get("/api/fleet")
+        _run(pending)  # before: the RuntimeError ended the whole refresh here
+        rows = {r["cluster"]: r for r in client.get("/api/fleet").json()}
+    finally:
+        events.unregister("before-call.sagemaker.DescribeCluster", unique_id="cold-broken")
+        dash.close()
+    bad = rows.pop(down)
+    assert all(r["freshness"]["source"] == "aws" for r in rows.values())
+    assert bad["freshness"]["source"] == "store"
+    look = dash.looks.look(_ref(dash, down))
+    assert look is not None and look.failed and "met a bug" in str(look.answer)

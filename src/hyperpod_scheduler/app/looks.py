@@ -480,7 +480,7 @@ class Looks:
                 self._between_requests()
             try:
                 answer = engine.describe(g.ref)  # checked as every engine answer is
-            except (ClientError, BotoCoreError, HyperpodSchedulerError) as exc:
+            except Exception as exc:  # whatever it is (an AWS error, a bug met on its data, its client)
                 answer = exc  # this cluster's look is the error (said, and since when); the others go on
             # What the look found about AWS goes onto the record as a turn's would (engine.reads: written
             # only when reachability changed): no face says "unreachable" beside a look that answered.
