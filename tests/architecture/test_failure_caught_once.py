@@ -20,6 +20,8 @@ from hyperpod_scheduler.store.memory import MemoryStore
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "hyperpod_scheduler"
 ALLOWED = {
+    "app/looks.py": "a dashboard look that fails is that cluster's failed look (shown stale, since when); "
+    "the one refresh still reads the others",
     "engine/fleet.py": "caught: the one place a cluster's failure is caught and reported",
     "engine/guard_round.py": "a guard that cannot run blocks the stop; a Slurm side failing after a start is said",
     "engine/settling.py": "phases are for seeing: a look that fails leaves them as they were",
