@@ -374,16 +374,9 @@ def test_a_target_added_before_a_known_one_holds_both_until_the_config_order_dec
 # The second target asks approval before a stop releases scarce capacity; the first (which governs the
 # cluster, the two credentials reaching one account) never asks. The stop is due at 06:30, within the
 # approval window of the first tick (05:00).
-APPROVING_SECOND_TARGET = """
-defaults: {schedule: "Mon-Sun 00:00-06:30 UTC"}
-targets:
-  - region: us-east-1
-    clusters: [solo]
-  - region: us-east-1
-    profile: prod
-    clusters: [solo]
-    policy: {release_scarce_capacity: true, approve_release: scarce}
-"""
+APPROVING_SECOND_TARGET = TWO_CREDENTIALS_NAME_ONE_CLUSTER.replace("00:00-23:59", "00:00-06:30").replace(
+    "{release_scarce_capacity: true}", "{release_scarce_capacity: true, approve_release: scarce}"
+)
 
 
 def test_a_first_look_asks_no_approval_in_the_name_of_a_target_that_may_not_govern_the_cluster(

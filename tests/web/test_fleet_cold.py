@@ -40,6 +40,17 @@ def emulator_calls(fleet: DemoFleet) -> Iterator[Counter[str]]:
         in_process.answer_at(netloc, fleet.emu.answer)
 
 
+@contextmanager
+def describe_hook(fleet: DemoFleet, hook: Callable[..., Any]) -> Iterator[None]:
+    """``hook`` sees (and may answer or break) every DescribeCluster the fleet's client sends meanwhile."""
+    events = fleet.client.meta.events
+    events.register("before-call.sagemaker.DescribeCluster", hook, unique_id="cold-hook")
+    try:
+        yield
+    finally:
+        events.unregister("before-call.sagemaker.DescribeCluster", unique_id="cold-hook")
+
+
 def _later(fleet: DemoFleet) -> tuple[Dashboard, list[Callable[[], None]]]:
     """A dashboard whose work beside requests waits until the test runs it (no thread, no timing)."""
     pending: list[Callable[[], None]] = []
@@ -130,17 +141,15 @@ def test_one_cluster_aws_does_not_answer_for_is_unreachable_since_then_and_the_o
 
     dash, pending = _later(fleet)
     client = TestClient(create_app(dash, allowed_hosts=["testserver"]))
-    events = fleet.client.meta.events
-    events.register("before-call.sagemaker.DescribeCluster", refuse, unique_id="cold-refuse")
     try:
-        client.get("/api/fleet")
-        started = dash.now()
-        _run(pending)
-        fleet.emu.advance(30)  # a later request, within the minute: nothing read again
-        rows = {r["cluster"]: r for r in client.get("/api/fleet").json()}
-        page = client.get("/").text
+        with describe_hook(fleet, refuse):
+            client.get("/api/fleet")
+            started = dash.now()
+            _run(pending)
+            fleet.emu.advance(30)  # a later request, within the minute: nothing read again
+            rows = {r["cluster"]: r for r in client.get("/api/fleet").json()}
+            page = client.get("/").text
     finally:
-        events.unregister("before-call.sagemaker.DescribeCluster", unique_id="cold-refuse")
         dash.close()
     bad = rows.pop(down)
     assert all(r["freshness"]["source"] == "aws" for r in rows.values())  # the others were read
@@ -171,14 +180,12 @@ def test_a_look_that_fails_with_something_unforeseen_is_that_clusters_and_the_re
 
     dash, pending = _later(fleet)
     client = TestClient(create_app(dash, allowed_hosts=["testserver"]))
-    events = fleet.client.meta.events
-    events.register("before-call.sagemaker.DescribeCluster", broken, unique_id="cold-broken")
     try:
-        client.get("/api/fleet")
-        _run(pending)  # before: the RuntimeError ended the whole refresh here
-        rows = {r["cluster"]: r for r in client.get("/api/fleet").json()}
+        with describe_hook(fleet, broken):
+            client.get("/api/fleet")
+            _run(pending)  # before: the RuntimeError ended the whole refresh here
+            rows = {r["cluster"]: r for r in client.get("/api/fleet").json()}
     finally:
-        events.unregister("before-call.sagemaker.DescribeCluster", unique_id="cold-broken")
         dash.close()
     bad = rows.pop(down)
     assert all(r["freshness"]["source"] == "aws" for r in rows.values())

@@ -272,11 +272,8 @@ class Context:
         fleet = self.fleet()
         # A namesake whose look found no cluster of its name cannot be the cluster the other found: it
         # holds nobody back (an AccessDenied or a timeout still does: sameness is not known then).
-        fleet.absent = frozenset(reach_of(g.ref) for g, r in zip(governed, results, strict=True) if r.no_cluster)
-        try:
-            again = {reach_of(g.ref): g for g in fleet.governed()}
-        finally:
-            fleet.absent = frozenset()
+        absent = frozenset(reach_of(g.ref) for g, r in zip(governed, results, strict=True) if r.no_cluster)
+        again = {reach_of(g.ref): g for g in fleet.governed(absent=absent)}
         ready: list[tuple[int, Governed]] = []
         for i in looked:
             reach = reach_of(governed[i].ref)

@@ -4,11 +4,13 @@ some, and an instant checked as it is parsed."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from hyperpod_scheduler.cli.context import Context, parse_instant
 from hyperpod_scheduler.cli.output import error_line
 from hyperpod_scheduler.config.load import config_path
 from hyperpod_scheduler.engine.fleet import Governed
+from hyperpod_scheduler.engine.ref import Result
 from hyperpod_scheduler.errors import UsageError
 
 
@@ -41,9 +43,13 @@ def governed_clusters(ctx: Context, config: str | None, command: str) -> list[Go
     return governed
 
 
-def said_after_tick(ctx: Context, said: set[str]) -> None:
-    """The problems the tick found that were not said before it (``said``): two targets' first looks
-    (``Context.tick``) may show they name one cluster, which is then a problem of this very tick."""
+def tick_and_say(ctx: Context, governed: list[Governed], **options: Any) -> list[Result]:
+    """``ctx.tick(governed, **options)``, then the problems the tick itself found, on stderr: two targets'
+    first looks (``Context.tick``) may show they name one cluster, a problem of this very tick that the
+    resolution before it could not know (those it knew were said then)."""
+    said = {str(p) for p in ctx.fleet().problems}
+    results = ctx.tick(governed, **options)
     for problem in ctx.fleet().problems:
         if str(problem) not in said:
             error_line(str(problem))
+    return results

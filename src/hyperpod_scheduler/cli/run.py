@@ -14,7 +14,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_scheduler.cli.config_watch import ConfigWatch
 from hyperpod_scheduler.cli.context import make_context
-from hyperpod_scheduler.cli.governing import needs_config, said_after_tick
+from hyperpod_scheduler.cli.governing import needs_config, tick_and_say
 from hyperpod_scheduler.cli.options import ConfigOpt, DryRunOpt, StateOpt
 from hyperpod_scheduler.cli.output import console, error_line
 from hyperpod_scheduler.config.load import config_path
@@ -53,11 +53,9 @@ def register(app: typer.Typer) -> None:
                 try:
                     fleet = ctx.fleet()
                     governed = fleet.governed()
-                    said = {str(p) for p in fleet.problems}
                     for problem in fleet.problems:
                         error_line(str(problem))
-                    ctx.tick(governed, dry_run=dry_run, engine=engine)
-                    said_after_tick(ctx, said)
+                    tick_and_say(ctx, governed, dry_run=dry_run, engine=engine)
                 except Exception as exc:  # the loop outlives any one pass: the next tick tries again
                     error_line(f"tick failed: {_one_line(exc)}; the next tick tries again")
                 count += 1

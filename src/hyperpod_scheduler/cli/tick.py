@@ -7,7 +7,7 @@ import typer
 from hyperpod_scheduler.app.compose import Context
 from hyperpod_scheduler.cli.context import make_context
 from hyperpod_scheduler.cli.exits import exit_for
-from hyperpod_scheduler.cli.governing import governed_clusters, instant_check, needs_config, said_after_tick
+from hyperpod_scheduler.cli.governing import governed_clusters, instant_check, needs_config, tick_and_say
 from hyperpod_scheduler.cli.options import ConfigOpt, DryRunOpt, JsonOpt, StateOpt
 from hyperpod_scheduler.cli.output import Listing, console, emit, nothing_due, output_format, output_option
 from hyperpod_scheduler.engine.held import holds_in_force
@@ -32,9 +32,7 @@ def register(app: typer.Typer) -> None:
         needs_config(config, "tick")
         ctx = make_context(config, state, fmt != "table" and fmt != "wide", at)
         governed = governed_clusters(ctx, config, "tick")
-        said = {str(p) for p in ctx.fleet().problems}
-        results = ctx.tick(governed, dry_run=dry_run)
-        said_after_tick(ctx, said)
+        results = tick_and_say(ctx, governed, dry_run=dry_run)
         if fmt in ("json", "yaml"):
             emit(Listing([]), fmt, [_document(ctx, g.ref, r) for g, r in zip(governed, results, strict=True)])
         elif not results:

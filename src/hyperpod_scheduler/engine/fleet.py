@@ -130,9 +130,6 @@ class Fleet:
         self.accounts = accounts
         self.schedules = load_schedules(config.schedules)
         self.problems: list[Skipped] = []  # what governed() left out, each with its reason
-        # Reaches whose first look this tick found no cluster of their name (``Context.tick`` sets it
-        # for the resolution after the first looks): they hold no namesake back.
-        self.absent: frozenset[Reach] = frozenset()
         self._tagged: set[Reach] = set()  # the ways of reaching clusters governed by a tag selector
 
     def _schedule(self, label: str | None, where: str) -> tuple[str, Schedule]:
@@ -141,9 +138,11 @@ class Fleet:
             raise UsageError(f"{where}: no schedule (set `schedule` on the cluster, its target, or `defaults`)")
         return label, resolve(label, self.schedules)
 
-    def governed(self) -> list[Governed]:
+    def governed(self, *, absent: frozenset[Reach] = frozenset()) -> list[Governed]:
         """Every governed cluster. A target that cannot be read (denied discovery, an unknown profile)
-        is left out with its reason in ``problems``; the other targets are still governed."""
+        is left out with its reason in ``problems``; the other targets are still governed. ``absent``:
+        reaches whose first look this tick found no cluster of their name (``Context.tick``, resolving
+        again after the first looks): they hold no namesake back."""
         self.problems = []
         out: dict[Reach, Governed] = {}  # one cluster per way of reaching it; two profiles may share a name
         self._tagged = set()
@@ -164,9 +163,9 @@ class Fleet:
                 account = self.accounts(reach)
                 ref = ref.with_account(account) if account is not None else ref
             found.append(dataclasses.replace(g, ref=ref))
-        return self._once(found)
+        return self._once(found, absent)
 
-    def _once(self, found: list[Governed]) -> list[Governed]:
+    def _once(self, found: list[Governed], absent: frozenset[Reach]) -> list[Governed]:
         """Each cluster governed once: two credentials (the default chain and a profile, say) may reach one
         account. A cluster a tag selector finds and another target names is the naming target's (while
         that one's account is not known yet, the tagged one waits for its first look); two targets naming
@@ -189,9 +188,9 @@ class Fleet:
                 reach_of(g.ref) in self._tagged and g.ref.key not in first and (g.ref.region, g.ref.name) not in unknown
             )
         ]
-        return self._looks_first(once)
+        return self._looks_first(once, absent)
 
-    def _looks_first(self, governed: list[Governed]) -> list[Governed]:
+    def _looks_first(self, governed: list[Governed], absent: frozenset[Reach]) -> list[Governed]:
         """Named namesakes (two targets, one name, one region) whose sameness is not known yet: each
         one whose own account, or the account of one named before it, is unknown only looks this turn."""
         seen: dict[tuple[str | None, str], bool] = {}  # (region, name) -> an account so far unknown
@@ -202,7 +201,7 @@ class Fleet:
                 continue
             where = (g.ref.region, g.ref.name)
             open_before = seen.get(where, False)
-            seen[where] = open_before or (g.ref.account is None and reach_of(g.ref) not in self.absent)
+            seen[where] = open_before or (g.ref.account is None and reach_of(g.ref) not in absent)
             out.append(dataclasses.replace(g, looks_first=True) if open_before or g.ref.account is None else g)
         return out
 
