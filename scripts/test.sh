@@ -58,13 +58,15 @@ record() {  # record NAME EXIT SECONDS: say how a stage ended, and keep it for t
 beside() {  # beside NAME COMMAND...: start it; finish_beside waits for it and reports it
   beside_name="$1"
   shift
-  beside_log=$(mktemp)
-  trap 'rm -f "$beside_log" "$beside_log.rc"' EXIT  # an interrupted or killed run leaves no log behind
+  beside_dir=$(mktemp -d)
+  # An interrupted or killed run leaves nothing behind. The stage's subshell is ended first: a background
+  # job ignores Ctrl-C's SIGINT, so it would outlive its command and write its exit file after the removal.
+  trap 'kill "$beside_pid" 2>/dev/null; wait "$beside_pid" 2>/dev/null; rm -rf "$beside_dir"' EXIT
   echo "== $beside_name: started, beside the next stage (its output follows when both have ended)"
   (
     started=$SECONDS
-    "$@" >"$beside_log" 2>&1
-    echo "$? $((SECONDS - started))" >"$beside_log.rc"
+    "$@" >"$beside_dir/log" 2>&1
+    echo "$? $((SECONDS - started))" >"$beside_dir/rc"
   ) &
   beside_pid=$!
 }
@@ -72,10 +74,10 @@ beside() {  # beside NAME COMMAND...: start it; finish_beside waits for it and r
 finish_beside() {
   wait "$beside_pid"
   local rc took
-  read -r rc took <"$beside_log.rc" || { rc=1; took=0; }
+  read -r rc took <"$beside_dir/rc" || { rc=1; took=0; }
   echo "== $beside_name (ran beside the stage above)"
-  cat "$beside_log"
-  rm -f "$beside_log" "$beside_log.rc"
+  cat "$beside_dir/log"
+  rm -rf "$beside_dir"
   record "$beside_name" "$rc" "$took"
 }
 
