@@ -170,8 +170,9 @@ def test_a_look_that_fails_with_something_unforeseen_is_that_clusters_and_the_re
     fleet: DemoFleet,
 ) -> None:
     # One cluster's look raises what no AWS answer would (a bug met on its data, a client factory that
-    # breaks): that look is the failure, and the one refresh still reads every other cluster.
-    down = "g5-dev"
+    # breaks): that look is the failure, and the one refresh still reads every other cluster. A cluster
+    # of its own: the module's store keeps what an earlier test's looks found (g5-dev unreachable).
+    down = next(n for n in fleet.names if n.startswith("trn1"))
 
     def broken(params: Mapping[str, Any], **_: Any) -> Any:
         if json.loads(params["body"]).get("ClusterName") == down:
@@ -192,3 +193,48 @@ def test_a_look_that_fails_with_something_unforeseen_is_that_clusters_and_the_re
     assert bad["freshness"]["source"] == "store"
     look = dash.looks.look(_ref(dash, down))
     assert look is not None and look.failed and "met a bug" in str(look.answer)
+    # Ours, not AWS's: the row says which error, never "AWS unreachable".
+    _says_the_failed_look(bad, look.at, "met a bug on this cluster's data")
+
+
+def _says_the_failed_look(bad: dict[str, Any], at: Any, error: str) -> None:
+    fresh = bad["freshness"]
+    assert fresh["source"] == "store" and fresh["fresh"] is False
+    assert fresh["reachable"] is True and fresh["unreachable_since"] is None
+    assert fresh["text"].startswith(f"the look at {when(at)} failed (") and error in fresh["text"]
+    assert "figures as of " in fresh["text"] or "no figures read from AWS yet" in fresh["text"]
+    assert "unreachable" not in fresh["text"]
+    assert bad["aws"]["reachable"] is True
+    assert bad["flags"][0] == {"kind": "stale", "text": fresh["text"]}
+
+
+def test_a_look_aws_answers_with_an_error_says_that_error_not_unreachable(fleet: DemoFleet) -> None:
+    # AccessDenied is an answer: AWS is there, the role may not read this cluster. Calling it
+    # "unreachable" would send a team to chase the network instead of the policy.
+    down = next(n for n in fleet.names if n.startswith("p5"))
+
+    def deny(params: Mapping[str, Any], **_: Any) -> Any:
+        if json.loads(params["body"]).get("ClusterName") == down:
+            error = {"Error": {"Code": "AccessDeniedException", "Message": "not authorized to DescribeCluster"}}
+            return type("Http", (), {"status_code": 400, "headers": {}})(), {
+                **error, "ResponseMetadata": {"HTTPStatusCode": 400}
+            }  # fmt: skip
+        return None
+
+    dash, pending = _later(fleet)
+    client = TestClient(create_app(dash, allowed_hosts=["testserver"]))
+    try:
+        with describe_hook(fleet, deny):
+            client.get("/api/fleet")
+            _run(pending)
+            rows = {r["cluster"]: r for r in client.get("/api/fleet").json()}
+            page = client.get("/").text
+    finally:
+        dash.close()
+    bad = rows.pop(down)
+    assert all(r["freshness"]["source"] == "aws" for r in rows.values())
+    look = dash.looks.look(_ref(dash, down))
+    assert look is not None and look.failed and not look.unanswered
+    _says_the_failed_look(bad, look.at, "AccessDenied")
+    assert "not authorized to DescribeCluster" in bad["freshness"]["text"]
+    assert f'data-cluster="{down}"' in page and "AWS unreachable" not in page

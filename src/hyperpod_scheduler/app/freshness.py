@@ -66,6 +66,9 @@ class Freshness:
     refreshing: bool  # a refresh is reading the fleet now: the row will be read again
     text: str
     reads: AwsReads | None  # the record's reads with the look's outcome on them (``reads_document``)
+    # The last look failed, though not for want of an answer (AWS answered with an error, or it failed on
+    # our side): nothing on the row is live, and ``text`` says which error; ``reachable`` stays True.
+    failed_look: bool = False
 
     def document(self) -> dict[str, Any]:
         return {
@@ -80,19 +83,37 @@ class Freshness:
         }
 
 
+@dataclass(frozen=True)
+class LookSeen:
+    """What a face's last look at a cluster found (``app.looks.Look``, as ``freshness`` reads it)."""
+
+    at: datetime
+    ok_at: datetime | None  # the last look that answered
+    failing_since: datetime | None  # since when looks fail (None: this one answered)
+    error: str | None  # one line; None: it answered
+    unanswered: bool = False  # it failed because AWS did not answer (``engine.reads.unanswered``)
+
+
 def freshness(
-    reads: AwsReads | None,
-    recorded_at: datetime | None,
-    look: tuple[datetime, datetime | None, datetime | None, str | None] | None,
-    refreshing: bool,
+    reads: AwsReads | None, recorded_at: datetime | None, look: LookSeen | None, refreshing: bool
 ) -> Freshness:
-    """One cluster's freshness. ``look``: the last look's (at, last answered at, failing since, error;
-    error None: it answered), or None: not looked at since the dashboard started."""
+    """One cluster's freshness. ``look``: the last look, or None: not looked at since the dashboard
+    started. Only a look AWS did not answer makes it "AWS unreachable"; one AWS answered with an error
+    (AccessDenied, a cluster deleted) or that failed on our side says that error instead."""
     soon = "; refreshing now" if refreshing else ""
     if look is not None:
-        at, ok_at, failing_since, error = look
-        if error is None and not (reads is not None and reads.failing and reads.failed_at and reads.failed_at > at):
+        at, ok_at, failing_since, error = look.at, look.ok_at, look.failing_since, look.error
+        # The engine's own read after this look failed for want of an answer: that is the later word.
+        failed_after = reads is not None and reads.failing and reads.failed_at is not None and reads.failed_at > at
+        if error is None and not failed_after:
             return Freshness("aws", at, at, True, None, refreshing, f"read from AWS at {when(at)}", reads)
+        if error is not None and not look.unanswered and not failed_after:
+            stored = max((t for t in (ok_at, reads.sizes_as_of if reads is not None else None) if t), default=None)
+            stored = stored or recorded_at
+            figures = f"figures as of {when(stored)} from the store" if stored else "no figures read from AWS yet"
+            said = " ".join(error.split())[:300]
+            text = f"the look at {when(at)} failed ({said}); {figures}{soon}"
+            return Freshness("store", stored, at, True, None, refreshing, text, reads, failed_look=True)
         if error is not None:
             # The engine's reads and the dashboard's looks are one history: failing since the earlier
             # failure that no answer came after.
@@ -122,4 +143,4 @@ def freshness(
     return Freshness("store", stored, None, True, None, refreshing, f"as of {when(stored)} from the store{soon}", reads)
 
 
-__all__ = ["reads_document", "unreachable_text"]
+__all__ = ["Freshness", "LookSeen", "freshness", "reads_document", "unreachable_text"]

@@ -69,6 +69,15 @@ class Look:
     def failed(self) -> bool:
         return isinstance(self.answer, Exception)
 
+    @property
+    def unanswered(self) -> bool:
+        """A failed look AWS did not answer (no connection, a timeout, throttling, a 5xx): the one kind a
+        face may call "AWS unreachable". An error AWS answered with (AccessDenied, ResourceNotFound) or
+        one met on our side (a bug, a client that cannot be built) is not: the engine's reads say so."""
+        from hyperpod_scheduler.engine.reads import unanswered
+
+        return isinstance(self.answer, Exception) and unanswered(self.answer)
+
 
 class NotLookedAt(HyperpodSchedulerError):
     """A governed cluster not looked at yet (the refresh is reading it): what its stop would send is not

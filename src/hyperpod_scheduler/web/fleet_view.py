@@ -21,7 +21,7 @@ from typing import Any
 
 from hyperpod_scheduler.app.actions import actions
 from hyperpod_scheduler.app.compose import Context
-from hyperpod_scheduler.app.freshness import Freshness, freshness
+from hyperpod_scheduler.app.freshness import Freshness, LookSeen, freshness
 from hyperpod_scheduler.app.history import notable
 from hyperpod_scheduler.app.looks import Look, NotLookedAt, Reading
 from hyperpod_scheduler.app.status import StatusRow, fleet_status, status_row
@@ -91,8 +91,8 @@ def _mark(row: dict[str, Any], reads: Any, recorded_at: datetime | None, look: L
     a look that failed makes the row's reads and its first flag say since when AWS has not answered."""
     seen = None
     if look is not None:
-        error = " ".join(str(look.answer).split()) or type(look.answer).__name__ if look.failed else None
-        seen = (look.at, look.ok_at, look.failing_since, error)
+        error = (" ".join(str(look.answer).split()) or type(look.answer).__name__) if look.failed else None
+        seen = LookSeen(look.at, look.ok_at, look.failing_since, error, look.unanswered)
     fresh: Freshness = freshness(reads, recorded_at, seen, refreshing)
     row["freshness"] = fresh.document()
     if not fresh.reachable and not row["aws"]["text"]:
@@ -100,6 +100,10 @@ def _mark(row: dict[str, Any], reads: Any, recorded_at: datetime | None, look: L
 
         row["aws"] = reads_document(fresh.reads)
         row["flags"] = [{"kind": "stale", "text": row["aws"]["text"]}, *row["flags"]]
+    elif fresh.failed_look and not row["aws"]["text"]:
+        # AWS answered the look with an error, or it failed on our side: not "unreachable", and still
+        # nothing on the row is live. The flag says which error, and as of when the figures are.
+        row["flags"] = [{"kind": "stale", "text": fresh.text}, *row["flags"]]
 
 
 def governed_fleet(dash: DashboardCore, ctx: Context) -> list[Governed]:
