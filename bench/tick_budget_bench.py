@@ -73,14 +73,7 @@ def _calls(n: int, answers: dict[str, bytes], production: bool) -> float:
     else:
         client = boto3.Session(region_name="us-east-1").client("sagemaker", endpoint_url=ENDPOINT)
     _answering(client, answers)
-    spec = client.meta.service_model.shape_for("ClusterInstanceGroupSpecification").members
-    describe = json.loads(answers["DescribeCluster"])
-    groups = [
-        {**{k: v for k, v in g.items() if k in spec and k != "TargetCount"}, "InstanceCount": 0}
-        for g in describe["InstanceGroups"]
-    ]
-    client.describe_cluster(ClusterName="warm-up")
-    client.update_cluster(ClusterName="warm-up", InstanceGroups=groups)
+    groups = tb.warm_up(client)
     c0 = time.process_time()
     for name in tb.names(n):
         client.describe_cluster(ClusterName=name)
@@ -130,9 +123,8 @@ def _worker(variant: str, n: int, answers_file: str) -> None:
 
 def _http_floor(n: int, answers: dict[str, bytes]) -> float:
     """The boto3 floor over HTTP at concurrency 8 against the replay server: CPU per cluster."""
-    describe = answers["DescribeCluster"].decode()
     with tb.replay_server(answers) as endpoint:
-        args = ["--worker", "floor", "--endpoint", endpoint, "--describe", describe]
+        args = ["--worker", "floor", "--endpoint", endpoint]
         row = tb.child([*args, "--clusters", str(n), "--concurrency", "8", "--store", "memory"])
     return float(row["cpu"]) / n
 

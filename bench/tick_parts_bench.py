@@ -32,10 +32,9 @@ def main() -> None:
     n, rounds = (200, 3) if args.quick else (args.clusters, args.rounds)
     answers = recorded(n)
     with tb.replay_server(answers) as ep:
-        describe = answers["DescribeCluster"].decode()
         parts = {
-            "boto3 floor": ["--worker", "floor", "--endpoint", ep, "--describe", describe],
-            "the tick's client alone": ["--worker", "client-floor", "--endpoint", ep, "--describe", describe],
+            "boto3 floor": ["--worker", "floor", "--endpoint", ep],
+            "the tick's client alone": ["--worker", "client-floor", "--endpoint", ep],
             "tick, memory store": ["--worker", "tick", "--endpoint", ep, "--replay", "--store", "memory"],
             "tick, sqlite store": ["--worker", "tick", "--endpoint", ep, "--replay", "--store", "sqlite"],
         }

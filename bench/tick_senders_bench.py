@@ -75,10 +75,9 @@ def main() -> None:
     answers = recorded(n)
     common = ["--clusters", str(n), "--concurrency", str(args.concurrency), "--store", args.store]
     with tb.replay_server(answers) as ep:
-        describe = answers["DescribeCluster"].decode()
         variants = {
-            "boto3 floor": ["--worker", "floor", "--endpoint", ep, "--describe", describe],
-            "the tick's client alone": ["--worker", "client-floor", "--endpoint", ep, "--describe", describe],
+            "boto3 floor": ["--worker", "floor", "--endpoint", ep],
+            "the tick's client alone": ["--worker", "client-floor", "--endpoint", ep],
             "tick, watchdog (production)": ["--worker", "tick", "--endpoint", ep, "--replay"],
             "tick, worker threads": ["--worker", "tick", "--endpoint", ep, "--replay", "--threaded"],
             "tick, no deadlines": ["--worker", "tick", "--endpoint", ep, "--replay", "--unbounded"],
