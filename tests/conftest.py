@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from hypothesis import settings
 
 from hyperpod_scheduler.aws.model import botocore_session
 from hyperpod_scheduler.emulator import in_process
+from tests import offline
 
 # No per-example deadline anywhere: an example's time depends on the machine's load (CI has 2 shared
 # cores), so a deadline makes a property fail under load, a flaky test. Speed is measured in bench/.
@@ -31,6 +32,23 @@ RUN_SLOW_ENV = "HYPERPOD_SCHEDULER_RUN_SLOW"
 # Before any botocore session exists: every client can then be answered in process by an emulator
 # started with in_process=True (the sessions product code caches for the whole run included).
 in_process.install()
+# And before any client asks the credential chain: nothing reaches past loopback (tests/offline.py).
+offline.guard()
+
+
+@pytest.fixture(autouse=True)
+def _stays_on_loopback() -> Iterator[None]:
+    offline.taken()  # a background thread of an earlier test is that test's, not this one's
+    yield
+    tried = offline.taken()
+    if tried:
+        pytest.fail(f"reached past loopback: {', '.join(tried[:3])}", pytrace=False)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    tried = offline.taken()
+    if tried:
+        raise pytest.UsageError(f"importing the tests reached past loopback: {', '.join(tried[:3])}")
 
 
 def _default_session_on_shared_models(**kwargs: Any) -> None:

@@ -1,0 +1,36 @@
+"""The suite's own guard (tests/offline.py): nothing a test runs reaches past loopback, and a client
+built from the standard credential chain does not ask the instance metadata service."""
+
+from __future__ import annotations
+
+import socket
+
+import botocore.session
+import pytest
+
+from tests import offline
+
+
+def test_a_connect_off_loopback_is_refused_and_named() -> None:
+    with pytest.raises(ConnectionRefusedError, match=r"stays on loopback: a connect to 192\.0\.2\.1:443"):
+        socket.create_connection(("192.0.2.1", 443), timeout=0.5)
+    assert [t.split(" (")[0] for t in offline.taken()] == ["192.0.2.1:443"]  # taken: this test does not fail
+
+
+def test_loopback_is_left_alone() -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        with socket.create_connection(server.getsockname(), timeout=2):
+            pass
+    assert offline.taken() == []
+
+
+def test_a_client_with_no_credentials_does_not_ask_the_metadata_service(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/config")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials")
+    session = botocore.session.Session()
+    assert session.get_credentials() is None
+    assert offline.taken() == []  # before the guard's environment: one connect to 169.254.169.254:80

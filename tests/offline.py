@@ -1,0 +1,78 @@
+"""The suite stays on this machine: no test, fixture or module import reaches past loopback.
+
+Two parts, both set up by tests/conftest.py before any botocore session exists:
+
+- ``AWS_EC2_METADATA_DISABLED=true`` in the environment (children inherit it): a client built from the
+  standard credential chain with no credentials in the environment otherwise asks the instance metadata
+  service, 169.254.169.254, for them. Off EC2 that is a connect that fails at once or hangs for its 1 s
+  timeout (a freshly booted VM: a fuzz test of 60 requests took 60 s); on a CI runner in EC2 it would
+  hand the suite that runner's real credentials.
+- ``guard()``: every ``connect`` of this process to an address that is not loopback is refused and
+  remembered, and the test it happened in fails naming the address (conftest's ``_stays_on_loopback``).
+  Refusing alone would not do: the product catches a failed connect as "AWS unreachable", and the test
+  would pass having tried the network.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+import threading
+from typing import Any
+
+ENV = {"AWS_EC2_METADATA_DISABLED": "true"}
+_attempts: list[str] = []
+_lock = threading.Lock()
+_real_connect = socket.socket.connect
+_real_connect_ex = socket.socket.connect_ex
+
+
+def _off_loopback(address: Any) -> str | None:
+    """The address as text when it is an IP endpoint off loopback; None for loopback and Unix sockets."""
+    if not isinstance(address, tuple) or not address:
+        return None  # AF_UNIX (a path) and the like: on this machine
+    host = str(address[0])
+    if host == "localhost":
+        return None
+    try:
+        ip = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return f"{host}:{address[1]}" if len(address) > 1 else host
+    mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
+    if ip.is_loopback or (mapped is not None and mapped.is_loopback):
+        return None
+    return f"{host}:{address[1]}" if len(address) > 1 else host
+
+
+def _refuse(address: Any) -> None:
+    where = _off_loopback(address)
+    if where is None:
+        return
+    with _lock:
+        _attempts.append(f"{where} (during {os.environ.get('PYTEST_CURRENT_TEST', 'collection')})")
+    raise ConnectionRefusedError(f"the test suite stays on loopback: a connect to {where} was refused")
+
+
+def _connect(self: socket.socket, address: Any) -> None:
+    _refuse(address)
+    _real_connect(self, address)
+
+
+def _connect_ex(self: socket.socket, address: Any) -> int:
+    _refuse(address)
+    return _real_connect_ex(self, address)
+
+
+def guard() -> None:
+    os.environ.update(ENV)
+    socket.socket.connect = _connect  # type: ignore[method-assign]
+    socket.socket.connect_ex = _connect_ex  # type: ignore[method-assign]
+
+
+def taken() -> list[str]:
+    """The refused attempts since the last call (and forgets them)."""
+    with _lock:
+        seen = list(_attempts)
+        _attempts.clear()
+    return seen
