@@ -136,6 +136,10 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
         # The interactive docs pages load scripts from a CDN; the document itself is enough.
         docs_url=None,
         redoc_url=None,
+        # A path with a slash at its end is a path no route has: a 404 in the API's error shape, not
+        # Starlette's 307 to the path without it (undocumented, and a `%2F` at the end of a cluster's
+        # action was decoded to that slash and redirected to another action's address).
+        redirect_slashes=False,
     )
     app.add_middleware(
         Edge,
