@@ -4,13 +4,14 @@ Two parts, both set up by tests/conftest.py before any botocore session exists:
 
 - ``AWS_EC2_METADATA_DISABLED=true`` in the environment (children inherit it): a client built from the
   standard credential chain with no credentials in the environment otherwise asks the instance metadata
-  service, 169.254.169.254, for them. Off EC2 that is a connect that fails at once or hangs for its 1 s
-  timeout (a freshly booted VM: a fuzz test of 60 requests took 60 s); on a CI runner in EC2 it would
-  hand the suite that runner's real credentials.
-- ``guard()``: every ``connect`` of this process to an address that is not loopback is refused and
-  remembered, and the test it happened in fails naming the address (conftest's ``_stays_on_loopback``).
-  Refusing alone would not do: the product catches a failed connect as "AWS unreachable", and the test
-  would pass having tried the network.
+  service, 169.254.169.254, for them. Off EC2 that is a connect that fails at once or waits its 1 s
+  timeout (likely why a fuzz test of 60 dashboard requests took 60 s in the first run after a boot); on
+  a CI runner in EC2 it would hand the suite that runner's real credentials.
+- ``guard()``: every ``connect`` of this process to an address that is not loopback, and every look-up
+  of a name other than ``localhost`` (a question to a DNS server), is refused and remembered, and the
+  test it happened in fails naming it (conftest's ``_stays_on_loopback``). Refusing alone would not
+  do: the product catches a failed connect as "AWS unreachable", and the test would pass having tried
+  the network.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ _attempts: list[str] = []
 _lock = threading.Lock()
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
+_real_getaddrinfo = socket.getaddrinfo
 
 
 def _off_loopback(address: Any) -> str | None:
@@ -43,6 +45,14 @@ def _off_loopback(address: Any) -> str | None:
     if ip.is_loopback or (mapped is not None and mapped.is_loopback):
         return None
     return f"{host}:{address[1]}" if len(address) > 1 else host
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    return True
 
 
 def _refuse(address: Any) -> None:
@@ -64,8 +74,20 @@ def _connect_ex(self: socket.socket, address: Any) -> int:
     return _real_connect_ex(self, address)
 
 
+def _getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+    # A name to look up is a question to a DNS server (or a wait for its timeout). An address is no
+    # question: it goes on to ``connect``, which refuses it there if it is off loopback.
+    name = host.decode() if isinstance(host, bytes) else host
+    if name is not None and not _is_address(name) and _off_loopback((name, port)) is not None:
+        with _lock:
+            _attempts.append(f"a look-up of {host!r} (during {os.environ.get('PYTEST_CURRENT_TEST', 'collection')})")
+        raise socket.gaierror(socket.EAI_NONAME, f"the test suite stays on loopback: no look-up of {host!r}")
+    return _real_getaddrinfo(host, port, *args, **kwargs)
+
+
 def guard() -> None:
     os.environ.update(ENV)
+    socket.getaddrinfo = _getaddrinfo
     socket.socket.connect = _connect  # type: ignore[method-assign]
     socket.socket.connect_ex = _connect_ex  # type: ignore[method-assign]
 

@@ -17,11 +17,19 @@ def test_a_connect_off_loopback_is_refused_and_named() -> None:
     assert [t.split(" (")[0] for t in offline.taken()] == ["192.0.2.1:443"]  # taken: this test does not fail
 
 
+def test_a_name_other_than_localhost_is_not_looked_up() -> None:
+    with pytest.raises(socket.gaierror, match=r"stays on loopback: no look-up of 'example\.com'"):
+        socket.create_connection(("example.com", 443), timeout=0.5)
+    assert [t.split(" (")[0] for t in offline.taken()] == ["a look-up of 'example.com'"]
+
+
 def test_loopback_is_left_alone() -> None:
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen()
         with socket.create_connection(server.getsockname(), timeout=2):
+            pass
+        with socket.create_connection(("localhost", server.getsockname()[1]), timeout=2):
             pass
     assert offline.taken() == []
 
