@@ -62,6 +62,20 @@ def _run(pending: list[Callable[[], None]]) -> None:
         pending.pop(0)()
 
 
+def _answers_with(down: str, status: int, code: str, message: str) -> Callable[..., Any]:
+    """A ``describe_hook`` that answers ``down``'s DescribeCluster with this error, as AWS would send it."""
+
+    def hook(params: Mapping[str, Any], **_: Any) -> Any:
+        if json.loads(params["body"]).get("ClusterName") == down:  # the request as it would be sent
+            error = {"Error": {"Code": code, "Message": message}}
+            return type("Http", (), {"status_code": status, "headers": {}})(), {
+                **error, "ResponseMetadata": {"HTTPStatusCode": status}
+            }  # fmt: skip
+        return None
+
+    return hook
+
+
 def test_the_first_request_makes_no_aws_call_and_marks_every_row_as_the_stores(fleet: DemoFleet) -> None:
     dash, pending = _later(fleet)
     client = TestClient(create_app(dash, allowed_hosts=["testserver"]))
@@ -130,15 +144,7 @@ def test_one_cluster_aws_does_not_answer_for_is_unreachable_since_then_and_the_o
     fleet: DemoFleet,
 ) -> None:
     down = "g5-dev"
-
-    def refuse(params: Mapping[str, Any], **_: Any) -> Any:
-        if json.loads(params["body"]).get("ClusterName") == down:  # the request as it would be sent
-            error = {"Error": {"Code": "ServiceUnavailable", "Message": "the endpoint is down"}}
-            return type("Http", (), {"status_code": 503, "headers": {}})(), {
-                **error, "ResponseMetadata": {"HTTPStatusCode": 503}
-            }  # fmt: skip
-        return None
-
+    refuse = _answers_with(down, 503, "ServiceUnavailable", "the endpoint is down")
     dash, pending = _later(fleet)
     client = TestClient(create_app(dash, allowed_hosts=["testserver"]))
     try:
@@ -212,15 +218,7 @@ def test_a_look_aws_answers_with_an_error_says_that_error_not_unreachable(fleet:
     # AccessDenied is an answer: AWS is there, the role may not read this cluster. Calling it
     # "unreachable" would send a team to chase the network instead of the policy.
     down = next(n for n in fleet.names if n.startswith("p5"))
-
-    def deny(params: Mapping[str, Any], **_: Any) -> Any:
-        if json.loads(params["body"]).get("ClusterName") == down:
-            error = {"Error": {"Code": "AccessDeniedException", "Message": "not authorized to DescribeCluster"}}
-            return type("Http", (), {"status_code": 400, "headers": {}})(), {
-                **error, "ResponseMetadata": {"HTTPStatusCode": 400}
-            }  # fmt: skip
-        return None
-
+    deny = _answers_with(down, 400, "AccessDeniedException", "not authorized to DescribeCluster")
     dash, pending = _later(fleet)
     client = TestClient(create_app(dash, allowed_hosts=["testserver"]))
     try:
