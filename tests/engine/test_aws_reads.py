@@ -15,7 +15,20 @@ from typing import Any
 import pytest
 import yaml
 from botocore.config import Config as BotoConfig
-from botocore.exceptions import ClientError, EndpointConnectionError
+from botocore.exceptions import (
+    CapacityNotAvailableError,
+    ClientError,
+    ConnectionClosedError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    IncompleteReadError,
+    NoCredentialsError,
+    NoRegionError,
+    ParamValidationError,
+    ProfileNotFound,
+    ReadTimeoutError,
+    UnauthorizedSSOTokenError,
+)
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
@@ -142,6 +155,38 @@ def test_an_answer_is_not_a_failed_read_and_a_connection_that_fails_is() -> None
     assert reads.unanswered(throttled)
     assert reads.unanswered(EndpointConnectionError(endpoint_url="http://127.0.0.1:1"))
     assert not reads.unanswered(ValueError("a bug"))
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        ReadTimeoutError(endpoint_url="https://sagemaker.us-east-1.amazonaws.com"),
+        ConnectTimeoutError(endpoint_url="https://sagemaker.us-east-1.amazonaws.com"),
+        ConnectionClosedError(endpoint_url="https://sagemaker.us-east-1.amazonaws.com"),
+        IncompleteReadError(actual_bytes=10, expected_bytes=100),
+        CapacityNotAvailableError(),
+    ],
+    ids=type,
+)
+def test_a_request_that_got_no_whole_answer_is_unanswered(exc: Exception) -> None:
+    assert reads.unanswered(exc)
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        NoCredentialsError(),
+        ProfileNotFound(profile="team-a"),
+        NoRegionError(),
+        UnauthorizedSSOTokenError(),
+        ParamValidationError(report="ClusterName is required"),
+    ],
+    ids=type,
+)
+def test_a_read_never_sent_is_not_aws_unreachable(exc: Exception) -> None:
+    # No credentials, an expired SSO token, a profile or region not found: nothing was asked of AWS. Said
+    # as "AWS unreachable" these sent a team to the network instead of its own configuration.
+    assert not reads.unanswered(exc)
 
 
 def test_only_a_change_of_reachability_is_written_never_a_good_read_alone() -> None:

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from hyperpod_scheduler.app.wording import when
+from hyperpod_scheduler.inputs.text import clean
 from hyperpod_scheduler.store.records import AwsReads
 
 
@@ -108,10 +109,16 @@ def freshness(
         if error is None and not failed_after:
             return Freshness("aws", at, at, True, None, refreshing, f"read from AWS at {when(at)}", reads)
         if error is not None and not look.unanswered and not failed_after:
+            said = clean(" ".join(error.split())[:300], one_line=True)
+            if reads is not None and reads.failing:
+                # The record says AWS has not answered since then, and this look tells nothing of AWS
+                # (it failed on our side, or its answer is not on the record yet): that stands, one
+                # reachability for the row and every face, with this look's error beside it.
+                text = f"{unreachable_text(reads)}; the look at {when(at)} failed ({said}){soon}"
+                return Freshness("store", reads.sizes_as_of, at, False, reads.failing_since, refreshing, text, reads)
             stored = max((t for t in (ok_at, reads.sizes_as_of if reads is not None else None) if t), default=None)
             stored = stored or recorded_at
             figures = f"figures as of {when(stored)} from the store" if stored else "no figures read from AWS yet"
-            said = " ".join(error.split())[:300]
             text = f"the look at {when(at)} failed ({said}); {figures}{soon}"
             return Freshness("store", stored, at, True, None, refreshing, text, reads, failed_look=True)
         if error is not None:
@@ -126,7 +133,7 @@ def freshness(
                 ok_at=max(known) if known else None,
                 failed_at=at,
                 failing_since=since,
-                error=" ".join(error.split())[:300] or "no answer",
+                error=clean(" ".join(error.split())[:300], one_line=True) or "no answer",
                 recorded_before=recorded_at if not known else None,
             )
             return Freshness(

@@ -235,7 +235,10 @@ class Looks:
             held = self._looks.get(reach)
             if held is None or held.at <= look.at:
                 if look.failed:
-                    since = held.failing_since if held is not None and held.failed else None
+                    # A failing run goes on only through failures of one kind: a look AWS answered (with
+                    # AccessDenied, say) between two it did not answer ends the unreachable period.
+                    same = held is not None and held.failed and held.unanswered == look.unanswered
+                    since = held.failing_since if held is not None and same else None
                     look = dataclasses.replace(
                         look, failing_since=since or look.at, ok_at=held.ok_at if held is not None else None
                     )

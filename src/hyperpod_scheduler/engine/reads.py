@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore import exceptions as botocore_errors
+from botocore.exceptions import ClientError
 
 from hyperpod_scheduler.aws.deadlines import DeadlineExceeded
 from hyperpod_scheduler.store.records import AwsReads, ClusterRecord
@@ -31,9 +32,22 @@ if TYPE_CHECKING:
 _UNANSWERED = ("Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException")
 
 
+# What botocore raises when a request went out and no whole answer came back: no connection, a timeout,
+# a connection closed or a body cut short, or the retry quota spent on such failures. Not the rest of
+# BotoCoreError: no credentials, an SSO token expired, a profile or region not found, a parameter
+# refused: nothing was asked of AWS, and "AWS unreachable" would send a team to the network instead.
+_NO_ANSWER = (
+    botocore_errors.HTTPClientError,
+    botocore_errors.ConnectionError,
+    botocore_errors.IncompleteReadError,
+    botocore_errors.CapacityNotAvailableError,
+    DeadlineExceeded,
+)
+
+
 def unanswered(exc: BaseException) -> bool:
-    """Whether ``exc`` means AWS did not answer the read (rather than answered no)."""
-    if isinstance(exc, BotoCoreError | DeadlineExceeded):
+    """Whether ``exc`` means AWS did not answer the read (rather than answered no, or was never asked)."""
+    if isinstance(exc, _NO_ANSWER):
         return True
     if isinstance(exc, ClientError):
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
