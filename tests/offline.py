@@ -30,37 +30,53 @@ _real_connect_ex = socket.socket.connect_ex
 _real_getaddrinfo = socket.getaddrinfo
 
 
+# Names this machine answers itself (/etc/hosts, RFC 6761's .localhost), compared without case or a
+# final dot; and the unspecified addresses, which a connect on Linux takes as this machine.
+_LOCAL_NAMES = frozenset({"", "localhost", "ip6-localhost", "ip6-loopback"})
+
+
+def _local_name(host: str) -> bool:
+    name = host.lower().rstrip(".")
+    return name in _LOCAL_NAMES or name.endswith(".localhost")
+
+
+def _address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return None
+
+
 def _off_loopback(address: Any) -> str | None:
-    """The address as text when it is an IP endpoint off loopback; None for loopback and Unix sockets."""
+    """The endpoint as text when it is off this machine; None for loopback, local names, Unix sockets."""
     if not isinstance(address, tuple) or not address:
         return None  # AF_UNIX (a path) and the like: on this machine
-    host = str(address[0])
-    if host == "localhost":
-        return None
-    try:
-        ip = ipaddress.ip_address(host.split("%", 1)[0])
-    except ValueError:
-        return f"{host}:{address[1]}" if len(address) > 1 else host
+    raw = address[0]
+    host = raw.decode("ascii", "replace") if isinstance(raw, bytes) else str(raw)
+    where = f"{host}:{address[1]}" if len(address) > 1 else host
+    ip = _address(host)
+    if ip is None:
+        return None if _local_name(host) else where
     mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
-    if ip.is_loopback or (mapped is not None and mapped.is_loopback):
+    if ip.is_loopback or ip.is_unspecified or (mapped is not None and mapped.is_loopback):
         return None
-    return f"{host}:{address[1]}" if len(address) > 1 else host
+    return where
 
 
-def _is_address(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host.split("%", 1)[0])
-    except ValueError:
-        return False
-    return True
+def _note(what: str) -> None:
+    test = os.environ.get("PYTEST_CURRENT_TEST", "no test: collection or a session fixture")
+    thread = threading.current_thread()
+    # A thread other than the test's may be one an earlier test left running: named, so it is found.
+    by = "" if thread is threading.main_thread() else f", from thread {thread.name!r}"
+    with _lock:
+        _attempts.append(f"{what} (during {test}{by})")
 
 
 def _refuse(address: Any) -> None:
     where = _off_loopback(address)
     if where is None:
         return
-    with _lock:
-        _attempts.append(f"{where} (during {os.environ.get('PYTEST_CURRENT_TEST', 'collection')})")
+    _note(where)
     raise ConnectionRefusedError(f"the test suite stays on loopback: a connect to {where} was refused")
 
 
@@ -77,11 +93,10 @@ def _connect_ex(self: socket.socket, address: Any) -> int:
 def _getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
     # A name to look up is a question to a DNS server (or a wait for its timeout). An address is no
     # question: it goes on to ``connect``, which refuses it there if it is off loopback.
-    name = host.decode() if isinstance(host, bytes) else host
-    if name is not None and not _is_address(name) and _off_loopback((name, port)) is not None:
-        with _lock:
-            _attempts.append(f"a look-up of {host!r} (during {os.environ.get('PYTEST_CURRENT_TEST', 'collection')})")
-        raise socket.gaierror(socket.EAI_NONAME, f"the test suite stays on loopback: no look-up of {host!r}")
+    name = host.decode("ascii", "replace") if isinstance(host, bytes) else host
+    if name is not None and _address(name) is None and not _local_name(name):
+        _note(f"a look-up of {name!r}")
+        raise socket.gaierror(socket.EAI_NONAME, f"the test suite stays on loopback: no look-up of {name!r}")
     return _real_getaddrinfo(host, port, *args, **kwargs)
 
 
@@ -93,7 +108,8 @@ def guard() -> None:
 
 
 def taken() -> list[str]:
-    """The refused attempts since the last call (and forgets them)."""
+    """The refused attempts since the last call (and forgets them): a test's own, and those of the
+    wider fixtures set up for it (they run before the test's own fixtures)."""
     with _lock:
         seen = list(_attempts)
         _attempts.clear()

@@ -3,7 +3,9 @@ built from the standard credential chain does not ask the instance metadata serv
 
 from __future__ import annotations
 
+import contextlib
 import socket
+import threading
 
 import botocore.session
 import pytest
@@ -42,3 +44,32 @@ def test_a_client_with_no_credentials_does_not_ask_the_metadata_service(monkeypa
     session = botocore.session.Session()
     assert session.get_credentials() is None
     assert offline.taken() == []  # before the guard's environment: one connect to 169.254.169.254:80
+
+
+@pytest.fixture(scope="module")
+def _reached_out_in_setup() -> None:
+    with contextlib.suppress(OSError):
+        socket.create_connection(("192.0.2.7", 443), timeout=0.5)
+
+
+def test_what_a_wider_fixture_tried_reaches_the_test_it_was_set_up_for(_reached_out_in_setup: None) -> None:
+    # Cleared when the test began, a module fixture's attempt would have passed unseen.
+    tried = offline.taken()
+    assert len(tried) == 1 and tried[0].startswith("192.0.2.7:443 (during ") and "(setup)" in tried[0]
+
+
+def test_an_attempt_from_another_thread_names_it() -> None:
+    def reach() -> None:
+        with contextlib.suppress(OSError):
+            socket.create_connection(("192.0.2.8", 80), timeout=0.5)
+
+    thread = threading.Thread(target=reach, name="left-behind")
+    thread.start()
+    thread.join()
+    assert [t.endswith(", from thread 'left-behind')") for t in offline.taken()] == [True]
+
+
+@pytest.mark.parametrize("host", ["localhost.", "LOCALHOST", "ip6-localhost", "bucket.localhost", "::1", "0.0.0.0"])
+def test_names_and_addresses_of_this_machine_are_left_alone(host: str) -> None:
+    assert offline._off_loopback((host, 80)) is None
+    assert offline._off_loopback((host.encode(), 80)) is None
