@@ -94,6 +94,7 @@ def create_fleet(endpoint: str, n: int, threads: int = 8) -> None:
                 raise SystemExit(f"CreateCluster {name}: HTTP {status}: {raw[:200]!r}")
 
     all_names = names(n)
+    create(["warm-up"])  # outside the timed fleet: what ``warm_up`` sends its two calls to
     with ThreadPoolExecutor(threads) as pool:
         list(pool.map(create, [all_names[i::threads] for i in range(threads)]))
     Http(port).admin("POST", "clock", {"advance_seconds": 3600})
@@ -224,8 +225,7 @@ def tick_worker(
 
         plain = boto3.Session(region_name="us-east-1").client("sagemaker", endpoint_url=endpoint, config=RETRY_CONFIG)
         client = no_blind_retries(answers.watch(plain))
-    if replay:  # the replay server answers any name (the emulator knows only the fleet's)
-        warm_up(client)
+    warm_up(client)  # the replay server answers any name; the emulator has a cluster of that name (create_fleet)
     calls: Counter[str] = Counter()
     lock = threading.Lock()
 
