@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import weakref
 from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
@@ -19,6 +20,7 @@ from hypothesis import settings
 
 from hyperpod_scheduler.aws.model import botocore_session
 from hyperpod_scheduler.emulator import in_process
+from hyperpod_scheduler.web.core import DashboardCore
 from tests import offline
 
 # No per-example deadline anywhere: an example's time depends on the machine's load (CI has 2 shared
@@ -36,11 +38,34 @@ in_process.install()
 offline.guard()
 
 
+# Every dashboard a test makes, so its work beside requests ends with the test: a refresh left reading
+# went on past the test's end (its moto mock, its environment), to real AWS endpoints and into the next
+# test. ``Looks.close`` leaves the looks usable, so a module's dashboard serves its next test as before.
+_dashboards: list[weakref.ref[DashboardCore]] = []
+_made = DashboardCore.__init__
+
+
+def _noted(self: DashboardCore, *args: Any, **kwargs: Any) -> None:
+    _made(self, *args, **kwargs)
+    _dashboards.append(weakref.ref(self))
+
+
+DashboardCore.__init__ = _noted  # type: ignore[method-assign]
+
+
+def _end_work_beside() -> None:
+    live = [d for d in (ref() for ref in _dashboards) if d is not None]
+    _dashboards[:] = [weakref.ref(d) for d in live]
+    for dash in live:
+        dash.looks.close(timeout_s=30)
+
+
 @pytest.fixture(autouse=True)
 def _stays_on_loopback() -> Iterator[None]:
     # What a module or session fixture set up for this test tried is in too (set up before this one):
     # not cleared here, or it would pass unseen. A thread an earlier test left is named in the message.
     yield
+    _end_work_beside()
     tried = offline.taken()
     if tried:
         pytest.fail(f"reached past loopback: {', '.join(tried[:3])}", pytrace=False)

@@ -33,6 +33,7 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from hyperpod_scheduler.app.compose import Context, chain_clients
+from hyperpod_scheduler.aws.clients import AwsClients
 from hyperpod_scheduler.cli.main import app as cli_app
 from hyperpod_scheduler.cluster.samples import slurm_request
 from hyperpod_scheduler.config.load import load_config
@@ -78,6 +79,7 @@ class Rig:
             state=str(self.state),
             now=self.emu.clock.now,
             client_for=lambda r: self.client,
+            aws=AwsClients(self.emu.endpoint),
         )
         [row] = TestClient(create_app(dash, allowed_hosts=["testserver"])).get("/api/fleet").json()
         return dict(row)
@@ -285,7 +287,11 @@ def test_the_cluster_page_does_not_call_aws_unreachable_beside_its_own_fresh_des
     rig.emu.faults = {"error_rate": 0.0}
     rig.emu.advance(60)
     dash = Dashboard(
-        config_file=str(rig.config), state=str(rig.state), now=rig.emu.clock.now, client_for=lambda r: rig.client
+        config_file=str(rig.config),
+        state=str(rig.state),
+        now=rig.emu.clock.now,
+        client_for=lambda r: rig.client,
+        aws=AwsClients(rig.emu.endpoint),
     )
     page = TestClient(create_app(dash, allowed_hosts=["testserver"])).get(f"/api/clusters/{NAME}").json()
     assert page["describe_error"] is None and page["groups"][0]["current"] is not None  # it read AWS itself

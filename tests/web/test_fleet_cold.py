@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -14,7 +16,7 @@ from urllib.parse import urlparse
 
 from fastapi.testclient import TestClient
 
-from hyperpod_scheduler.app.looks import Looks
+from hyperpod_scheduler.app.looks import REFRESH_THREAD, Looks
 from hyperpod_scheduler.app.wording import when
 from hyperpod_scheduler.emulator import in_process
 from hyperpod_scheduler.store import open_store
@@ -236,3 +238,26 @@ def test_a_look_aws_answers_with_an_error_says_that_error_not_unreachable(fleet:
     _says_the_failed_look(bad, look.at, "AccessDenied")
     assert "not authorized to DescribeCluster" in bad["freshness"]["text"]
     assert f'data-cluster="{down}"' in page and "AWS unreachable" not in page
+
+
+def test_a_server_shutting_down_ends_its_refresh_and_leaves_no_thread_reading_behind(fleet: DemoFleet) -> None:
+    # The refresh the server starts (lifespan) went on reading every cluster after the server had
+    # stopped: in tests, past the end of moto's mock, it asked real AWS endpoints for a fleet's table.
+    in_first, calls = threading.Event(), Counter[str]()
+
+    def slow(params: Mapping[str, Any], **_: Any) -> Any:
+        calls[json.loads(params["body"])["ClusterName"]] += 1
+        in_first.set()
+        time.sleep(0.2)  # the first look still in flight as the server shuts down
+        return None
+
+    dash = dataclasses.replace(fleet.dashboard(None), looks=Looks(concurrency=1, cold_first=True))
+    try:
+        with describe_hook(fleet, slow):
+            with TestClient(create_app(dash, allowed_hosts=["testserver"])):
+                assert in_first.wait(10)  # the server's own refresh is reading the first cluster
+            # Shut down: the look in flight ended, and no other was sent.
+            assert sum(calls.values()) == 1, calls
+            assert not [t for t in threading.enumerate() if t.name == REFRESH_THREAD and t.is_alive()]
+    finally:
+        dash.close()

@@ -16,6 +16,7 @@ from botocore.config import Config as BotoConfig
 from fastapi.testclient import TestClient
 
 from hyperpod_scheduler.app.compose import Context, chain_clients
+from hyperpod_scheduler.aws.clients import AwsClients
 from hyperpod_scheduler.cluster.samples import slurm_request
 from hyperpod_scheduler.config.load import load_config
 from hyperpod_scheduler.emulator import Emulator, running_emulator
@@ -54,6 +55,7 @@ class Rig:
             state=str(self.state),
             now=self.emu.clock.now,
             client_for=lambda r: self.client,
+            aws=AwsClients(self.emu.endpoint),
         )
         answer = TestClient(create_app(dash, allowed_hosts=["testserver"])).get(f"/api/clusters/{NAME}/preview/start")
         assert answer.status_code == 200, answer.text
@@ -134,7 +136,11 @@ def test_a_group_set_by_hand_while_stopped_is_previewed_as_it_is(rig: Rig) -> No
 def test_the_confirm_page_says_why_a_group_is_left_as_it_is(rig: Rig) -> None:
     rig.update([{**rig.group("web"), "InstanceCount": 3}])
     dash = Dashboard(
-        config_file=str(rig.config), state=str(rig.state), now=rig.emu.clock.now, client_for=lambda r: rig.client
+        config_file=str(rig.config),
+        state=str(rig.state),
+        now=rig.emu.clock.now,
+        client_for=lambda r: rig.client,
+        aws=AwsClients(rig.emu.endpoint),
     )
     page = TestClient(create_app(dash, allowed_hosts=["testserver"])).get(f"/clusters/{NAME}/actions/start")
     assert page.status_code == 200, page.text

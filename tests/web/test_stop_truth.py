@@ -21,6 +21,7 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from hyperpod_scheduler.app.compose import Clients, Context
+from hyperpod_scheduler.aws.clients import AwsClients
 from hyperpod_scheduler.cli.main import app as cli_app
 from hyperpod_scheduler.config.load import load_config
 from hyperpod_scheduler.emulator import Emulator, running_emulator
@@ -46,6 +47,7 @@ class Rig:
             token=TOKEN,
             now=self.emu.clock.now,
             client_for=lambda ref: self.sagemaker,
+            aws=AwsClients(self.emu.endpoint),  # FSx, S3 and Pricing from the emulator too, as the demo's
         )
 
     def api(self) -> TestClient:

@@ -157,6 +157,7 @@ class Looks:
     _serving: int = 0  # requests being answered now: the refresh's next calls wait for them (``serving``)
     _quiet: threading.Condition = field(default_factory=threading.Condition)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _closing: threading.Event = field(default_factory=threading.Event)  # ``close`` is ending the work beside
     # Told when a refresh has ended, in its own thread (the dashboard builds its pages again there, so the
     # next request finds them built).
     after: list[Callable[[], None]] = field(default_factory=list)
@@ -175,11 +176,20 @@ class Looks:
         thread.start()
 
     def close(self, timeout_s: float = 60.0) -> None:
-        """Wait for the work beside requests to end (before the store it reads is closed under it)."""
-        with self._lock:
-            threads = list(self._threads)
-        for thread in threads:
-            thread.join(timeout_s)
+        """End the work beside requests and wait for it (before the store it reads is closed under it):
+        a refresh under way sends no further DescribeCluster (those in flight end within their call
+        deadlines), so a server shutting down, or a test ending, leaves no thread reading on behind it.
+        The looks stay usable: a later request starts a refresh again."""
+        self._closing.set()
+        with self._quiet:
+            self._quiet.notify_all()  # a look waiting for requests to end stops waiting
+        try:
+            with self._lock:
+                threads = list(self._threads)
+            for thread in threads:
+                thread.join(timeout_s)
+        finally:
+            self._closing.clear()
 
     @property
     def refreshing(self) -> bool:
@@ -201,7 +211,7 @@ class Looks:
 
     def _between_requests(self) -> None:
         with self._quiet:
-            self._quiet.wait_for(lambda: self._serving == 0, timeout=YIELD_MAX_S)
+            self._quiet.wait_for(lambda: self._serving == 0 or self._closing.is_set(), timeout=YIELD_MAX_S)
 
     @property
     def progress(self) -> Progress | None:
@@ -451,7 +461,7 @@ class Looks:
                     self._refreshing = False
                     self._telling = True  # a hook's own reading starts no refresh of its own
                 try:
-                    for hook in list(self.after):
+                    for hook in list(self.after) if not self._closing.is_set() else []:  # closing: no rebuild
                         hook()
                 finally:
                     with self._lock:
@@ -473,6 +483,8 @@ class Looks:
                 ctx.config, ctx.client_for, ctx.accounts or ctx.store.account_for, tag_concurrency=self.concurrency
             )
             governed = reader.governed()
+            if self._closing.is_set():
+                return  # closed while discovery read the targets: nothing more is sent, nothing kept
             unread = [p.cause for p in reader.problems if p.cause is not None]
             if unread and not governed:
                 raise unread[0]  # nothing could be read at all: said (a 502), never kept as an empty fleet
@@ -490,6 +502,8 @@ class Looks:
             answer: ClusterView | Exception
             if beside:
                 self._between_requests()
+            if self._closing.is_set():
+                return  # closed: this cluster keeps the look it had (a later refresh reads it)
             try:
                 answer = engine.describe(g.ref)  # checked as every engine answer is
             except Exception as exc:  # whatever it is (an AWS error, a bug met on its data, its client)
@@ -509,6 +523,8 @@ class Looks:
         else:
             for g in due:
                 one(g)
+        if self._closing.is_set():
+            return  # cut short: not a refresh that ended (the clusters it did not read stay due)
         fleet.refreshed_at = ctx.now()
         with self._lock:
             self._fleet = fleet

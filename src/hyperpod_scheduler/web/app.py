@@ -125,6 +125,7 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         dash.warm()  # starts the refresh beside the server and returns: the server is up at once
         yield
+        dash.looks.close()  # shutting down: the refresh sends nothing more, and no thread reads on behind
 
     if dash.prewarm not in dash.looks.after:
         dash.looks.after.append(dash.prewarm)  # a refresh that ends builds the rows again for the next viewer
