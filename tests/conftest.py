@@ -60,12 +60,17 @@ def _end_work_beside() -> None:
         dash.looks.close(timeout_s=30)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    _end_work_beside()  # before the test's fixtures end: its emulator, moto's mock, its environment
+    yield
+
+
 @pytest.fixture(autouse=True)
 def _stays_on_loopback() -> Iterator[None]:
     # What a module or session fixture set up for this test tried is in too (set up before this one):
     # not cleared here, or it would pass unseen. A thread an earlier test left is named in the message.
     yield
-    _end_work_beside()
     tried = offline.taken()
     if tried:
         pytest.fail(f"reached past loopback: {', '.join(tried[:3])}", pytrace=False)

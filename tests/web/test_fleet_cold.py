@@ -261,3 +261,37 @@ def test_a_server_shutting_down_ends_its_refresh_and_leaves_no_thread_reading_be
             assert not [t for t in threading.enumerate() if t.name == REFRESH_THREAD and t.is_alive()]
     finally:
         dash.close()
+
+
+def test_a_refresh_still_in_a_call_when_close_gives_up_waiting_sends_nothing_after_it(fleet: DemoFleet) -> None:
+    # close() waits within its timeout; a look still in flight then must not go on to the next cluster
+    # (before: the wait gave up, the flag was cleared, and the refresh read the whole fleet after all).
+    calls, go = Counter[str](), threading.Event()
+
+    def held(params: Mapping[str, Any], **_: Any) -> Any:
+        calls[json.loads(params["body"])["ClusterName"]] += 1
+        go.wait(10)  # in flight until the test lets it end, after close() has returned
+        return None
+
+    dash = dataclasses.replace(fleet.dashboard(None), looks=Looks(concurrency=1, cold_first=True))
+    client = TestClient(create_app(dash, allowed_hosts=["testserver"]))  # no lifespan: closed by hand below
+    try:
+        with describe_hook(fleet, held):
+            client.get("/api/fleet")  # starts the refresh beside the request
+            deadline = time.monotonic() + 10
+            while not calls and time.monotonic() < deadline:
+                time.sleep(0.01)
+            dash.looks.close(timeout_s=0.05)  # gives up waiting: the first look is still in its call
+            go.set()
+            time.sleep(0.3)  # room for the refresh to go on to the next clusters, if it would
+            dash.looks.close(timeout_s=10)  # now the thread ends
+            assert sum(calls.values()) == 1, calls
+            assert not [t for t in threading.enumerate() if t.name == REFRESH_THREAD and t.is_alive()]
+        # Still usable: the next request's refresh reads every cluster.
+        client.get("/api/fleet")
+        deadline = time.monotonic() + 30
+        while dash.looks.refreshes == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert dash.looks.refreshes == 1 and dash.looks.failure is None
+    finally:
+        dash.close()

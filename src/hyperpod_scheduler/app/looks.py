@@ -157,7 +157,10 @@ class Looks:
     _serving: int = 0  # requests being answered now: the refresh's next calls wait for them (``serving``)
     _quiet: threading.Condition = field(default_factory=threading.Condition)
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _closing: threading.Event = field(default_factory=threading.Event)  # ``close`` is ending the work beside
+    # ``close``: each call moves the generation on (a refresh begun before it stops sending), and while
+    # any call is under way no refresh starts.
+    _generation: int = 0
+    _closers: int = 0
     # Told when a refresh has ended, in its own thread (the dashboard builds its pages again there, so the
     # next request finds them built).
     after: list[Callable[[], None]] = field(default_factory=list)
@@ -179,17 +182,25 @@ class Looks:
         """End the work beside requests and wait for it (before the store it reads is closed under it):
         a refresh under way sends no further DescribeCluster (those in flight end within their call
         deadlines), so a server shutting down, or a test ending, leaves no thread reading on behind it.
-        The looks stay usable: a later request starts a refresh again."""
-        self._closing.set()
+        The looks stay usable: a later request starts a refresh again. ``timeout_s`` bounds the whole
+        wait; a thread still in a call then sends nothing after it (its generation has passed)."""
+        with self._lock:
+            self._closers += 1
+            self._generation += 1
         with self._quiet:
             self._quiet.notify_all()  # a look waiting for requests to end stops waiting
+        deadline = time.monotonic() + timeout_s
         try:
-            with self._lock:
-                threads = list(self._threads)
-            for thread in threads:
-                thread.join(timeout_s)
+            while True:  # again and again: work begun meanwhile (a build, a warm-up's rows) is waited for too
+                with self._lock:
+                    alive = [t for t in self._threads if t.is_alive() and t is not threading.current_thread()]
+                left = deadline - time.monotonic()
+                if not alive or left <= 0:
+                    return
+                alive[0].join(left)
         finally:
-            self._closing.clear()
+            with self._lock:
+                self._closers -= 1
 
     @property
     def refreshing(self) -> bool:
@@ -211,7 +222,7 @@ class Looks:
 
     def _between_requests(self) -> None:
         with self._quiet:
-            self._quiet.wait_for(lambda: self._serving == 0 or self._closing.is_set(), timeout=YIELD_MAX_S)
+            self._quiet.wait_for(lambda: self._serving == 0 or self._closers > 0, timeout=YIELD_MAX_S)
 
     @property
     def progress(self) -> Progress | None:
@@ -367,12 +378,12 @@ class Looks:
                 if self._fleet is None or self._fleet.identity != identity:
                     self._fleet = fleet
             if start_cold:
-                self._start(lambda: self._refresh(ctx, identity, everything=True))
+                self._start(lambda stopped: self._refresh(ctx, identity, everything=True, stopped=stopped))
         elif fleet.cold and not start_cold:
             pass
         elif fleet.cold or self._stale(fleet, now):
             everything = fleet.cold or now - fleet.found_at >= self.max_age
-            self._start(lambda: self._refresh(ctx, identity, everything=everything))
+            self._start(lambda stopped: self._refresh(ctx, identity, everything=everything, stopped=stopped))
         with self._lock:
             fleet = self._fleet if self._fleet is not None and self._fleet.identity == identity else fleet
             looks = {g.ref.key: look for g in fleet.governed if (look := self._looks.get(_reach(g))) is not None}
@@ -422,7 +433,7 @@ class Looks:
     def nudge(self, ctx: Context) -> None:
         """Read the fleet's due looks again, beside the request (a record newer than its look)."""
         identity = _identity(ctx)
-        self._start(lambda: self._refresh(ctx, identity, everything=False))
+        self._start(lambda stopped: self._refresh(ctx, identity, everything=False, stopped=stopped))
 
     def _due(self, ctx: Context, governed: Sequence[Governed], now: datetime) -> list[Governed]:
         """The clusters whose look is missing, old, or older than their record (the engine acted since)."""
@@ -439,21 +450,28 @@ class Looks:
                 due.append(g)
         return due
 
-    def _start(self, work: Callable[[], None]) -> None:
+    def _start(self, work: Callable[[Callable[[], bool]], None]) -> None:
+        """Run a refresh beside the caller; ``work`` is handed ``stopped``: whether ``close`` has been
+        called since it began (then it sends nothing more)."""
         with self._lock:
-            if self._refreshing or self._telling:
-                return  # one refresh at a time: the one under way reads what this request would
+            if self._refreshing or self._telling or self._closers:
+                return  # one refresh at a time (the one under way reads what this request would); none while closing
             self._refreshing = True
+            generation = self._generation
+
+        def stopped() -> bool:
+            return self._generation != generation
 
         def run() -> None:
             try:
-                work()
+                work(stopped)
             except (ClientError, BotoCoreError, HyperpodSchedulerError) as exc:
                 # Beside a request: nobody to answer. The kept reading stays, with its age shown, and the
                 # next request past max_age tries again.
                 self.failure = " ".join(str(exc).split())
             else:
-                self.failure = None
+                if not stopped():  # a refresh cut short by close says nothing of the last failure
+                    self.failure = None
             finally:
                 with self._lock:
                     self.version += 1  # the refresh's looks, all at once
@@ -461,7 +479,7 @@ class Looks:
                     self._refreshing = False
                     self._telling = True  # a hook's own reading starts no refresh of its own
                 try:
-                    for hook in list(self.after) if not self._closing.is_set() else []:  # closing: no rebuild
+                    for hook in list(self.after) if not stopped() else []:  # closed meanwhile: no rebuild
                         hook()
                 finally:
                     with self._lock:
@@ -469,7 +487,9 @@ class Looks:
 
         self._beside(run)
 
-    def _refresh(self, ctx: Context, identity: str, *, everything: bool) -> None:
+    def _refresh(
+        self, ctx: Context, identity: str, *, everything: bool, stopped: Callable[[], bool] = lambda: False
+    ) -> None:
         """Discovery again (``everything``), then DescribeCluster for every cluster whose look is due,
         ``concurrency`` at a time. A cluster that cannot be described keeps the error as its look
         (the page says so, and since when); a target that cannot be read is in ``problems``."""
@@ -483,7 +503,7 @@ class Looks:
                 ctx.config, ctx.client_for, ctx.accounts or ctx.store.account_for, tag_concurrency=self.concurrency
             )
             governed = reader.governed()
-            if self._closing.is_set():
+            if stopped():
                 return  # closed while discovery read the targets: nothing more is sent, nothing kept
             unread = [p.cause for p in reader.problems if p.cause is not None]
             if unread and not governed:
@@ -502,7 +522,7 @@ class Looks:
             answer: ClusterView | Exception
             if beside:
                 self._between_requests()
-            if self._closing.is_set():
+            if stopped():
                 return  # closed: this cluster keeps the look it had (a later refresh reads it)
             try:
                 answer = engine.describe(g.ref)  # checked as every engine answer is
@@ -523,7 +543,7 @@ class Looks:
         else:
             for g in due:
                 one(g)
-        if self._closing.is_set():
+        if stopped():
             return  # cut short: not a refresh that ended (the clusters it did not read stay due)
         fleet.refreshed_at = ctx.now()
         with self._lock:

@@ -24,6 +24,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
 from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from hyperpod_scheduler import __version__
@@ -38,6 +39,9 @@ from hyperpod_scheduler.web.fleet_query import FleetQuery
 from hyperpod_scheduler.web.service import ACTIONS, Dashboard, NotFound, Refused
 
 HERE = Path(__file__).parent
+# How long a server shutting down waits for its refresh's calls in flight (each is bounded by its own
+# deadlines too; the refresh's threads are daemons, so the process ends after this either way).
+SHUTDOWN_S = 10.0
 _MAX_MESSAGE = 300
 ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"description": "Bad input (one line naming the field and value)"},
@@ -125,7 +129,9 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         dash.warm()  # starts the refresh beside the server and returns: the server is up at once
         yield
-        dash.looks.close()  # shutting down: the refresh sends nothing more, and no thread reads on behind
+        # Shutting down: the refresh sends nothing more, and the calls in flight are waited for (within
+        # SHUTDOWN_S in all), in a thread of its own so the event loop is not held while they end.
+        await run_in_threadpool(dash.looks.close, timeout_s=SHUTDOWN_S)
 
     if dash.prewarm not in dash.looks.after:
         dash.looks.after.append(dash.prewarm)  # a refresh that ends builds the rows again for the next viewer
