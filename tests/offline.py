@@ -28,6 +28,7 @@ _lock = threading.Lock()
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
 _real_getaddrinfo = socket.getaddrinfo
+_real_gethostbyname = socket.gethostbyname
 
 
 # Names this machine answers itself (/etc/hosts, RFC 6761's .localhost), compared without case or a
@@ -90,19 +91,37 @@ def _connect_ex(self: socket.socket, address: Any) -> int:
     return _real_connect_ex(self, address)
 
 
-def _getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+def _asked(host: Any) -> str | None:
     # A name to look up is a question to a DNS server (or a wait for its timeout). An address is no
     # question: it goes on to ``connect``, which refuses it there if it is off loopback.
     name = host.decode("ascii", "replace") if isinstance(host, bytes) else host
     if name is not None and _address(name) is None and not _local_name(name):
         _note(f"a look-up of {name!r}")
-        raise socket.gaierror(socket.EAI_NONAME, f"the test suite stays on loopback: no look-up of {name!r}")
+        return f"the test suite stays on loopback: no look-up of {name!r}"
+    return None
+
+
+def _getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+    refused = _asked(host)
+    if refused is not None:
+        raise socket.gaierror(socket.EAI_NONAME, refused)
     return _real_getaddrinfo(host, port, *args, **kwargs)
 
 
-def guard() -> None:
-    os.environ.update(ENV)
+def _gethostbyname(host: str) -> str:
+    refused = _asked(host)
+    if refused is not None:
+        raise socket.gaierror(socket.EAI_NONAME, refused)
+    return _real_gethostbyname(host)
+
+
+def guard(*, metadata_off: bool = True) -> None:
+    """Install the guard in this process. ``metadata_off`` False leaves the metadata service to the
+    product (tests/cost/loopback_run.py proves the demo and the tour never ask it on their own)."""
+    if metadata_off:
+        os.environ.update(ENV)
     socket.getaddrinfo = _getaddrinfo
+    socket.gethostbyname = _gethostbyname
     socket.socket.connect = _connect  # type: ignore[method-assign]
     socket.socket.connect_ex = _connect_ex  # type: ignore[method-assign]
 

@@ -3,66 +3,18 @@
 ``python tests/cost/loopback_run.py {demo|tour} DIR``: the guard goes in before anything of the product
 is imported, so it covers every client, thread and library. Exit 0 when everything ran and nothing
 tried to leave the machine; 3 (with each attempt on stderr) when something did; anything else when
-a step failed. Used by ``test_loopback.py``, in a subprocess so the patch never leaks into other tests.
+a step failed. Used by ``test_loopback.py``, in a subprocess of its own: the guard is the suite's (tests/offline.py),
+without the metadata setting the suite's own processes get, so the product is proven without it.
 """
 
 from __future__ import annotations
 
-import ipaddress
-import socket
 import sys
 from typing import Any
 
-ATTEMPTS: list[str] = []
-_connect = socket.socket.connect
-_connect_ex = socket.socket.connect_ex
-_getaddrinfo = socket.getaddrinfo
-_gethostbyname = socket.gethostbyname
+from tests import offline
 
-
-def _local(host: Any) -> bool:
-    text = "" if host is None else (host.decode() if isinstance(host, bytes) else str(host))
-    if text in ("", "localhost") or text.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(text.split("%", 1)[0]).is_loopback
-    except ValueError:
-        return False
-
-
-def _refuse(what: str) -> None:
-    ATTEMPTS.append(what)
-    raise ConnectionRefusedError(f"loopback guard: {what} refused")
-
-
-def _guarded_getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
-    if not _local(host):
-        _refuse(f"getaddrinfo({host!r})")
-    return _getaddrinfo(host, *args, **kwargs)
-
-
-def _guarded_gethostbyname(host: str) -> str:
-    if not _local(host):
-        _refuse(f"gethostbyname({host!r})")
-    return _gethostbyname(host)
-
-
-def _guarded_connect(self: socket.socket, address: Any) -> None:
-    if self.family in (socket.AF_INET, socket.AF_INET6) and not _local(address[0]):
-        _refuse(f"connect({address!r})")
-    _connect(self, address)
-
-
-def _guarded_connect_ex(self: socket.socket, address: Any) -> int:
-    if self.family in (socket.AF_INET, socket.AF_INET6) and not _local(address[0]):
-        _refuse(f"connect_ex({address!r})")
-    return _connect_ex(self, address)
-
-
-socket.getaddrinfo = _guarded_getaddrinfo
-socket.gethostbyname = _guarded_gethostbyname
-socket.socket.connect = _guarded_connect  # type: ignore[method-assign]
-socket.socket.connect_ex = _guarded_connect_ex  # type: ignore[method-assign]
+offline.guard(metadata_off=False)  # the product's own behaviour: no AWS_EC2_METADATA_DISABLED set for it
 
 # Only now the product.
 import json  # noqa: E402
@@ -176,7 +128,8 @@ def tour(folder: Path) -> None:
 if __name__ == "__main__":
     scenario, folder = sys.argv[1], Path(sys.argv[2])
     {"demo": demo, "tour": tour}[scenario](folder)
-    if ATTEMPTS:
-        print(json.dumps(ATTEMPTS, indent=1), file=sys.stderr)
+    attempts = offline.taken()
+    if attempts:
+        print(json.dumps(attempts, indent=1), file=sys.stderr)
         sys.exit(3)
     print("no connection left loopback", file=sys.stderr)
