@@ -28,8 +28,7 @@ TIMEOUT = EndpointConnectionError(endpoint_url="https://sagemaker.us-east-1.amaz
 
 def _seen(look: Look | None) -> LookSeen:
     assert look is not None
-    error = (" ".join(str(look.answer).split()) or type(look.answer).__name__) if look.failed else None
-    return LookSeen(look.at, look.ok_at, look.failing_since, error, look.unanswered)
+    return look.seen()
 
 
 def test_unreachable_since_starts_after_the_last_look_aws_answered_even_with_an_error() -> None:

@@ -104,12 +104,12 @@ def freshness(
     soon = "; refreshing now" if refreshing else ""
     if look is not None:
         at, ok_at, failing_since, error = look.at, look.ok_at, look.failing_since, look.error
+        said = clean(" ".join(error.split())[:300], one_line=True) if error is not None else ""
         # The engine's own read after this look failed for want of an answer: that is the later word.
         failed_after = reads is not None and reads.failing and reads.failed_at is not None and reads.failed_at > at
         if error is None and not failed_after:
             return Freshness("aws", at, at, True, None, refreshing, f"read from AWS at {when(at)}", reads)
         if error is not None and not look.unanswered and not failed_after:
-            said = clean(" ".join(error.split())[:300], one_line=True)
             if reads is not None and reads.failing:
                 # The record says AWS has not answered since then, and this look tells nothing of AWS
                 # (it failed on our side, or its answer is not on the record yet): that stands, one
@@ -133,7 +133,7 @@ def freshness(
                 ok_at=max(known) if known else None,
                 failed_at=at,
                 failing_since=since,
-                error=clean(" ".join(error.split())[:300], one_line=True) or "no answer",
+                error=said or "no answer",
                 recorded_before=recorded_at if not known else None,
             )
             return Freshness(

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from hyperpod_scheduler.app.freshness import LookSeen
 from hyperpod_scheduler.errors import HyperpodSchedulerError
 
 if TYPE_CHECKING:
@@ -77,6 +78,11 @@ class Look:
         from hyperpod_scheduler.engine.reads import unanswered
 
         return isinstance(self.answer, Exception) and unanswered(self.answer)
+
+    def seen(self) -> LookSeen:
+        """This look as ``app.freshness`` reads it: its error on one line, and whether it went unanswered."""
+        error = (" ".join(str(self.answer).split()) or type(self.answer).__name__) if self.failed else None
+        return LookSeen(self.at, self.ok_at, self.failing_since, error, self.unanswered)
 
 
 class NotLookedAt(HyperpodSchedulerError):

@@ -21,7 +21,7 @@ from typing import Any
 
 from hyperpod_scheduler.app.actions import actions
 from hyperpod_scheduler.app.compose import Context
-from hyperpod_scheduler.app.freshness import Freshness, LookSeen, freshness
+from hyperpod_scheduler.app.freshness import Freshness, freshness
 from hyperpod_scheduler.app.history import notable
 from hyperpod_scheduler.app.looks import Look, NotLookedAt, Reading
 from hyperpod_scheduler.app.status import StatusRow, fleet_status, status_row
@@ -89,11 +89,7 @@ def fleet(
 def _mark(row: dict[str, Any], reads: Any, recorded_at: datetime | None, look: Look | None, refreshing: bool) -> None:
     """The row's ``freshness`` (app.freshness: the record's reads and the dashboard's look as one value);
     a look that failed makes the row's reads and its first flag say since when AWS has not answered."""
-    seen = None
-    if look is not None:
-        error = (" ".join(str(look.answer).split()) or type(look.answer).__name__) if look.failed else None
-        seen = LookSeen(look.at, look.ok_at, look.failing_since, error, look.unanswered)
-    fresh: Freshness = freshness(reads, recorded_at, seen, refreshing)
+    fresh: Freshness = freshness(reads, recorded_at, look.seen() if look is not None else None, refreshing)
     row["freshness"] = fresh.document()
     if not fresh.reachable and not row["aws"]["text"]:
         from hyperpod_scheduler.app.freshness import reads_document
