@@ -170,6 +170,22 @@ def test_one_cluster_aws_does_not_answer_for_is_unreachable_since_then_and_the_o
     assert f'data-cluster="{down}"' in page and bad["aws"]["text"] in page
 
 
+def _after_one_refresh(fleet: DemoFleet, hook: Callable[..., Any]) -> tuple[Dashboard, dict[str, dict[str, Any]], str]:
+    """A first request, the refresh it starts (with ``hook`` on every DescribeCluster), then the rows by
+    cluster and the Fleet page as the next viewer gets them."""
+    dash, pending = _later(fleet)
+    client = TestClient(create_app(dash, allowed_hosts=["testserver"]))
+    try:
+        with describe_hook(fleet, hook):
+            client.get("/api/fleet")
+            _run(pending)
+            rows = {r["cluster"]: r for r in client.get("/api/fleet").json()}
+            page = client.get("/").text
+    finally:
+        dash.close()
+    return dash, rows, page
+
+
 def _ref(dash: Dashboard, name: str) -> Any:
     return next(g.ref for g in dash.looks.reading(dash.context()).governed if g.ref.name == name)
 
@@ -187,15 +203,7 @@ def test_a_look_that_fails_with_something_unforeseen_is_that_clusters_and_the_re
             raise RuntimeError("met a bug on this cluster's data")
         return None
 
-    dash, pending = _later(fleet)
-    client = TestClient(create_app(dash, allowed_hosts=["testserver"]))
-    try:
-        with describe_hook(fleet, broken):
-            client.get("/api/fleet")
-            _run(pending)  # before: the RuntimeError ended the whole refresh here
-            rows = {r["cluster"]: r for r in client.get("/api/fleet").json()}
-    finally:
-        dash.close()
+    dash, rows, _page = _after_one_refresh(fleet, broken)  # before: the RuntimeError ended the whole refresh
     bad = rows.pop(down)
     assert all(r["freshness"]["source"] == "aws" for r in rows.values())
     assert bad["freshness"]["source"] == "store"
@@ -221,16 +229,7 @@ def test_a_look_aws_answers_with_an_error_says_that_error_not_unreachable(fleet:
     # "unreachable" would send a team to chase the network instead of the policy.
     down = next(n for n in fleet.names if n.startswith("p5"))
     deny = _answers_with(down, 400, "AccessDeniedException", "not authorized to DescribeCluster")
-    dash, pending = _later(fleet)
-    client = TestClient(create_app(dash, allowed_hosts=["testserver"]))
-    try:
-        with describe_hook(fleet, deny):
-            client.get("/api/fleet")
-            _run(pending)
-            rows = {r["cluster"]: r for r in client.get("/api/fleet").json()}
-            page = client.get("/").text
-    finally:
-        dash.close()
+    dash, rows, page = _after_one_refresh(fleet, deny)
     bad = rows.pop(down)
     assert all(r["freshness"]["source"] == "aws" for r in rows.values())
     look = dash.looks.look(_ref(dash, down))
