@@ -384,12 +384,12 @@ class Looks:
                 if self._fleet is None or self._fleet.identity != identity:
                     self._fleet = fleet
             if start_cold:
-                self._start(lambda stopped: self._refresh(ctx, identity, everything=True, stopped=stopped))
+                self._start(ctx, identity, everything=True)
         elif fleet.cold and not start_cold:
             pass
         elif fleet.cold or self._stale(fleet, now):
             everything = fleet.cold or now - fleet.found_at >= self.max_age
-            self._start(lambda stopped: self._refresh(ctx, identity, everything=everything, stopped=stopped))
+            self._start(ctx, identity, everything=everything)
         with self._lock:
             fleet = self._fleet if self._fleet is not None and self._fleet.identity == identity else fleet
             looks = {g.ref.key: look for g in fleet.governed if (look := self._looks.get(_reach(g))) is not None}
@@ -439,7 +439,7 @@ class Looks:
     def nudge(self, ctx: Context) -> None:
         """Read the fleet's due looks again, beside the request (a record newer than its look)."""
         identity = _identity(ctx)
-        self._start(lambda stopped: self._refresh(ctx, identity, everything=False, stopped=stopped))
+        self._start(ctx, identity, everything=False)
 
     def _due(self, ctx: Context, governed: Sequence[Governed], now: datetime) -> list[Governed]:
         """The clusters whose look is missing, old, or older than their record (the engine acted since)."""
@@ -456,9 +456,8 @@ class Looks:
                 due.append(g)
         return due
 
-    def _start(self, work: Callable[[Callable[[], bool]], None]) -> None:
-        """Run a refresh beside the caller; ``work`` is handed ``stopped``: whether ``close`` has been
-        called since it began (then it sends nothing more)."""
+    def _start(self, ctx: Context, identity: str, *, everything: bool) -> None:
+        """Run ``_refresh`` beside the caller, stopped by any ``close`` called after it began."""
         with self._lock:
             if self._refreshing or self._telling or self._closers:
                 return  # one refresh at a time (the one under way reads what this request would); none while closing
@@ -470,7 +469,7 @@ class Looks:
 
         def run() -> None:
             try:
-                work(stopped)
+                self._refresh(ctx, identity, everything=everything, stopped=stopped)
             except (ClientError, BotoCoreError, HyperpodSchedulerError) as exc:
                 # Beside a request: nobody to answer. The kept reading stays, with its age shown, and the
                 # next request past max_age tries again.
