@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import botocore.credentials
 import pytest
 
-from hyperpod_scheduler.aws.clients import AwsClients, aws_client, is_loopback, s3_client
+from hyperpod_scheduler.aws.clients import AwsClients, aws_client, is_loopback, loopback_endpoint, s3_client
 
 SERVICES = ("s3", "fsx", "pricing", "sns", "sts", "dynamodb")
 LOCAL = "http://127.0.0.1:8765"
@@ -49,6 +50,19 @@ def test_a_service_with_its_own_endpoint_keeps_it(clean: pytest.MonkeyPatch, tmp
     assert s3_client().meta.endpoint_url == "http://minio.internal:9000"
     assert aws_client("fsx").meta.endpoint_url == "http://[::1]:9999"
     assert aws_client("sns").meta.endpoint_url == LOCAL
+
+
+@pytest.mark.parametrize("endpoint", ["http://127.0.0.1:8766", "https://sagemaker.example.com"])
+def test_finding_the_emulator_resolves_no_credentials(clean: pytest.MonkeyPatch, endpoint: str) -> None:
+    # Without credentials anywhere, walking the chain ends at the instance metadata service: a wait off
+    # EC2, and a call off loopback while an emulator is in use. Asking where SageMaker is needs neither.
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        clean.delenv(var)
+    clean.setenv("AWS_ENDPOINT_URL_SAGEMAKER", endpoint)
+    walked: list[str] = []
+    clean.setattr(botocore.credentials.CredentialResolver, "load_credentials", lambda self: walked.append("chain"))
+    assert loopback_endpoint() == (endpoint if endpoint.startswith("http://127.") else None)
+    assert walked == []
 
 
 def test_without_any_endpoint_clients_go_to_aws_as_usual() -> None:

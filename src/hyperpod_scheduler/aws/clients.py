@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import botocore.session
+from botocore import UNSIGNED
 from botocore.config import Config
 from botocore.exceptions import ConnectionError as BotoConnectionError
 from botocore.exceptions import ProfileNotFound
@@ -241,10 +242,17 @@ def loopback_endpoint(profile: str | None = None, region: str | None = None) -> 
     return _loopback_endpoint(profile, region or default_region(profile), _aws_env())
 
 
+# Only the endpoint is read from the probe client: unsigned, it resolves no credentials. A client built
+# the usual way walks the credential chain, and without credentials that asks the instance metadata
+# service (a wait of a second or more off EC2, a call off loopback while an emulator is in use).
+_PROBE_CONFIG = Config(signature_version=UNSIGNED)
+
+
 @functools.lru_cache(maxsize=64)
 def _loopback_endpoint(profile: str | None, region: str, env: tuple[tuple[str, str], ...]) -> str | None:
     # ``env`` is only the cache key: the endpoint chain reads the environment and config files itself.
-    url = _client("sagemaker", profile, region).meta.endpoint_url
+    probe = _cached_session(profile, env).create_client("sagemaker", region_name=region, config=_PROBE_CONFIG)
+    url = probe.meta.endpoint_url
     return url if is_loopback(url) else None
 
 
