@@ -237,6 +237,9 @@ def test_a_look_aws_answers_with_an_error_says_that_error_not_unreachable(fleet:
     _says_the_failed_look(bad, look.at, "AccessDenied")
     assert "not authorized to DescribeCluster" in bad["freshness"]["text"]
     assert f'data-cluster="{down}"' in page and "AWS unreachable" not in page
+    # Said once on its row, in the attention flag; the state cell only says its figures are the last known.
+    row = page.split(f'data-cluster="{down}"', 1)[1].split("</tr>", 1)[0]
+    assert row.count("not authorized to DescribeCluster") == 1 and "(last known: the look failed)" in row
 
 
 def test_a_server_shutting_down_ends_its_refresh_and_leaves_no_thread_reading_behind(fleet: DemoFleet) -> None:
