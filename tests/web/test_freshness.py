@@ -66,3 +66,20 @@ def test_an_answered_error_with_nothing_failing_on_the_record_is_reachable_and_s
     assert fresh.reachable is True and fresh.failed_look is True and fresh.unreachable_since is None
     assert fresh.text == f"the look at {when(T1)} failed (An error occurred (AccessDeniedException) when calling " \
         f"the DescribeCluster operation: no); figures as of {when(T0)} from the store"  # fmt: skip
+
+
+def test_a_failed_looks_flag_goes_where_status_puts_the_records_after_a_pending_approval() -> None:
+    # `status` lists a pending approval first (a decision waits), then the record's stale flag; a row
+    # whose look failed on the page listed its stale flag before the approval.
+    approval = {"kind": "approval", "text": "release of train (4 × p5.48xlarge) awaits approval until …"}
+    held = {"kind": "held", "text": "held running by ops"}
+    for look in (DENIED, TIMEOUT):
+        looks = Looks()
+        looks.keep(REF, look, T1)
+        row: dict[str, Any] = {"aws": reads_document(None), "flags": [approval, held]}
+        _mark(row, None, T0, looks.look(REF), False)
+        assert [f["kind"] for f in row["flags"]] == ["approval", "stale", "held"]
+        assert row["flags"][1]["text"] == row["freshness"]["text"]
+    row = {"aws": reads_document(None), "flags": [held]}
+    _mark(row, None, T0, looks.look(REF), False)
+    assert [f["kind"] for f in row["flags"]] == ["stale", "held"]

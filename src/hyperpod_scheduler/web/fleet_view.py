@@ -95,11 +95,18 @@ def _mark(row: dict[str, Any], reads: Any, recorded_at: datetime | None, look: L
         from hyperpod_scheduler.app.freshness import reads_document
 
         row["aws"] = reads_document(fresh.reads)
-        row["flags"] = [{"kind": "stale", "text": row["aws"]["text"]}, *row["flags"]]
+        row["flags"] = _stale_first(row["flags"], row["aws"]["text"])
     elif fresh.failed_look and not row["aws"]["text"]:
         # AWS answered the look with an error, or it failed on our side: not "unreachable", and still
         # nothing on the row is live. The flag says which error, and as of when the figures are.
-        row["flags"] = [{"kind": "stale", "text": fresh.text}, *row["flags"]]
+        row["flags"] = _stale_first(row["flags"], fresh.text)
+
+
+def _stale_first(flags: list[dict[str, str]], text: str) -> list[dict[str, str]]:
+    """``flags`` with a ``stale`` flag where ``app.status`` puts the record's own: first, after a pending
+    approval (a decision waits on it, and the page and ``status`` list one row's flags alike)."""
+    waiting = [f for f in flags[:1] if f["kind"] == "approval"]
+    return [*waiting, {"kind": "stale", "text": text}, *flags[len(waiting) :]]
 
 
 def governed_fleet(dash: DashboardCore, ctx: Context) -> list[Governed]:
