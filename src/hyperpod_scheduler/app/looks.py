@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_scheduler.app.freshness import LookSeen
+from hyperpod_scheduler.app.kept import Kept
 from hyperpod_scheduler.errors import HyperpodSchedulerError
 
 if TYPE_CHECKING:
@@ -52,7 +53,6 @@ Spawn = Callable[[Callable[[], None]], None]
 # A refresh call waits at most this long for the requests being answered (one that hangs never stops it).
 YIELD_MAX_S = 2.0
 REFRESH_THREAD = "looks-refresh"
-FLIGHT_WAIT_S = 60.0  # a request waits this long at most for a build under way, then builds its own
 
 
 @dataclass(frozen=True)
@@ -121,15 +121,6 @@ class Reading:
         return min(times) if times else None
 
 
-@dataclass(frozen=True)
-class _Made:
-    token: Any
-    version: int  # the looks' version when the build began: a look kept since makes it old
-    wall: float  # time.monotonic() when the build began
-    now: datetime  # the caller's clock then
-    made: Any
-
-
 @dataclass
 class _Fleet:
     identity: str
@@ -152,9 +143,6 @@ class Looks:
     cold_first: bool = True
     _looks: dict[Reach, Look] = field(default_factory=dict)
     _keys: dict[str, Reach] = field(default_factory=dict)  # a record's key -> how its cluster is reached
-    _memo: dict[str, _Made] = field(default_factory=dict)
-    _building: set[str] = field(default_factory=set)
-    _flights: dict[str, threading.Event] = field(default_factory=dict)  # builds under way, by name
     _threads: list[threading.Thread] = field(default_factory=list)
     _fleet: _Fleet | None = None
     _refreshing: bool = False
@@ -173,6 +161,10 @@ class Looks:
     refreshes: int = 0  # how many refreshes ran (for tests and the bench: a request made none)
     version: int = 0  # moves with every look kept: what was built from the looks is built again
     failure: str | None = None  # why the last refresh beside a request failed (None: it did not)
+    _kept: Kept = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._kept = Kept(lambda: self.version, self._beside)
 
     def _beside(self, work: Callable[[], None]) -> None:
         if self.spawn is not None:
@@ -300,67 +292,9 @@ class Looks:
     def kept(
         self, name: str, token: Any, build: Callable[[], Any], now: datetime, fresh_s: float, stale_s: float
     ) -> Any:
-        """What ``build`` made for ``name`` under the same ``token`` and looks: as it is while younger than
-        ``fresh_s``; while younger than ``stale_s``, as it is too, with a build of it again beside this
-        request (one at a time); older, changed, or never made: built now. Age is measured on the wall
-        clock and on the caller's ``now`` (a demo's clock that jumps ahead makes it old at once)."""
-        with self._lock:
-            held = self._memo.get(name)
-            version = self.version
-        if held is not None and held.token == token and held.version == version:
-            age = max(time.monotonic() - held.wall, abs((now - held.now).total_seconds()))
-            if age < fresh_s:
-                return held.made
-            if age < stale_s:
-                self._rebuild(name, token, build, now)
-                return held.made
-        return self._make(name, token, build, now, version)
-
-    def _make(self, name: str, token: Any, build: Callable[[], Any], now: datetime, version: int) -> Any:
-        """Build it, or, while a build of ``name`` is under way (the one the dashboard began as it
-        started, or a request's), wait for that one and take it when it is of the same token and looks:
-        a thousand rows are not built twice at once, each slowing the other."""
-        with self._lock:
-            flight = self._flights.get(name)
-            mine = flight is None
-            if flight is None:
-                flight = self._flights[name] = threading.Event()
-        if not mine:
-            flight.wait(FLIGHT_WAIT_S)
-            with self._lock:
-                held = self._memo.get(name)
-            if held is not None and held.token == token and held.version == version:
-                return held.made
-            return self._build(name, token, build, now, version)
-        try:
-            return self._build(name, token, build, now, version)
-        finally:
-            with self._lock:
-                self._flights.pop(name, None)
-            flight.set()
-
-    def _build(self, name: str, token: Any, build: Callable[[], Any], now: datetime, version: int) -> Any:
-        wall = time.monotonic()
-        made = build()
-        with self._lock:
-            self._memo[name] = _Made(token, version, wall, now, made)
-        return made
-
-    def _rebuild(self, name: str, token: Any, build: Callable[[], Any], now: datetime) -> None:
-        with self._lock:
-            if name in self._building:
-                return
-            self._building.add(name)
-            version = self.version
-
-        def run() -> None:
-            try:
-                self._make(name, token, build, now, version)
-            finally:
-                with self._lock:
-                    self._building.discard(name)
-
-        self._beside(run)
+        """What ``build`` made for ``name`` from these looks (``app.kept``: a few seconds as it is, built
+        again beside a request while stale, built now once a look is kept or ``token`` changes)."""
+        return self._kept.get(name, token, build, now, fresh_s, stale_s)
 
     # ---- the fleet -------------------------------------------------------------------------------
     def reading(self, ctx: Context, *, start_cold: bool = True) -> Reading:
