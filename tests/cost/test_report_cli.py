@@ -166,3 +166,32 @@ def test_bad_arguments_are_one_line_usage_errors(env: Path, args: tuple[str, ...
     result = _run(*args, "--state", str(env), "--no-fsx")
     assert isinstance(result.exception, UsageError)
     assert message in str(result.exception)
+
+
+def test_an_until_later_than_now_counts_only_up_to_now(env: Path) -> None:
+    # The cluster is stopped now and the window asked for ends on a date not come yet ("this month"):
+    # counted on, its open night ran to that date, a saving made up and shown as made.
+    with SqliteStore(str(env)) as store:
+        store.append_history(
+            HistoryEntry(
+                key=KEY,
+                at=D0 + timedelta(days=3, hours=20),
+                action="stop",
+                actor="t",
+                outcome="ok",
+                duration_s=300,
+                detail={"outcomes": {"gpu": "stopped 0/0", "ctl": "kept 1/1"}, "sizes": SIZES},
+            )
+        )
+    later = (datetime.now(UTC) + timedelta(days=200)).isoformat()
+    asked = _run("--since", "2026-11-02T00:00Z", "--until", later, "--state", str(env), "--no-fsx", "--json")
+    up_to_now = _run("--since", "2026-11-02T00:00Z", "--state", str(env), "--no-fsx", "--json")
+    assert asked.exit_code == 0 and up_to_now.exit_code == 0, asked.output
+    asked_doc, now_doc = json.loads(asked.output), json.loads(up_to_now.output)
+    hours = asked_doc["clusters"][0]["window"]["stopped_hours"]
+    assert hours == pytest.approx(now_doc["clusters"][0]["window"]["stopped_hours"], abs=0.1)
+    assert hours < (datetime.now(UTC) - D0).total_seconds() / 3600
+    assert any(f"--until {later} is later than now: counted up to now" in n for n in asked_doc["notes"])
+    ahead = _run("--since", later, "--state", str(env), "--no-fsx")
+    assert isinstance(ahead.exception, UsageError)
+    assert str(ahead.exception).startswith(f"--since {later} is not before now (")

@@ -345,3 +345,20 @@ def test_a_reason_in_any_script_with_an_emoji_is_kept_as_typed(fleet: DemoFleet)
     assert line["detail"]["reason"] == "Überstunden 残業 🚀"
     released = _client(fleet).post("/api/clusters/g5-dev/release", json={"by": "ana"}, headers=AUTH)
     assert released.status_code == 200  # the module's fleet is shared: leave it as found
+
+
+def test_savings_up_to_a_date_not_come_yet_count_up_to_now(fleet: DemoFleet) -> None:
+    # A stopped cluster's open night counted on to that date was a saving made up and shown as made.
+    client = _client(fleet)
+    up_to_now = client.get("/api/savings").json()
+    later = client.get("/api/savings", params={"until": "2099-01-01T00:00:00Z"})
+    assert later.status_code == 200
+    assert later.json()["total"] == up_to_now["total"] and later.json()["nightly"] == up_to_now["nightly"]
+    assert any(n.startswith("until 2099-01-01T00:00:00+00:00 is later than now") for n in later.json()["notes"])
+    ahead = client.get("/api/savings", params={"since": "2099-01-01T00:00:00Z"})
+    assert ahead.status_code == 400 and ahead.json()["error"].startswith(
+        "since 2099-01-01T00:00:00+00:00 is not before now"
+    )
+    backwards = client.get("/api/savings", params={"since": "2026-11-20T00:00:00Z", "until": "2026-11-10T00:00:00Z"})
+    assert backwards.status_code == 400 and "must be after since" in backwards.json()["error"]
+    assert "--" not in backwards.json()["error"]  # the query's own names, not the command line's

@@ -60,12 +60,28 @@ def cost_settings(config: Config | Any) -> CostSettings:
         raise UsageError(f"config cost.{where}: {first['msg']}") from None
 
 
-def window(now: datetime, since: datetime | None, until: datetime | None) -> tuple[datetime, datetime]:
-    """The report window: ``until`` defaults to now, ``since`` to 30 days before ``until``."""
+def window(
+    now: datetime,
+    since: datetime | None,
+    until: datetime | None,
+    notes: list[str] | None = None,
+    names: tuple[str, str] = ("--since", "--until"),
+) -> tuple[datetime, datetime]:
+    """The report window: ``until`` defaults to now, ``since`` to 30 days before ``until``. Nothing after
+    ``now`` has happened: an ``until`` later than now ends the window now, said in ``notes`` (a month asked
+    for while it runs, "this month"); counted on, the clusters stopped now would be stopped until then, a
+    saving made up and shown as made. A ``since`` later than now is refused. ``names``: the face's own
+    names for the two (options on the command line, query fields on the dashboard)."""
+    if since is not None and since >= now:
+        raise UsageError(f"{names[0]} {since.isoformat()} is not before now ({now.isoformat()}): nothing to count yet")
     end = until or now
+    if end > now:
+        if notes is not None:
+            notes.append(f"{names[1]} {end.isoformat()} is later than now: counted up to now ({now.isoformat()})")
+        end = now
     start = since or end - DEFAULT_WINDOW
     if end <= start:
-        raise UsageError(f"--until {end.isoformat()} must be after --since {start.isoformat()}")
+        raise UsageError(f"{names[1]} {end.isoformat()} must be after {names[0]} {start.isoformat()}")
     return start, end
 
 

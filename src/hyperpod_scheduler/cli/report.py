@@ -108,8 +108,8 @@ def make_report(
 ) -> Report:
     since = parse_instant(since_text, "--since") if since_text else None
     until = parse_instant(until_text, "--until") if until_text else None
-    start, end = reports.window(ctx.now(), since, until)
     notes: list[str] = []
+    start, end = reports.window(ctx.now(), since, until, notes)
     table = reports.prices(settings.prices, ctx.now(), aws or AwsClients(), notes)
     finder = file_system_finder(ctx, aws, fsx_max_age) if with_fsx else reports.none_found
     return reports.build(ctx.store, table, finder, start, end, notes, ctx.config)

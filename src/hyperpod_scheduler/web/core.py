@@ -12,7 +12,7 @@ import hmac
 import os
 import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -251,11 +251,14 @@ class DashboardCore:
             return view
         return actions.stop_forecast(ctx, ref, view, schedule=schedule)
 
-    def report(self, ctx: Context, since: datetime, until: datetime, *, aws: bool = True) -> Report:
+    def report(
+        self, ctx: Context, since: datetime, until: datetime, *, aws: bool = True, notes: Sequence[str] = ()
+    ) -> Report:
         """The same computation as ``report`` on the command line (``app.report.build``). ``aws`` False:
-        FSx only as a refresh already found it (a fleet not read yet: no AWS call per cluster)."""
+        FSx only as a refresh already found it (a fleet not read yet: no AWS call per cluster). ``notes``:
+        what the caller has to say of the window (``app.report.window``), said first."""
         settings = self.cost or reports.cost_settings(ctx.config)
-        notes: list[str] = []
+        notes = list(notes)
         table = reports.prices(settings.prices, ctx.now(), self.aws, notes)
         return reports.build(
             ctx.store,

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
+from hyperpod_scheduler.app import report as reports
 from hyperpod_scheduler.app.instants import parse_instant
 from hyperpod_scheduler.cost import summary
 from hyperpod_scheduler.web.charts import savings_charts
@@ -13,9 +13,11 @@ from hyperpod_scheduler.web.core import DashboardCore
 
 def savings(dash: DashboardCore, since_text: str | None = None, until_text: str | None = None) -> dict[str, Any]:
     ctx = dash.context()
-    until = parse_instant(until_text, "until") if until_text else ctx.now()
-    since = parse_instant(since_text, "since") if since_text else until - timedelta(days=30)
-    doc = summary.as_document(dash.report(ctx, since, until))
+    until = parse_instant(until_text, "until") if until_text else None
+    since = parse_instant(since_text, "since") if since_text else None
+    notes: list[str] = []
+    start, end = reports.window(ctx.now(), since, until, notes, names=("since", "until"))
+    doc = summary.as_document(dash.report(ctx, start, end, notes=notes))
     nights = doc["nightly"]
     cumulative, total = [], 0.0
     for n in nights:
