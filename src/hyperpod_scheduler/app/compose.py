@@ -213,6 +213,7 @@ class Context:
             releases=release_source(self.config),
             slurm_shape=self.slurm_shape,
             looked=self.looks.record if self.looks is not None else None,
+            changing=self.looks.changing if self.looks is not None else None,
         )
 
     def read_file(self, ref: ClusterRef, uri: str) -> bytes:

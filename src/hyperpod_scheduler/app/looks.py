@@ -19,7 +19,8 @@ when it starts (``warm``), so a person seldom meets that state at all.
 The engine's own looks refresh it: a context built with these looks hands the engine a ``looked`` hook,
 so a DescribeCluster a tick or a dashboard action makes replaces the cached answer at no extra call. A
 record written after a cluster's look (the engine acted on it, perhaps in another process) makes that
-look stale, and the next refresh reads it again.
+look stale, and the next refresh reads it again. An UpdateCluster an engine of this process sends drops
+the cluster's look first (the ``changing`` hook): it showed the cluster from before.
 """
 
 from __future__ import annotations
@@ -142,6 +143,9 @@ class Looks:
     # False: read then and there (a one-shot face, the HTML report, has no later request to show it to).
     cold_first: bool = True
     _looks: dict[Reach, Look] = field(default_factory=dict)
+    # How many UpdateCluster calls this process's engines have sent each cluster (``changing``): a look
+    # whose DescribeCluster went out before one of them is not kept (it shows the cluster from before).
+    _sends: dict[Reach, int] = field(default_factory=dict)
     _keys: dict[str, Reach] = field(default_factory=dict)  # a record's key -> how its cluster is reached
     _threads: list[threading.Thread] = field(default_factory=list)
     _fleet: _Fleet | None = None
@@ -243,14 +247,42 @@ class Looks:
         """A face's own look (the cluster page's DescribeCluster, or the error it gave)."""
         self._keep(ref, Look(at, answer, "refresh"))
 
-    def _keep(self, ref: ClusterRef, look: Look, *, moves: bool = True) -> None:
+    def changing(self, ref: ClusterRef) -> None:
+        """An engine of this process is sending ``ref`` an UpdateCluster (the hook ``Context.engine`` hands
+        it): its look is of the cluster from before, so it is dropped, not shown as now. The cluster page
+        reads it again at once; the Fleet page says it is not looked at yet until the refresh, which this
+        starts, has. Timestamps cannot order this (a demo's clock stands still between the two), so a
+        count does: a look whose call began before this is not kept either (``sends``)."""
+        from hyperpod_scheduler.engine.identity import reach_of
+
+        reach = reach_of(ref)
+        with self._lock:
+            self._sends[reach] = self._sends.get(reach, 0) + 1
+            self._looks.pop(reach, None)
+            self.version += 1
+
+    def sends(self, ref: ClusterRef) -> int:
+        """How many UpdateCluster calls this process has sent ``ref`` so far (taken before a look's call)."""
+        from hyperpod_scheduler.engine.identity import reach_of
+
+        with self._lock:
+            return self._sends.get(reach_of(ref), 0)
+
+    def _keep(self, ref: ClusterRef, look: Look, *, moves: bool = True, sends: int | None = None) -> None:
         """Keep ``look``; ``moves``: what was built from the looks is built again (a refresh's own looks
-        move it once, when the refresh ends: a page is not built again for each of a thousand looks)."""
+        move it once, when the refresh ends: a page is not built again for each of a thousand looks).
+        ``sends``: ``sends(ref)`` before the look's call; an UpdateCluster sent since makes it not kept."""
         from hyperpod_scheduler.engine.identity import reach_of
 
         reach = reach_of(ref)
         # Never an older answer over a newer one (a refresh's look that finished after a tick's).
         with self._lock:
+            if sends is not None and self._sends.get(reach, 0) != sends:
+                # Its call went out before an update this process sent: it shows the cluster from before.
+                # The engine's hook (``record``) may have kept that same answer already: dropped too (at
+                # worst a look taken after the update goes with it, and is read again).
+                self._looks.pop(reach, None)
+                return
             held = self._looks.get(reach)
             if held is None or held.at <= look.at:
                 if look.failed:
@@ -463,6 +495,7 @@ class Looks:
                 self._between_requests()
             if stopped():
                 return  # closed: this cluster keeps the look it had (a later refresh reads it)
+            sends = self.sends(g.ref)
             try:
                 answer = engine.describe(g.ref)  # checked as every engine answer is
             except Exception as exc:  # whatever it is (an AWS error, a bug met on its data, its client)
@@ -470,7 +503,7 @@ class Looks:
             # What the look found about AWS goes onto the record as a turn's would (engine.reads: written
             # only when reachability changed): no face says "unreachable" beside a look that answered.
             engine.keep_reads(g.ref)
-            self._keep(g.ref, Look(ctx.now(), answer), moves=False)
+            self._keep(g.ref, Look(ctx.now(), answer), moves=False, sends=sends)
             with self._lock:
                 held = self._progress
                 if held is not None:

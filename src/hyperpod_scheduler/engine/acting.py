@@ -257,6 +257,8 @@ def send(
     wait: bool,
     poll_seconds: float,
 ) -> Result:
+    if eng.changing is not None:
+        eng.changing(ref)
     try:
         eng.client(ref).update_cluster(**request)
     except ClientError as exc:
