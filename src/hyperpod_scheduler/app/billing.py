@@ -105,13 +105,26 @@ def hourly_now(
     if state not in ("running", "stopping"):  # stopping: every node bills until it is terminated
         return None
     # Running: the sizes the last stop recorded (or what the last start restored), priced.
+    return _priced_sizes(record, lines, prices, restored=True)
+
+
+def hourly_up(record: ClusterRecord | None, lines: list[HistoryEntry], prices: PriceTable) -> tuple[float, bool] | None:
+    """What the cluster bills an hour once a start has brought back the sizes its last stop recorded
+    (a stopped cluster held running: the next tick starts it, and everything bills); None when not known."""
+    return _priced_sizes(record, lines, prices, restored=False)
+
+
+def _priced_sizes(
+    record: ClusterRecord | None, lines: list[HistoryEntry], prices: PriceTable, *, restored: bool
+) -> tuple[float, bool] | None:
+    """The sizes the last stop recorded, priced; ``restored``: as the last start brought them back."""
     stop = last_line(lines, "stop", ("ok", "noop", "failed"))
     sizes: dict[str, int] = {}
     if record is not None and record.snapshot is not None:
         sizes = {n: s.count for n, s in record.snapshot.sizes.items()}
     elif stop is not None and isinstance(stop.detail.get("sizes"), Mapping):
         sizes = {str(n): int(v.get("count", 0)) for n, v in stop.detail["sizes"].items() if isinstance(v, Mapping)}
-    start = last_line(lines, "start", ("ok", "failed"))
+    start = last_line(lines, "start", ("ok", "failed")) if restored else None
     if start is not None:
         sizes.update({o.group: o.current for o in read_outcomes(start.detail).values()})
     if not sizes:

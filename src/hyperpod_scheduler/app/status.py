@@ -16,6 +16,7 @@ from hyperpod_scheduler.app.billing import (
     flexible_text,
     hourly_now,
     hourly_of,
+    hourly_up,
     last_line,
     left_billing,
     line_types,
@@ -95,6 +96,10 @@ class StatusRow:
     ami_changes: tuple[AmiChange, ...] = ()  # groups the last start brought back on another AMI
     billing: tuple[Billing, ...] = ()  # what still runs while stopped (from the last stop's outcomes)
     usd_per_hour: float | None = None  # what the cluster bills now, by its recorded sizes and outcomes
+    # What it bills once a start brings back the sizes its last stop recorded (``billing.hourly_up``):
+    # for a stopped cluster held running, what it bills from the next tick on. None when not known.
+    usd_per_hour_up: float | None = None
+    up_is_upper_bound: bool = False  # ``usd_per_hour_up`` prices a flexible group at its dearest type
     # ``usd_per_hour`` prices a flexible group at the dearest type it may run: it bills up to that.
     price_is_upper_bound: bool = False
     flags: tuple[Flag, ...] = ()
@@ -240,6 +245,7 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
     prices = ctx.prices()
     billing = left_billing(record, lines, prices) if state == "stopped" else ()
     hourly = hourly_now(state, record, lines, billing, prices)
+    up = hourly if state in ("running", "stopping") else hourly_up(record, lines, prices)
     hold = record.hold if record is not None and effective_hold(record, now) else None
     wants = hold.state if hold is not None else (schedule_state(g.schedule, now).desired if g is not None else None)
     retry, dropped = _retry(record, g, wants, now)
@@ -269,6 +275,8 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
         ami_changes=tuple(record.ami_changes) if record else (),
         billing=billing,
         usd_per_hour=hourly[0] if hourly else None,
+        usd_per_hour_up=up[0] if up else None,
+        up_is_upper_bound=up[1] if up else False,
         price_is_upper_bound=hourly[1] if hourly else False,
         flags=flags,
         timezone=g.schedule.timezone.key if g is not None else None,

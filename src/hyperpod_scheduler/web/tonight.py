@@ -41,9 +41,13 @@ def tonight(
     stretch = money(None, schedule, now).night  # the night in progress or the next one, whole (cost.rates)
     zone = g.schedule.timezone
     if r.hold is not None and r.hold.state == "running":
-        hourly = r.usd_per_hour
         until = f" until {when(r.hold.until, zone)}" if r.hold.until else " until released"
-        return _bill(schedule, now, hourly, f"held running by {r.hold.by}{until}: everything bills", bound)
+        why = f"held running by {r.hold.by}{until}: everything bills"
+        if r.state in ("running", "stopping"):
+            return _bill(schedule, now, r.usd_per_hour, why, bound)
+        # Stopped (or coming back) now: the next tick starts it, and what bills is the sizes it comes back to.
+        held = _bill(schedule, now, r.usd_per_hour_up, f"{why} once the next tick starts it", r.up_is_upper_bound)
+        return held if r.usd_per_hour_up is not None else {**held, "bills": True}
     if stretch is None or forecast is None:
         return _bill(schedule, now, r.usd_per_hour, "the schedule does not stop it in the coming week", bound)
     begin, end = stretch
