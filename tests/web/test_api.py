@@ -97,6 +97,13 @@ def test_hold_through_the_api_shows_in_status_and_history(fleet: DemoFleet) -> N
     assert _status(fleet)["trn1-research"]["hold"] is None
 
 
+def test_a_hold_of_no_known_state_says_which_states_there_are(fleet: DemoFleet) -> None:
+    # The value sent is not shown back; the values allowed are (they were masked as if sent).
+    answer = _client(fleet).post("/api/clusters/g5-dev/hold", json={"state": "exploded"}, headers=AUTH)
+    assert answer.status_code == 400
+    assert answer.json()["error"] == "state: (value not shown) is not one of running, stopped"
+
+
 def test_hold_in_the_past_is_a_one_line_400(fleet: DemoFleet) -> None:
     answer = _client(fleet).post("/api/clusters/g5-dev/hold", json={"until": "2020-01-01T00:00Z"}, headers=AUTH)
     assert answer.status_code == 400
@@ -129,6 +136,11 @@ def test_painting_the_grid_writes_windows_to_the_config(fleet: DemoFleet) -> Non
     assert next(s for s in shown if s["name"] == "berlin-office")["grid"] == grid
     bad = _client(fleet).put("/api/schedules/berlin-office", json={"grid": [[True]]}, headers=AUTH)
     assert bad.status_code == 400 and "grid: expected 7 rows" in bad.json()["error"]
+    for cell in ("on", "yes", 1):  # the schema says booleans: these were taken as true, and saved
+        lax = [[False] * (SLOTS - 1) + [cell]] * 7
+        refused = _client(fleet).put("/api/schedules/berlin-office", json={"grid": lax}, headers=AUTH)
+        assert refused.status_code == 422 and "grid.0.95: Input should be a valid boolean" in refused.json()["error"]
+    assert yaml.safe_load(fleet.config.read_text())["schedules"]["berlin-office"]["windows"] == ["Mon-Fri 06:00-18:00"]
 
 
 def test_grid_form_without_javascript_saves_checked_cells(fleet: DemoFleet) -> None:
@@ -362,3 +374,9 @@ def test_savings_up_to_a_date_not_come_yet_count_up_to_now(fleet: DemoFleet) -> 
     backwards = client.get("/api/savings", params={"since": "2026-11-20T00:00:00Z", "until": "2026-11-10T00:00:00Z"})
     assert backwards.status_code == 400 and "must be after since" in backwards.json()["error"]
     assert "--" not in backwards.json()["error"]  # the query's own names, not the command line's
+
+
+def test_an_approval_answer_of_no_known_decision_says_which_there_are(fleet: DemoFleet) -> None:
+    answer = _client(fleet).post("/clusters/g5-dev/approvals/x", data={"t": "x", "by": "ana", "decision": "maybe"})
+    assert answer.status_code == 400
+    assert "decision: (value not shown) is not one of approve, refuse" in answer.text

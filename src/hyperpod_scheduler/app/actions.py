@@ -180,7 +180,7 @@ def check_hold(
     """A hold as a person asked for it (the CLI's ``hold``, the dashboard's Hold until): the state it
     keeps and when it ends, or a one-line error naming the face's own field."""
     if state not in ("running", "stopped"):
-        raise UsageError(f"{state_field}: {state!r} is not 'running' or 'stopped'")
+        raise UsageError(f"{state_field}: {state!r} is not one of running, stopped")
     end = parse_instant(until, until_field) if until else None
     if end is not None and end <= now:
         raise UsageError(f"{until_field}: {until!r} is not in the future")

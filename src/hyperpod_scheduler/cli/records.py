@@ -73,7 +73,7 @@ def register(app: typer.Typer) -> None:
         from hyperpod_scheduler.app.actions import check_hold, check_reason
 
         if hold_state not in ("running", "stopped"):  # before the config is read: the answer is the same
-            raise UsageError(f"--state-wanted: {hold_state!r} is not 'running' or 'stopped'")
+            raise UsageError(f"--state-wanted: {hold_state!r} is not one of running, stopped")
         reason = check_reason(reason, "--reason")
         ctx = make_context(config, state, False)
         kept, end = check_hold(hold_state, until, ctx.now(), state_field="--state-wanted", until_field="--until")

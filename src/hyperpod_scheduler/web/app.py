@@ -23,7 +23,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictBool
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -71,7 +71,10 @@ class ActBody(BaseModel):
 
 
 class GridBody(BaseModel):
-    grid: list[list[bool]] = Field(description="7 rows (Mon..Sun) of 96 15-minute cells, in the schedule's timezone.")
+    # Strict: true or false only. Lax, "on", "yes" and 1 were taken as true (the schema says booleans).
+    grid: list[list[StrictBool]] = Field(
+        description="7 rows (Mon..Sun) of 96 15-minute cells, in the schedule's timezone."
+    )
 
 
 def _bearer(authorization: str | None) -> str | None:
@@ -431,7 +434,7 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
         decision: Annotated[str, Form()] = "",
     ) -> Response:
         if decision not in ("approve", "refuse"):
-            raise HyperpodSchedulerError(f"decision: {decision!r} is not 'approve' or 'refuse'")
+            raise HyperpodSchedulerError(f"decision: {decision!r} is not one of approve, refuse")
         result = dash.answer_approval(name, approval_id, t, decision == "approve", by, where)
         return page(
             request,
