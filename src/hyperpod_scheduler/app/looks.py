@@ -40,6 +40,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from hyperpod_scheduler.app.freshness import LookSeen
 from hyperpod_scheduler.app.kept import Kept
 from hyperpod_scheduler.errors import HyperpodSchedulerError
+from hyperpod_scheduler.store.errors import StoreError
 
 if TYPE_CHECKING:
     from hyperpod_scheduler.app.compose import Context
@@ -502,7 +503,8 @@ class Looks:
                 answer = exc  # this cluster's look is the error (said, and since when); the others go on
             # What the look found about AWS goes onto the record as a turn's would (engine.reads: written
             # only when reachability changed): no face says "unreachable" beside a look that answered.
-            engine.keep_reads(g.ref)
+            with contextlib.suppress(StoreError):  # a damaged record (its row says so): the look is kept
+                engine.keep_reads(g.ref)
             self._keep(g.ref, Look(ctx.now(), answer), moves=False, sends=sends)
             with self._lock:
                 held = self._progress

@@ -33,6 +33,7 @@ from hyperpod_scheduler.cost.settings import CostSettings, PriceSettings
 from hyperpod_scheduler.engine import plans
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.inputs import bounded, files
+from hyperpod_scheduler.store.errors import CorruptRecordError
 from hyperpod_scheduler.store.records import ClusterRecord
 
 if TYPE_CHECKING:
@@ -83,6 +84,16 @@ def window(
     if end <= start:
         raise UsageError(f"{names[1]} {end.isoformat()} must be after {names[0]} {start.isoformat()}")
     return start, end
+
+
+def _record_or_said(store: StateStore, key: str, said: list[str]) -> ClusterRecord | None:
+    """The record of ``key``; a damaged one is said in the notes and counted from its history alone (one
+    damaged row never hides the rest of the fleet's savings)."""
+    try:
+        return store.get(key)
+    except CorruptRecordError as exc:
+        said.append(f"{exc}: its nights are counted from the history alone")
+        return None
 
 
 def split_key(key: str) -> tuple[str | None, str]:
@@ -307,7 +318,7 @@ class SeenByStops:
     known: dict[str, ClusterRecord | None] = field(default_factory=dict)
 
     def __call__(self, key: str) -> Mapping[str, Any] | None:
-        record = self.known[key] if key in self.known else self.store.get(key)
+        record = self.known[key] if key in self.known else _record_or_said(self.store, key, [])
         snapshot = record.snapshot if record is not None else None
         return snapshot.storage if snapshot is not None else None
 
@@ -378,8 +389,8 @@ def build(
     # From the beginning: a night that began before ``since`` still counts from ``since`` on.
     entries = store.history_all(None, until)
     keys = sorted({e.key for e in entries if e.action in ("stop", "start")})
-    records = {k: store.get(k) for k in keys}
     said = list(notes)
+    records = {k: _record_or_said(store, k, said) for k in keys}
     seen = getattr(file_systems, "described", None)
     if isinstance(seen, SeenByStops) and seen.store is store:
         seen.known.update(records)  # FSx discovery reads these same records' snapshots
@@ -388,7 +399,9 @@ def build(
     report = build_report(entries, records, systems, table, since, until, said, governing)
     # Beside the saving: reserved hours paid for and not used (clusters with a watched training plan).
     planned = sorted({e.key for e in entries if e.action == "plan"})
-    report.reserved_idle = reserved_idle({k: records.get(k) or store.get(k) for k in planned}, since, until)
+    report.reserved_idle = reserved_idle(
+        {k: records[k] if k in records else _record_or_said(store, k, said) for k in planned}, since, until
+    )
     return report
 
 

@@ -33,6 +33,7 @@ from hyperpod_scheduler.engine.fleet import Governed, schedule_state
 from hyperpod_scheduler.engine.held import next_change
 from hyperpod_scheduler.engine.planner import effective_hold, live_retry
 from hyperpod_scheduler.schedule import Schedule
+from hyperpod_scheduler.store.errors import CorruptRecordError
 from hyperpod_scheduler.store.outcomes import read_outcomes
 from hyperpod_scheduler.store.records import (
     LEGACY_ACCOUNT,
@@ -126,6 +127,8 @@ class StatusRow:
     profile: str | None = None
     # The fleet's pause switch is on (``Pause.line``): this cluster is neither stopped nor started.
     paused: str | None = None
+    # Its record or history could not be read (``CorruptRecordError``): every figure above is unknown.
+    damaged: bool = False
 
     @property
     def aws_unreachable(self) -> bool:
@@ -223,7 +226,10 @@ def fleet_status(
         known = {r.key for r in rows}
         for key in ctx.store.list_keys():
             if key not in known and not key.startswith(AGENT_KEY_PREFIX):
-                old = ctx.store.get(key)
+                try:
+                    old = ctx.store.get(key)
+                except CorruptRecordError:
+                    old = None  # its row says it is damaged
                 if old is not None and old.moved_to is not None:
                     continue  # from before account keys, shown under its account's key
                 rows.append(status_row(ctx, None, key))
@@ -233,9 +239,14 @@ def fleet_status(
 def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> StatusRow:
     """The row of governed cluster ``g``, or of the remembered ``key`` when it is not governed."""
     record_key = g.ref.key if g is not None else key or ""
-    record = ctx.store.get(record_key)
     now = ctx.now()
-    lines = ctx.store.history(record_key, limit=HISTORY_LOOKBACK)
+    try:
+        record = ctx.store.get(record_key)
+        lines = ctx.store.history(record_key, limit=HISTORY_LOOKBACK)
+    except CorruptRecordError as exc:
+        # One damaged row never hides the rest of the fleet: this cluster's row says so (and that nothing
+        # of it is known from the store), the others are shown as usual, and ``status`` exits 1.
+        return _damaged_row(g, record_key, exc)
     state = _state(record)
     sent_nothing = state == "stopped" and _stop_sent_nothing(lines)
     if sent_nothing:
@@ -292,6 +303,30 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
         else (parts[0] if len(parts) >= 3 and parts[0] != LEGACY_ACCOUNT else None),
         profile=g.ref.profile if g is not None else None,
         paused=ctx.paused.line() if ctx.paused is not None else None,
+    )
+
+
+def _damaged_row(g: Governed | None, record_key: str, exc: CorruptRecordError) -> StatusRow:
+    parts = record_key.split("/")
+    keyed = parts[0] if len(parts) >= 3 and parts[0] != LEGACY_ACCOUNT else None
+    return StatusRow(
+        key=record_key,
+        cluster=g.ref.name if g is not None else parts[-1],
+        region=g.ref.region if g is not None else (parts[-2] if len(parts) >= 3 else None),
+        schedule=g.schedule_label if g is not None else NOT_GOVERNED,
+        schedule_expression=g.schedule.expression if g is not None else None,
+        state="unknown",
+        hold=None,
+        recorded_sizes={},
+        next_transition=None,
+        protected=(),
+        last_outcomes=(),
+        retry=None,
+        flags=(Flag("damaged", f"{exc} (nothing of this cluster is read from the store until it is mended)"),),
+        timezone=g.schedule.timezone.key if g is not None else None,
+        account=g.ref.account if g is not None else keyed,
+        profile=g.ref.profile if g is not None else None,
+        damaged=True,
     )
 
 

@@ -3,18 +3,20 @@ would keep and why."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import typer
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_scheduler.app.actions import nothing_text, stop_forecast, stop_view
+from hyperpod_scheduler.app.outcomes import EXIT_FAILED
 from hyperpod_scheduler.app.status import night_hours
 from hyperpod_scheduler.app.wording import clock, iso_minute, usd
 from hyperpod_scheduler.cli.context import Context, make_context, parse_instant
 from hyperpod_scheduler.cli.governing import governed_clusters, instant_check, needs_config
 from hyperpod_scheduler.cli.options import ConfigOpt, JsonOpt, StateOpt
-from hyperpod_scheduler.cli.output import Column, Listing, emit, output_format, output_option
+from hyperpod_scheduler.cli.output import Column, Listing, emit, error_line, output_format, output_option
 from hyperpod_scheduler.cost.savings import keep_cost_per_night
 from hyperpod_scheduler.engine import image_update
 from hyperpod_scheduler.engine.approvals import DEFAULT_APPROVAL_MINUTES
@@ -24,6 +26,8 @@ from hyperpod_scheduler.engine.plan_steps import HORIZON, as_mapping, plan
 from hyperpod_scheduler.errors import HyperpodSchedulerError
 from hyperpod_scheduler.guards.approval import needs_approval
 from hyperpod_scheduler.guards.capacity import head_warning
+from hyperpod_scheduler.store.errors import CorruptRecordError
+from hyperpod_scheduler.store.records import ClusterRecord
 
 
 def register(app: typer.Typer) -> None:
@@ -47,8 +51,21 @@ def register(app: typer.Typer) -> None:
         now = ctx.now()
         end = parse_instant(until, "--until") if until else now + HORIZON
         governed = governed_clusters(ctx, config, "plan")
-        leads = {g.ref.key: ctx.lead_for(g) for g in governed if g.schedule.ready_by}
-        holds = holds_in_force(ctx.store.get, governed, now)
+        damaged: list[str] = []
+        leads = {}
+        for g in governed:
+            if g.schedule.ready_by:
+                with contextlib.suppress(CorruptRecordError):  # said below, once, with its hold
+                    leads[g.ref.key] = ctx.lead_for(g)
+
+        def record_of(key: str) -> ClusterRecord | None:
+            try:
+                return ctx.store.get(key)
+            except CorruptRecordError as exc:  # one damaged record never hides the others' plans
+                damaged.append(f"{exc}: its hold is not known, so its rows follow its schedule alone")
+                return None
+
+        holds = holds_in_force(record_of, governed, now)
         steps = through_holds(plan(governed, now, end, leads), governed, holds, end)
         # Two targets' clusters of one name are two rows: with several accounts (regions) each row says which.
         # Before a namesake's account is known, the profile that reaches it says which it is.
@@ -86,6 +103,10 @@ def register(app: typer.Typer) -> None:
             notes=[line for row in guarded for line in _protection_lines(row, accounts)],
         )
         emit(listing, fmt, {"steps": as_mapping(steps), "clusters": guarded})
+        for line in damaged:
+            error_line(line)
+        if damaged:
+            raise typer.Exit(EXIT_FAILED)  # printed; a script sees it too, as `status` does
 
 
 def _protection_rows(ctx: Context, g: Governed) -> dict[str, Any]:
@@ -101,7 +122,11 @@ def _protection_rows(ctx: Context, g: Governed) -> dict[str, Any]:
     except (ClientError, BotoCoreError, HyperpodSchedulerError) as exc:
         row["error"] = str(exc)
         return row
-    record = ctx.store.get(g.ref.key)
+    try:
+        record = ctx.store.get(g.ref.key)
+    except CorruptRecordError as exc:
+        row["error"] = str(exc)
+        return row
     view = stop_view(ctx, g.ref, described, record)  # the roles the stop uses (remembered, else the file)
     f = stop_forecast(ctx, g.ref, described, schedule=g.schedule)
     hours = night_hours(g.schedule, ctx.now())

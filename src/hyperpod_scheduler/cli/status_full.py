@@ -57,9 +57,9 @@ def show_status(
     if ctx.paused is not None and fmt in ("table", "wide"):  # json/yaml: stays one document
         console.print(ctx.paused.line(), style="bold yellow", markup=False, highlight=False)
     if not watch:
-        if any(r.aws_unreachable for r in _print_status(ctx, fmt)):
-            # Printed, and marked stale: a script or a monitor running `status` must see it too (exit 1,
-            # "AWS could not be reached", as a tick whose reads failed exits).
+        if any(r.aws_unreachable or r.damaged for r in _print_status(ctx, fmt)):
+            # Printed, and marked stale (or damaged): a script or a monitor running `status` must see it
+            # too (exit 1, as a tick whose reads failed exits).
             raise typer.Exit(EXIT_FAILED)
         return
     _watch_status(ctx, fmt, interval)

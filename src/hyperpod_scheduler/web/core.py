@@ -37,6 +37,7 @@ from hyperpod_scheduler.engine.stop_forecast import StopForecast
 from hyperpod_scheduler.errors import HyperpodSchedulerError
 from hyperpod_scheduler.schedule import Schedule
 from hyperpod_scheduler.store import open_store
+from hyperpod_scheduler.store.errors import StoreError
 from hyperpod_scheduler.web import places
 from hyperpod_scheduler.web.places import ANYWHERE, Place
 
@@ -245,11 +246,15 @@ class DashboardCore:
         self, ctx: Context, ref: ClusterRef, schedule: Schedule | None = None
     ) -> StopForecast | Exception:
         """What a stop would send (``app.actions.stop_forecast``) from the cached DescribeCluster, or
-        the exception the describe raised. ``schedule``: its scheduled stop; None: a person's, now."""
+        the exception the describe raised, or the store's (a damaged record: its row says so).
+        ``schedule``: its scheduled stop; None: a person's, now."""
         view = self.describe_cached(ctx, ref)
         if isinstance(view, Exception):
             return view
-        return actions.stop_forecast(ctx, ref, view, schedule=schedule)
+        try:
+            return actions.stop_forecast(ctx, ref, view, schedule=schedule)
+        except StoreError as exc:
+            return exc
 
     def report(
         self, ctx: Context, since: datetime, until: datetime, *, aws: bool = True, notes: Sequence[str] = ()

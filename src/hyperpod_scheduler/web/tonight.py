@@ -24,6 +24,9 @@ def tonight(
     """What this cluster bills in its coming stopped stretch (tonight, or the weekend), and why.
     ``forecast``: what the schedule's stop sends (``DashboardCore.stop_forecast``), None if not governed."""
     now = ctx.now()
+    if r.damaged:  # nothing of it is read from the store: not known, and said (its flag says why)
+        return {"bills": None, "usd": None, "usd_per_hour": None, "price_is_upper_bound": False,
+                "why": "its record is damaged: what it bills is not known", "from": None, "to": None}  # fmt: skip
     if g is None:
         hourly = r.usd_per_hour
         why = "not governed: no schedule stops it" if r.state != "stopped" else "stopped by hand"
