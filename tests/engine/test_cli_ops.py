@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from hyperpod_scheduler.cli.main import app
 from hyperpod_scheduler.emulator import Emulator, running_emulator
+from hyperpod_scheduler.errors import UsageError
 from tests.engine.conftest import three_tier_request
 from tests.sessions import shared_session
 
@@ -195,3 +196,26 @@ def test_a_cluster_named_without_a_region_is_acted_on_in_the_chains_region(
     code, out = invoke("status", "--json", "--config", str(empty), "--state", str(state))
     assert [row["key"] for row in json.loads(out)] == ["123456789012/eu-west-1/c9"]  # the account its ARN names
     assert all(g["CurrentCount"] == 0 for g in dublin.describe_cluster(ClusterName="c9")["InstanceGroups"])
+
+
+def test_a_cluster_stopped_by_its_arn_is_started_by_its_name_with_its_sizes(
+    live: tuple[Emulator, Path], tmp_path: Path
+) -> None:
+    # Kept under the ARN, the stop's sizes were where a start by name (or the schedule's) never looked:
+    # "nothing recorded for this cluster: start does nothing", exit 0, the sizes as good as lost.
+    emu, state = live
+    arn = shared_session().client("sagemaker", endpoint_url=emu.endpoint).describe_cluster(ClusterName="c1")
+    arn = arn["ClusterArn"]
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    code, out = invoke("stop", arn, "--wait", "--state", str(state), "--config", str(empty))
+    assert code == 0 and "stop settled" in out, out
+    code, out = invoke("status", "--json", "--state", str(state), "--config", str(empty))
+    (row,) = json.loads(out)
+    assert row["cluster"] == "c1" and row["region"] == "us-east-1"  # one record, under the cluster's name
+    assert row["recorded_sizes"] == {"controller": 1, "dev": 2, "train": 3}
+    code, out = invoke("start", "c1", "--wait", "--state", str(state), "--config", str(empty))
+    assert code == 0 and "train restored 3/3" in out, out
+    wrong = runner.invoke(app, ["stop", arn, "--dry-run", "--region", "eu-west-1", "--state", str(state)])
+    assert isinstance(wrong.exception, UsageError)
+    assert str(wrong.exception).startswith("--region 'eu-west-1' is not the region of cluster ARN")

@@ -12,6 +12,7 @@ from hyperpod_scheduler.engine.identity import reach_of
 from hyperpod_scheduler.engine.ref import ClusterRef
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.inputs import args
+from hyperpod_scheduler.inputs.text import quoted
 
 
 def cluster_ref(ctx: Context, name: str, region: str | None, profile: str | None) -> ClusterRef:
@@ -23,12 +24,28 @@ def governed_ref(ctx: Context, name: str, region: str | None, profile: str | Non
     """``cluster_ref`` and whether the config governs it, from one look at the fleet (a tag-selected
     target's discovery lists clusters and tags: it is not made twice for one command)."""
     args.cluster_name(name)  # before it is looked up, stored or used as a key
+    name, region = _by_name(ctx, name, region, profile)
     governed = ctx.fleet().find(name, region, profile) if ctx.config.targets else None
     if governed is not None:
         return governed.ref, True
     ref = ref_for(name, region, profile).governed(ctx.fleet().settings(OUTSIDE))
     account = ctx.store.account_for(reach_of(ref))  # so a face reads the record where the engine keeps it
     return (ref.with_account(account) if account is not None else ref), False
+
+
+def _by_name(ctx: Context, name: str, region: str | None, profile: str | None) -> tuple[str, str | None]:
+    """A cluster named by its ARN, as the name and region its records are kept under (one DescribeCluster
+    says its name). Kept under the ARN, a stop's sizes were where a start by name, or the schedule's, never
+    looked: "nothing recorded", the sizes as good as lost."""
+    if not name.startswith("arn:"):
+        return name, region
+    parts = name.split(":", 5)  # arn:PARTITION:sagemaker:REGION:ACCOUNT:cluster/ID
+    in_arn = parts[3] if len(parts) == 6 and parts[3] else None
+    if region is not None and in_arn is not None and region != in_arn:
+        raise UsageError(f"--region {quoted(region)} is not the region of cluster ARN {quoted(name)} ({in_arn})")
+    where = in_arn or region
+    view = ctx.engine().describe(ref_for(name, where, profile))
+    return view.name, where
 
 
 def known_ref(ctx: Context, name: str, region: str | None, profile: str | None, what: str) -> ClusterRef:
