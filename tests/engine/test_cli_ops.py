@@ -219,3 +219,21 @@ def test_a_cluster_stopped_by_its_arn_is_started_by_its_name_with_its_sizes(
     wrong = runner.invoke(app, ["stop", arn, "--dry-run", "--region", "eu-west-1", "--state", str(state)])
     assert isinstance(wrong.exception, UsageError)
     assert str(wrong.exception).startswith("--region 'eu-west-1' is not the region of cluster ARN")
+
+
+def test_sizes_an_earlier_release_kept_under_an_arn_are_still_found_by_it(
+    live: tuple[Emulator, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hyperpod_scheduler.cli import refs
+
+    emu, state = live
+    arn = shared_session().client("sagemaker", endpoint_url=emu.endpoint).describe_cluster(ClusterName="c1")
+    arn = arn["ClusterArn"]
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    with monkeypatch.context() as earlier:  # the release that kept the record under the ARN
+        earlier.setattr(refs, "_by_name", lambda ctx, name, region, profile: (name, region))
+        code, out = invoke("stop", arn, "--wait", "--state", str(state), "--config", str(empty))
+        assert code == 0 and "stop settled" in out, out
+    code, out = invoke("start", arn, "--wait", "--state", str(state), "--config", str(empty))
+    assert code == 0 and "train restored 3/3" in out, out

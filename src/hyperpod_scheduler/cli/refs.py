@@ -44,8 +44,11 @@ def _by_name(ctx: Context, name: str, region: str | None, profile: str | None) -
     if region is not None and in_arn is not None and region != in_arn:
         raise UsageError(f"--region {quoted(region)} is not the region of cluster ARN {quoted(name)} ({in_arn})")
     where = in_arn or region
-    view = ctx.engine().describe(ref_for(name, where, profile))
-    return view.name, where
+    by_arn = ref_for(name, where, profile)
+    account = ctx.store.account_for(reach_of(by_arn))
+    if account is not None and ctx.store.get(by_arn.with_account(account).key) is not None:
+        return name, where  # sizes an earlier release kept under the ARN: found where they are
+    return ctx.engine().describe(by_arn).name, where
 
 
 def known_ref(ctx: Context, name: str, region: str | None, profile: str | None, what: str) -> ClusterRef:
