@@ -241,6 +241,16 @@ def test_a_database_without_the_schema_is_an_error_naming_it(tmp_path: Path) -> 
         assert [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")] == ["something_else"]
 
 
+@pytest.mark.parametrize("version", ["²", "x", ""])
+def test_a_damaged_schema_version_is_an_error_naming_it(tmp_path: Path, version: str) -> None:
+    # '²' is a digit to str.isdigit and not to int(): the store ended as an internal error (exit 70).
+    path = tmp_path / "state.sqlite"
+    _stored_then(path)
+    _damage(path, f"UPDATE meta SET value = '{version}' WHERE name = 'schema_version'")
+    with pytest.raises(StoreError, match=f"{path}: its schema version is '{version}'; the file is damaged"):
+        SqliteStore(path)
+
+
 def test_a_store_missing_one_of_its_tables_is_an_error_naming_it(tmp_path: Path) -> None:
     path = tmp_path / "state.sqlite"
     _stored_then(path)

@@ -140,6 +140,30 @@ def test_an_unauthorised_write_is_refused_before_one_byte_of_its_body_is_read(
     assert code == status and body.taken == 0
 
 
+def test_a_length_of_digits_int_cannot_read_is_a_400_not_a_crash() -> None:
+    # '²' (byte 0xB2 in latin-1, as ASGI hands headers over) is a digit to str.isdigit, not to int().
+    app = create_app(Dashboard(token=TOKEN))
+    body = CountingReceive(10)
+    statuses: list[int] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            statuses.append(message["status"])
+
+    import asyncio
+
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "PUT",
+        "path": "/api/schedules/o", "raw_path": b"/api/schedules/o", "query_string": b"", "root_path": "",
+        "scheme": "http", "server": ("127.0.0.1", 8080), "client": ("127.0.0.1", 5000),
+        "headers": [
+            (b"host", b"127.0.0.1"), (b"authorization", f"Bearer {TOKEN}".encode()), (b"content-length", b"\xb2"),
+        ],
+    }  # fmt: skip
+    asyncio.run(app(scope, body, send))
+    assert statuses and 400 <= statuses[0] < 500
+
+
 def test_a_body_over_the_limit_is_refused_by_its_length_or_as_soon_as_it_passes_it() -> None:
     app = create_app(Dashboard(token=TOKEN))
     declared = CountingReceive(10 * MAX_API_BODY)

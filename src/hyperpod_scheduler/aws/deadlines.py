@@ -367,7 +367,7 @@ def _whole(response: AWSResponse, body: bytes) -> bool:
 
 def _declared_length(response: AWSResponse) -> int | None:
     declared = response.headers.get("content-length")
-    return int(declared) if declared is not None and declared.isdigit() else None
+    return int(declared) if declared is not None and declared.isascii() and declared.isdigit() else None
 
 
 # ---- the hooks ---------------------------------------------------------------------------------------

@@ -90,7 +90,7 @@ def width() -> int | None:
     if is_terminal():
         return shutil.get_terminal_size().columns
     columns = os.environ.get("COLUMNS", "")
-    return int(columns) if columns.isdigit() and int(columns) > 0 else None
+    return int(columns) if columns.isascii() and columns.isdigit() and int(columns) > 0 else None
 
 
 @dataclass(frozen=True)

@@ -71,7 +71,7 @@ def render(name: str, params: Mapping[str, str] | None = None) -> str:
             )
         if key == CODE_KEY:
             continue
-        spec["Default"] = int(value) if spec.get("Type") == "Number" and value.isdigit() else value
+        spec["Default"] = int(value) if spec.get("Type") == "Number" and value.isascii() and value.isdigit() else value
     if CODE_KEY in params:
         _bake_code_key(template, params[CODE_KEY])
     rendered: str = yaml.safe_dump(template, sort_keys=False, width=120)

@@ -431,7 +431,7 @@ def _check_schema(conn: sqlite3.Connection, path: Path) -> None:
         )
     row = conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
     found = None if row is None else row[0]
-    if found is None or not str(found).isdigit():
+    if found is None or not (str(found).isascii() and str(found).isdigit()):  # '²' is a digit int() refuses
         raise StoreError(f"state store {path}: its schema version is {found!r}; the file is damaged")
     if int(found) > SCHEMA_VERSION:
         raise StoreError(

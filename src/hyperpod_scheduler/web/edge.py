@@ -133,7 +133,7 @@ class Edge:
             return
         limit = self.max_api_body if api else self.max_form_body
         length = headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > limit):
+        if length is not None and (not (length.isascii() and length.isdigit()) or int(length) > limit):
             await _refuse(send, 413, f"request body larger than {limit // 1024} KiB", api)
             return
         try:
