@@ -8,7 +8,15 @@ from pathlib import Path
 import botocore.credentials
 import pytest
 
-from hyperpod_scheduler.aws.clients import AwsClients, aws_client, is_loopback, loopback_endpoint, s3_client
+from hyperpod_scheduler.aws.clients import (
+    AwsClients,
+    aws_client,
+    default_region,
+    is_loopback,
+    loopback_endpoint,
+    s3_client,
+    sagemaker_client,
+)
 
 SERVICES = ("s3", "fsx", "pricing", "sns", "sts", "dynamodb")
 LOCAL = "http://127.0.0.1:8765"
@@ -92,3 +100,14 @@ def test_a_fixed_endpoint_is_used_for_every_service_with_throwaway_credentials()
 )
 def test_what_counts_as_loopback(url: str | None, local: bool) -> None:
     assert is_loopback(url) is local
+
+
+def test_aws_region_comes_before_aws_default_region_as_for_the_aws_cli(clean: pytest.MonkeyPatch) -> None:
+    # botocore reads only AWS_DEFAULT_REGION: a cluster named without a region was looked for there.
+    clean.setenv("AWS_REGION", "eu-west-1")
+    clean.setenv("AWS_DEFAULT_REGION", "us-west-2")
+    assert default_region() == "eu-west-1"
+    assert aws_client("fsx").meta.region_name == "eu-west-1"
+    assert sagemaker_client().meta.region_name == "eu-west-1"
+    clean.delenv("AWS_REGION")
+    assert default_region() == "us-west-2" and aws_client("fsx").meta.region_name == "us-west-2"

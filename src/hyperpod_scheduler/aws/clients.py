@@ -58,7 +58,10 @@ def default_region(profile: str | None = None) -> str:
 
 @functools.lru_cache(maxsize=64)
 def _chain_region(profile: str | None, env: tuple[str | None, ...]) -> str:
-    # ``env`` is only the cache key: the chain itself reads the environment and config files.
+    # ``env`` is only the cache key: the chain itself reads the environment and config files. AWS_REGION
+    # first, as the AWS CLI and the other SDKs read it: botocore reads only AWS_DEFAULT_REGION.
+    if os.environ.get("AWS_REGION"):
+        return os.environ["AWS_REGION"]
     try:
         region = botocore.session.Session(profile=profile).get_config_variable("region")
     except ProfileNotFound:
@@ -156,7 +159,8 @@ def sagemaker_client(
     # The shared session: its loader has the models read already (a new session reads them again).
     sess = _cached_session(profile, _aws_env())
     config = kw.pop("config", RETRY_CONFIG)
-    client = sess.create_client("sagemaker", region_name=region, endpoint_url=endpoint_url, config=config, **kw)
+    where = region or default_region(profile)
+    client = sess.create_client("sagemaker", region_name=where, endpoint_url=endpoint_url, config=config, **kw)
     # Answers checked before botocore parses them (unknown members kept in sight); mutating calls
     # never retried blind; an update validated as it was built not validated again as it is sent.
     result: SageMakerClient = no_blind_retries(answers.watch(_validated_once(client)))
@@ -234,7 +238,8 @@ _UNPRINTABLE = re.compile("[\x00-\x20\x7f-\x9f\ud800-\udfff]")
 
 def _client(service: str, profile: str | None, region: str | None, endpoint: str | None = None) -> Any:
     sess = _cached_session(profile, _aws_env())
-    return sess.create_client(service, region_name=region, endpoint_url=endpoint, config=RETRY_CONFIG)
+    where = region or default_region(profile)  # the chain's region, AWS_REGION first (botocore skips it)
+    return sess.create_client(service, region_name=where, endpoint_url=endpoint, config=RETRY_CONFIG)
 
 
 def loopback_endpoint(profile: str | None = None, region: str | None = None) -> str | None:
