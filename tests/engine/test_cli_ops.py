@@ -237,3 +237,25 @@ def test_sizes_an_earlier_release_kept_under_an_arn_are_still_found_by_it(
         assert code == 0 and "stop settled" in out, out
     code, out = invoke("start", arn, "--wait", "--state", str(state), "--config", str(empty))
     assert code == 0 and "train restored 3/3" in out, out
+
+
+def test_status_and_plan_say_what_they_left_out_and_exit_1(live: tuple[Emulator, Path], tmp_path: Path) -> None:
+    # A target that cannot be read (a profile that does not exist) was left out of `status` without a word
+    # (exit 0), and `plan` said it but exited 0: a monitor saw a fleet with a target missing as healthy.
+    _, state = live
+    config = tmp_path / "two-targets.yaml"
+    config.write_text(
+        "defaults: {schedule: office}\n"
+        "schedules: {office: 'Mon-Fri 08:00-18:00 UTC'}\n"
+        "targets: [{region: us-east-1, clusters: [c1]}, {region: us-east-1, profile: nope, tag_selector: true}]\n"
+    )
+    for command in (["status", "--json"], ["plan", "--json"]):
+        result = runner.invoke(app, [*command, "--config", str(config), "--state", str(state)])
+        assert result.exit_code == 1, (command, result.output)
+        assert (
+            "targets[1] (us-east-1, profile nope) skipped: The config profile (nope) could not be found"
+            in result.stderr
+        )
+        shown = json.loads(result.stdout)
+        clusters = [r["cluster"] for r in shown] if command[0] == "status" else [s["cluster"] for s in shown["steps"]]
+        assert set(clusters) == {"c1"}  # the rest is shown as usual

@@ -105,8 +105,8 @@ def register(app: typer.Typer) -> None:
         emit(listing, fmt, {"steps": as_mapping(steps), "clusters": guarded})
         for line in damaged:
             error_line(line)
-        if damaged:
-            raise typer.Exit(EXIT_FAILED)  # printed; a script sees it too, as `status` does
+        if damaged or ctx.fleet().problems:  # the skipped were said by governed_clusters, before the plan
+            raise typer.Exit(EXIT_FAILED)  # printed; a script sees it too, as `status` and `tick` do
 
 
 def _protection_rows(ctx: Context, g: Governed) -> dict[str, Any]:

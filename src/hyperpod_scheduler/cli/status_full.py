@@ -14,7 +14,7 @@ from hyperpod_scheduler.app.outcomes import EXIT_FAILED
 from hyperpod_scheduler.app.status import KeptGroup, StatusRow, fleet_status, state_text
 from hyperpod_scheduler.app.wording import clock, countdown, iso_minute, usd
 from hyperpod_scheduler.cli.context import Context, make_context
-from hyperpod_scheduler.cli.output import Format, Listing, console, emit, is_terminal, rich_table
+from hyperpod_scheduler.cli.output import Format, Listing, console, emit, error_line, is_terminal, rich_table
 from hyperpod_scheduler.cli.status import status_listing
 from hyperpod_scheduler.engine import fidelity
 
@@ -57,9 +57,13 @@ def show_status(
     if ctx.paused is not None and fmt in ("table", "wide"):  # json/yaml: stays one document
         console.print(ctx.paused.line(), style="bold yellow", markup=False, highlight=False)
     if not watch:
-        if any(r.aws_unreachable or r.damaged for r in _print_status(ctx, fmt)):
-            # Printed, and marked stale (or damaged): a script or a monitor running `status` must see it
-            # too (exit 1, as a tick whose reads failed exits).
+        rows = _print_status(ctx, fmt)
+        skipped = ctx.fleet().problems if ctx.config.targets else []
+        for problem in skipped:  # a target that could not be read, a cluster left out: said, as tick says it
+            error_line(str(problem))
+        if skipped or any(r.aws_unreachable or r.damaged for r in rows):
+            # Printed, and marked stale (or damaged, or left out): a script or a monitor running `status`
+            # must see it too (exit 1, as a tick whose reads failed exits).
             raise typer.Exit(EXIT_FAILED)
         return
     _watch_status(ctx, fmt, interval)
