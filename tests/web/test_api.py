@@ -380,3 +380,31 @@ def test_an_approval_answer_of_no_known_decision_says_which_there_are(fleet: Dem
     answer = _client(fleet).post("/clusters/g5-dev/approvals/x", data={"t": "x", "by": "ana", "decision": "maybe"})
     assert answer.status_code == 400
     assert "decision: (value not shown) is not one of approve, refuse" in answer.text
+
+
+def test_a_cluster_left_out_of_the_fleet_is_said_on_the_page(fleet: DemoFleet, tmp_path: Path) -> None:
+    # A schedule tag no schedule reads: the cluster was left out of the governed fleet without a word (the
+    # page named what it left out only while answered from the store, before AWS was read).
+    doc = yaml.safe_load(fleet.config.read_text(encoding="utf-8"))
+    arns = {
+        e["name"]: fleet.client.describe_cluster(ClusterName=e["name"])["ClusterArn"]
+        for e in doc["targets"][0]["clusters"]
+    }
+    for entry in doc["targets"][0]["clusters"]:
+        value = "\x1b[2Jnope<b>" if entry["name"] == "g5-dev" else entry["schedule"]
+        fleet.client.add_tags(ResourceArn=arns[entry["name"]], Tags=[{"Key": SCHEDULE_TAG, "Value": value}])
+    doc["targets"] = [{"region": doc["targets"][0]["region"], "tag_selector": True}]
+    config = tmp_path / "tagged.yaml"
+    config.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    try:
+        dash = dataclasses.replace(fleet.dashboard(None), config_file=str(config))
+        page = TestClient(create_app(dash, allowed_hosts=["testserver"])).get("/")
+        assert page.status_code == 200  # g5-dev's row is the store's, of a cluster no schedule governs
+        said = page.text.split('id="left-out"', 1)[1].split("</p>", 1)[0]
+        assert "Left out of this page: cluster &#39;g5-dev&#39; skipped" in said
+        assert "\x1b" not in page.text and "&lt;b&gt;" in said  # shown, not sent
+    finally:
+        for entry in yaml.safe_load(fleet.config.read_text(encoding="utf-8"))["targets"][0]["clusters"]:
+            fleet.client.add_tags(
+                ResourceArn=arns[entry["name"]], Tags=[{"Key": SCHEDULE_TAG, "Value": entry["schedule"]}]
+            )

@@ -29,6 +29,7 @@ from hyperpod_scheduler.app.wording import clock, countdown, usd, when
 from hyperpod_scheduler.engine.fleet import Governed
 from hyperpod_scheduler.engine.stop_forecast import StopForecast
 from hyperpod_scheduler.errors import HyperpodSchedulerError
+from hyperpod_scheduler.inputs.text import clean
 from hyperpod_scheduler.schedule.clock import zone as iana_zone
 from hyperpod_scheduler.web import places
 from hyperpod_scheduler.web.core import FSX_NOT_READ, WEEK, DashboardCore
@@ -171,7 +172,7 @@ def _build(dash: DashboardCore, ctx: Context) -> dict[str, Any]:
         "sizes_as_of": sizes_at.isoformat() if sizes_at else None,
         "paused": ctx.paused.line() if ctx.paused else None,
         "from_store": reading.cold,
-        "problems": [str(p) for p in reading.problems],
+        "problems": [clean(str(p), one_line=True) for p in reading.problems],  # a tag's escape codes shown, not sent
     }
 
 
