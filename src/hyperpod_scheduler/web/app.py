@@ -102,6 +102,14 @@ def _shown(exc: Exception) -> str:
     return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
 
 
+def _texts(values: list[Any], field: str) -> list[str]:
+    """A form's values of ``field`` as text; a file sent in its place is refused (``str`` of an upload
+    gave its headers, garbled into the error that followed)."""
+    if any(not isinstance(v, str) for v in values):
+        raise HyperpodSchedulerError(f"{field}: a file was sent where the form's text was expected")
+    return [str(v) for v in values]
+
+
 def _all_of(query: FleetQuery) -> FleetQuery:
     """A search or filter without ``per_page``: every match, on one page (the API's rows as before)."""
     return dataclasses.replace(query, page=1, per_page=1_000_000)
@@ -365,11 +373,12 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
     @app.post("/schedules/{name}", response_class=HTMLResponse, include_in_schema=False)
     async def save_schedule_page(request: Request, name: str) -> Response:
         form = await request.form()
-        cells = [str(v) for v in form.getlist("cell")]
-        token = str(form.get("token") or "")
-        dash.save_schedule(name, grids.grid_from_cells(cells), token)
-        tz = str(form.get("tz") or "").strip()
+        cells = _texts(form.getlist("cell"), "cell")
+        token = "".join(_texts([form.get("token") or ""], "token"))
+        tz = "".join(_texts([form.get("tz") or ""], "tz")).strip()
+        # Every field checked before anything is saved: a bad tz refused after the save left it saved.
         query = {"saved": name, **({"tz": grids.viewer_zone(tz).key} if tz else {})}  # checked, then encoded
+        dash.save_schedule(name, grids.grid_from_cells(cells), token)
         return RedirectResponse(f"/schedules?{urlencode(query)}", status_code=303)
 
     @app.get("/clusters/{name}/actions/{action}", response_class=HTMLResponse, include_in_schema=False)
