@@ -54,6 +54,7 @@ def test_the_pages_of_a_search_hold_every_match_once_in_order(n: int, per_page: 
         seen += chosen["rows"]
     assert seen == [r for r in rows if r["state"] == "stopped"]
     assert first["matched"] == len(seen) and first["total"] == n
+    assert dataclasses.replace(query, page=first["pages"] + 1).select(rows)["rows"] == []  # then nothing
 
 
 def test_search_finds_by_name_account_and_region_and_filters_combine() -> None:
@@ -68,10 +69,15 @@ def test_search_finds_by_name_account_and_region_and_filters_combine() -> None:
     ]
 
 
-def test_a_page_past_the_end_shows_the_last_page() -> None:
+def test_a_page_past_the_end_is_empty_and_says_so_with_a_way_to_the_last() -> None:
+    # It was the last page again: a client paging until an empty page never stopped, and ?page=9 read as
+    # the last page.
     chosen = FleetQuery.parse(page="9", per_page="10").select(_rows(25))
-    assert (chosen["page"], chosen["first"], chosen["last"], chosen["next"]) == (3, 21, 25, None)
-    assert chosen["previous"] == "?page=2&per_page=10"
+    assert (chosen["rows"], chosen["page"], chosen["pages"], chosen["past_last"]) == ([], 9, 3, True)
+    assert (chosen["first"], chosen["last"], chosen["next"]) == (0, 0, None)
+    assert chosen["previous"] == "?page=3&per_page=10"  # the last page
+    last = FleetQuery.parse(page="3", per_page="10").select(_rows(25))
+    assert (len(last["rows"]), last["past_last"], last["previous"]) == (5, False, "?page=2&per_page=10")
 
 
 @pytest.mark.parametrize(
@@ -183,6 +189,10 @@ def test_the_fleet_page_pages_searches_and_says_where_it_is(fleet: DemoFleet) ->
     assert '<input type="search"' not in client.get("/").text
     bad = client.get("/?state=asleep")
     assert bad.status_code == 400 and "state: (value not shown) is not one of" in bad.text
+    past = client.get("/?per_page=1&page=99").text
+    assert past.count('class="cluster-row') == 0 and 'href="/?page=3&amp;per_page=1"' in past
+    assert "There is no page 99: the clusters fill 3 pages" in past and "page 3 of 3" not in past
+    assert client.get("/api/fleet?per_page=1&page=99").json() == []
     dash.close()
 
 

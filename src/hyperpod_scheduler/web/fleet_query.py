@@ -84,7 +84,9 @@ class FleetQuery:
         """The page of matching rows, and where it sits (``first``..``last`` of ``matched``)."""
         found = [r for r in rows if self.matches(r)]
         pages = max(1, -(-len(found) // self.per_page))
-        page = min(self.page, pages)
+        # A page past the last is empty, and says so: given the last one again, a client paging until an
+        # empty page never stopped, and ?page=99 read as the last page.
+        page = self.page
         start = (page - 1) * self.per_page
         shown = found[start : start + self.per_page]
         return {
@@ -93,10 +95,11 @@ class FleetQuery:
             "matched": len(found),
             "page": page,
             "pages": pages,
+            "past_last": page > pages,
             "per_page": self.per_page,
             "first": start + 1 if shown else 0,
-            "last": start + len(shown),
-            "previous": self.link(page - 1) if page > 1 else None,
+            "last": start + len(shown) if shown else 0,
+            "previous": self.link(min(page - 1, pages)) if page > 1 else None,
             "next": self.link(page + 1) if page < pages else None,
             "query": {"q": self.q, "state": self.state, "region": self.region, "account": self.account},
             "filtered": self.filtered,
