@@ -239,3 +239,15 @@ def test_parallel_huge_uploads_without_a_token_are_answered_at_once() -> None:
         )
         piece = b"10000\r\n" + b"x" * 0x10000 + b"\r\n"
         assert _upload_status(port, chunked, piece * 8) == "HTTP/1.1 413 Request Entity Too Large"
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/api/fleet/summary", "/static/style.css"])
+def test_head_answers_wherever_get_does_with_its_headers_and_no_body(path: str) -> None:
+    # It was a 405 on every page: an uptime probe sending HEAD saw the dashboard as broken.
+    client = _client()
+    got, head = client.get(path), client.head(path)
+    assert got.status_code == head.status_code == 200
+    assert head.content == b"" and head.headers["content-type"] == got.headers["content-type"]
+    assert int(head.headers["content-length"]) > 0  # the GET's length (a summary's as_of moves between the two)
+    assert head.headers["x-frame-options"] == "DENY"  # the edge's headers, as on every answer
+    assert client.head("/nothing-here").status_code == 404

@@ -122,6 +122,11 @@ class Edge:
         if not self.hosts.allows(headers.get("host")):
             await _refuse(send, 421, "this dashboard does not answer for that host name (see --allow-host)", api)
             return
+        if scope.get("method") == "HEAD":
+            # HTTP asks a server to answer HEAD wherever it answers GET (uptime probes send it): the GET's
+            # status and headers (its Content-Length too), without the body.
+            await self.app({**scope, "method": "GET"}, receive, _without_body(send))
+            return
         if scope.get("method") not in WRITE_METHODS:
             await self.app(scope, receive, send)
             return
@@ -144,6 +149,15 @@ class Edge:
             await _refuse(send, 413, f"request body larger than {limit // 1024} KiB", api)
             return
         await self.app(scope, _replay(body, receive), send)
+
+
+def _without_body(send: Send) -> Send:
+    async def headers_only(message: Message) -> None:
+        if message["type"] == "http.response.body":
+            message = {**message, "body": b""}
+        await send(message)
+
+    return headers_only
 
 
 def _bearer(authorization: str | None) -> str | None:
