@@ -425,3 +425,13 @@ def test_a_cluster_left_out_of_the_fleet_is_said_on_the_page(fleet: DemoFleet, t
             fleet.client.add_tags(
                 ResourceArn=arns[entry["name"]], Tags=[{"Key": SCHEDULE_TAG, "Value": entry["schedule"]}]
             )
+
+
+def test_a_refused_form_types_back_only_what_a_field_would_take(fleet: DemoFleet) -> None:
+    # A wrong token shows the form again with what was typed: an escape code and 100,000 characters came
+    # back whole in the reason's value (HTML-escaped, not bounded, not control-escaped).
+    hostile = "\x1b[31m" + "r" * 100_000
+    page = _client(fleet).post("/clusters/g5-dev/actions/hold", data={"token": "wrong", "by": "ana", "reason": hostile})
+    assert page.status_code == 401
+    assert "\x1b" not in page.text and "r" * 501 not in page.text and len(page.text) < 60_000
+    assert 'value="ana"' in page.text  # what a field would take is typed back, as before

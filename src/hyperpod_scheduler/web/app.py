@@ -29,9 +29,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from hyperpod_scheduler import __version__
 from hyperpod_scheduler.app import wording
+from hyperpod_scheduler.app.actions import MAX_REASON
 from hyperpod_scheduler.errors import HyperpodSchedulerError
 from hyperpod_scheduler.inputs.redact import scrub
-from hyperpod_scheduler.inputs.text import clean
+from hyperpod_scheduler.inputs.text import clean, unsafe_in_line
 from hyperpod_scheduler.web import acting, places, zones
 from hyperpod_scheduler.web import grid as grids
 from hyperpod_scheduler.web.edge import Edge, HostAllowList
@@ -100,6 +101,11 @@ def _shown(exc: Exception) -> str:
     # which field and what is wrong, the person who sent it knows what they sent.
     text = _QUOTED.sub("(value not shown)", scrub(clean(str(exc), one_line=True)))
     return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
+
+
+def _typed_back(value: str) -> str:
+    """``value`` to fill a form with again, or "" when no field would take it (``check_reason``'s rules)."""
+    return "" if len(value) > MAX_REASON or unsafe_in_line(value) else value
 
 
 def _texts(values: list[Any], field: str) -> list[str]:
@@ -411,7 +417,9 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
             result = dash.act(name, action, token, by, until or None, state, reason, where)
         except Refused as exc:
             # A wrong or missing token: the same form again, with what was typed (never the token).
-            typed = {"by": by, "reason": reason, "until": until, "state": state}
+            # Only what the form could have taken: a value with a control character or past the longest a
+            # field takes is not typed back (it came back whole, escape codes and 100,000 characters).
+            typed = {k: _typed_back(v) for k, v in {"by": by, "reason": reason, "until": until, "state": state}.items()}
             return page(
                 request,
                 "confirm.html",
