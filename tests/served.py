@@ -2,23 +2,51 @@
 
 from __future__ import annotations
 
+import queue
 import re
 import subprocess
+import threading
 import time
 import urllib.request
 
 
 def url_in_output(proc: subprocess.Popen[str], pattern: str, within_s: float, seen: list[str]) -> str | None:
     """The first group of ``pattern`` in a line ``proc`` prints within ``within_s`` (None if it ends or
-    runs out of time first); every line read is appended to ``seen``."""
-    deadline = time.monotonic() + within_s
+    runs out of time first); every line read is appended to ``seen``.
+
+    Lines are read in a thread of their own, up to the one that matches (the caller reads the rest): a
+    script that failed early while a background job it started (an emulator) holds its output open
+    never ends that output, and a read here would wait forever. So the wait ends when ``proc`` has ended
+    and no line came for a moment, or at ``within_s``, whatever the pipe does."""
     assert proc.stdout is not None
+    stream = proc.stdout
+    lines: queue.Queue[str | None] = queue.Queue()
+    compiled = re.compile(pattern)
+
+    def read() -> None:
+        for line in iter(stream.readline, ""):
+            lines.put(line)
+            if compiled.search(line):
+                return
+        lines.put(None)
+
+    threading.Thread(target=read, name="url-in-output", daemon=True).start()
+    deadline = time.monotonic() + within_s
+    quiet_since: float | None = None
     while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
+        try:
+            line = lines.get(timeout=0.2)
+        except queue.Empty:
+            if proc.poll() is None:
+                continue
+            quiet_since = quiet_since or time.monotonic()
+            if time.monotonic() - quiet_since > 1.0:
+                return None  # it ended without the line; whatever holds its output open is not it
+            continue
+        if line is None:
             return None
         seen.append(line)
-        found = re.search(pattern, line)
+        found = compiled.search(line)
         if found:
             return found.group(1)
     return None

@@ -129,3 +129,16 @@ def test_every_refusal_reads_from_a_yaml_file_as_one_line(tmp_path: Any) -> None
     path.write_text(yaml.safe_dump({**GOOD, "defaults": {"lease_ttl_seconds": 5, "poll_seconds": 30}}))
     with pytest.raises(UsageError, match=r"lease_ttl_seconds \(5\).*poll_seconds \(30\)"):
         load_config(path)
+
+
+@pytest.mark.parametrize("region", ["us-east-1/x", "US-EAST-1", "us-\x1b[31mred", "eu-west-1 ", "mars"])
+def test_a_region_that_is_not_an_aws_regions_name_is_refused_naming_the_target(region: str) -> None:
+    # 'us-east-1/x' keyed records with a slash too many (a ghost row), 'US-EAST-1' a second record of one
+    # cluster, an escape code ended every command blaming the state store.
+    message = _refused({**GOOD, "targets": [{"region": region, "clusters": ["a"]}]}, "targets", "region")
+    assert "is not an AWS region" in message and "\x1b" not in message
+
+
+@pytest.mark.parametrize("region", ["us-east-1", "ap-southeast-3", "us-gov-west-1", "cn-north-1", "il-central-1"])
+def test_every_shape_of_aws_region_is_accepted(region: str) -> None:
+    parse_config({**GOOD, "targets": [{"region": region, "clusters": ["a"]}]}, "cfg.yaml")

@@ -259,3 +259,14 @@ def test_status_and_plan_say_what_they_left_out_and_exit_1(live: tuple[Emulator,
         shown = json.loads(result.stdout)
         clusters = [r["cluster"] for r in shown] if command[0] == "status" else [s["cluster"] for s in shown["steps"]]
         assert set(clusters) == {"c1"}  # the rest is shown as usual
+
+
+@pytest.mark.parametrize("region", ["us-east-1/x", "US-EAST-1", "eu-west-1 "])
+def test_a_region_option_that_is_not_an_aws_region_is_a_usage_error(live: tuple[Emulator, Path], region: str) -> None:
+    # 'US-EAST-1' stopped the cluster under a second record (start --region us-east-1: "nothing recorded");
+    # 'us-east-1/x' was botocore's error, exit 1, not naming --region.
+    _, state = live
+    for command in (["stop", "c1", "--dry-run", "--state", str(state)], ["cluster", "describe", "c1"]):
+        result = runner.invoke(app, [*command, "--region", region])
+        assert isinstance(result.exception, UsageError), (command, result.output)
+        assert str(result.exception).startswith("--region: ") and "is not an AWS region" in str(result.exception)

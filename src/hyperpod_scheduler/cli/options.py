@@ -14,7 +14,18 @@ StateOpt = typer.Option(
 )
 JsonOpt = typer.Option(False, "--json", help=JSON_HELP)
 DryRunOpt = typer.Option(False, "--dry-run", help="Show what would be sent; change nothing.")
-RegionOpt = typer.Option(None, "--region", help="AWS region (default: from the config, else the AWS chain).")
+
+
+def region_checked(value: str | None) -> str | None:
+    """``--region`` checked as parsed (one parameter: Typer hands a callback's others its context)."""
+    from hyperpod_scheduler.inputs import args  # checked as parsed: it keys the cluster's record
+
+    return args.region(value)
+
+
+RegionOpt = typer.Option(
+    None, "--region", help="AWS region (default: from the config, else the AWS chain).", callback=region_checked
+)
 ProfileOpt = typer.Option(None, "--profile", help="AWS profile.")
 
 

@@ -28,6 +28,7 @@ from hyperpod_scheduler.config.paths import SCHEDULE_TAG as SCHEDULE_TAG
 from hyperpod_scheduler.cost.settings import CostSettings
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.inputs import args
+from hyperpod_scheduler.inputs.args import region_problem
 from hyperpod_scheduler.inputs.urls import parse_url
 
 # Upper bounds keep every duration a datetime can add (1e308 minutes used to end in OverflowError).
@@ -180,6 +181,14 @@ class Target(_Strict):
     tag_selector: bool = False
     policy: Policy | None = None
     checkpoints: Checkpoints | None = None
+
+    @field_validator("region")
+    @classmethod
+    def _a_region(cls, value: str | None) -> str | None:
+        problem = None if value is None else region_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
     @field_validator("clusters", mode="before")
     @classmethod

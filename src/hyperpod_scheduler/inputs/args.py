@@ -78,3 +78,22 @@ def cluster_name(name: str, option: str = "cluster") -> str:
             "a letter or digit) or a cluster ARN"
         )
     return name
+
+
+# An AWS region's shape: us-east-1, ap-southeast-3, us-gov-west-1, cn-north-1, eu-central-2.
+_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]{1,2}")
+
+
+def region_problem(region: str) -> str | None:
+    """Why ``region`` is not an AWS region's name, or None. Checked before it keys a record: a region of
+    'us-east-1/x' made a key with a slash too many, 'US-EAST-1' a second record of one cluster."""
+    if len(region) > 32 or not _REGION.fullmatch(region):
+        return f"{quoted(region)} is not an AWS region (lower case, e.g. us-east-1 or ap-southeast-3)"
+    return None
+
+
+def region(value: str | None, option: str = "--region") -> str | None:
+    problem = None if value is None else region_problem(value)
+    if problem is not None:
+        raise UsageError(f"{option}: {problem}")
+    return value
