@@ -51,7 +51,7 @@ def test_the_default_role_is_in_the_partition_of_the_targets_region() -> None:
     ("text", "message"),
     [
         (
-            "targets: [{account: '111111111111', region: r, role_arn: 'arn:aws:iam::222222222222:role/spoke'}]",
+            "targets: [{account: '111111111111', region: eu-west-3, role_arn: 'arn:aws:iam::222222222222:role/spoke'}]",
             "targets[0].role_arn: 'arn:aws:iam::222222222222:role/spoke' is in account 222222222222, but the "
             "target's account is 111111111111",
         ),
@@ -62,11 +62,11 @@ def test_the_default_role_is_in_the_partition_of_the_targets_region() -> None:
         ),
         ("targets: [{account: '1', region: us-east-1}]", "targets[0].account: String should match"),
         ("targets: [{account: '111111111111'}]", "targets[0].region: Field required"),
-        ("targets: [{account: '111111111111', region: r, role_arn: admin}]", "targets[0].role_arn"),
-        ("targets: [{account: '111111111111', region: r, colour: red}]", "targets[0].colour: Extra inputs"),
+        ("targets: [{account: '111111111111', region: eu-west-3, role_arn: admin}]", "targets[0].role_arn"),
+        ("targets: [{account: '111111111111', region: eu-west-3, colour: red}]", "targets[0].colour: Extra inputs"),
         (
-            "targets: [{account: '111111111111', region: r}, {account: '111111111111', region: r}]",
-            "targets[1]: account 111111111111 region r is listed twice",
+            "targets: [{account: '111111111111', region: eu-west-3}, {account: '111111111111', region: eu-west-3}]",
+            "targets[1]: account 111111111111 region eu-west-3 is listed twice",
         ),
         ("targets: [", "invalid YAML"),
         ("- a", "expected a mapping"),
