@@ -324,6 +324,14 @@ def test_a_hold_reason_too_long_or_with_an_escape_code_is_a_one_line_400_and_no_
     assert _status(fleet)["g5-dev"]["hold"] == before
 
 
+def test_who_asks_longer_than_the_history_keeps_is_refused_not_cut(fleet: DemoFleet) -> None:
+    # Accepted up to 500 characters and recorded cut to 64 without a word.
+    before = _status(fleet)["g5-dev"]["hold"]
+    answer = _client(fleet).post("/api/clusters/g5-dev/hold", json={"state": "running", "by": "b" * 65}, headers=AUTH)
+    assert answer.status_code == 400 and answer.json()["error"] == "by: 65 characters, at most 64 allowed"
+    assert _status(fleet)["g5-dev"]["hold"] == before
+
+
 def test_a_stop_reason_with_an_escape_code_is_a_one_line_400_and_nothing_is_sent(fleet: DemoFleet) -> None:
     before = _client(fleet).get("/api/clusters/g5-dev").json()["history"]
     answer = _client(fleet).post(

@@ -202,6 +202,18 @@ def check_reason(reason: str, field: str) -> str:
     return reason.strip()
 
 
+MAX_BY = 64  # characters: who asked, as the history's actor names them
+
+
+def check_by(by: str, field: str) -> str:
+    """Who asks (the dashboard's "by"), as recorded, or a one-line error naming the face's field: the
+    rules of ``check_reason``, and at most ``MAX_BY`` characters (refused, not cut: it was accepted up to
+    500 and recorded cut to 64 without a word)."""
+    if len(by) > MAX_BY:
+        raise UsageError(f"{field}: {len(by):,} characters, at most {MAX_BY} allowed")
+    return check_reason(by, field)
+
+
 def act_now(
     engine: Engine,
     ref: ClusterRef,

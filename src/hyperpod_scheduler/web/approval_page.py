@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from hyperpod_scheduler.app.actions import check_by
 from hyperpod_scheduler.engine import approvals
-from hyperpod_scheduler.inputs.text import clean
 from hyperpod_scheduler.web import approval_view
 from hyperpod_scheduler.web.core import DashboardCore, NotFound, Refused
 from hyperpod_scheduler.web.places import ANYWHERE, Place
@@ -55,7 +55,7 @@ def answer_approval(
         g = dash.governed(ctx, name, place, holding=approval_id)
         key = (ctx.engine().accounts.known(g.ref) or g.ref).key
         try:
-            a = approvals.decide(ctx.store, key, approval_id, token, approve, clean(by, one_line=True)[:64], ctx.now())
+            a = approvals.decide(ctx.store, key, approval_id, token, approve, check_by(by, "by"), ctx.now())
         except approvals.ApprovalError as exc:
             raise Refused(str(exc), 409) from None
         verb = "approved" if approve else "refused"

@@ -7,6 +7,7 @@ from typing import Any
 from hyperpod_scheduler.app.actions import (
     act_now,
     change_text,
+    check_by,
     check_hold,
     check_reason,
     nothing_text,
@@ -129,7 +130,7 @@ def _act(
     place: Place,
 ) -> dict[str, Any]:
     g = dash.governed(ctx, name, place)
-    who = f"dashboard:{(check_reason(by or '', 'by') or 'anonymous')[:64]}"
+    who = f"dashboard:{check_by(by or '', 'by') or 'anonymous'}"
     engine = ctx.engine(actor=who)
     now = ctx.now()
     if action == "hold":
