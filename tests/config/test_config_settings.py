@@ -142,3 +142,15 @@ def test_a_region_that_is_not_an_aws_regions_name_is_refused_naming_the_target(r
 @pytest.mark.parametrize("region", ["us-east-1", "ap-southeast-3", "us-gov-west-1", "cn-north-1", "il-central-1"])
 def test_every_shape_of_aws_region_is_accepted(region: str) -> None:
     parse_config({**GOOD, "targets": [{"region": region, "clusters": ["a"]}]}, "cfg.yaml")
+
+
+@pytest.mark.parametrize("floor", [True, -1, 100_001, 10**23, 1.5, "2", None])
+def test_a_group_floor_that_is_not_a_count_of_nodes_is_refused(floor: Any) -> None:
+    # `floor: true` was a floor of 1 (a bool is an int to Python); 10**23 was taken and printed back.
+    policy = {"groups": {"controller": {"floor": floor}}}
+    _refused({**GOOD, "defaults": {"schedule": "office", "policy": policy}}, "group 'controller': floor must be")
+
+
+def test_a_group_floor_of_a_count_is_accepted() -> None:
+    for floor in (0, 1, 100_000):
+        parse_config({**GOOD, "defaults": {"schedule": "office", "policy": {"groups": {"g": {"floor": floor}}}}}, "c")

@@ -104,6 +104,19 @@ def test_a_hold_of_no_known_state_says_which_states_there_are(fleet: DemoFleet) 
     assert answer.json()["error"] == "state: (value not shown) is not one of running, stopped"
 
 
+def test_a_hold_until_an_empty_value_is_refused_not_a_hold_until_released(fleet: DemoFleet) -> None:
+    # A script's unset variable (`--until "$END"`, {"until": ""}) was a hold until released: never ending.
+    before = _status(fleet)["g5-dev"]["hold"]
+    answer = _client(fleet).post("/api/clusters/g5-dev/hold", json={"until": " "}, headers=AUTH)
+    assert answer.status_code == 400
+    assert answer.json()["error"].startswith("until: empty; give an ISO 8601 instant, or leave it out")
+    result = CliRunner().invoke(
+        cli_app, ["hold", "g5-dev", "--until", "", "--config", str(fleet.config), "--state", str(fleet.state)]
+    )
+    assert result.exit_code != 0 and "--until: empty" in str(result.exception)
+    assert _status(fleet)["g5-dev"]["hold"] == before
+
+
 def test_hold_in_the_past_is_a_one_line_400(fleet: DemoFleet) -> None:
     answer = _client(fleet).post("/api/clusters/g5-dev/hold", json={"until": "2020-01-01T00:00Z"}, headers=AUTH)
     assert answer.status_code == 400

@@ -181,6 +181,9 @@ def check_hold(
     keeps and when it ends, or a one-line error naming the face's own field."""
     if state not in ("running", "stopped"):
         raise UsageError(f"{state_field}: {state!r} is not one of running, stopped")
+    if until is not None and not until.strip():
+        # An empty value (a script's unset variable) was a hold until released: never ending, unasked.
+        raise UsageError(f"{until_field}: empty; give an ISO 8601 instant, or leave it out to hold until released")
     end = parse_instant(until, until_field) if until else None
     if end is not None and end <= now:
         raise UsageError(f"{until_field}: {until!r} is not in the future")

@@ -33,6 +33,7 @@ from hyperpod_scheduler.inputs.urls import parse_url
 
 # Upper bounds keep every duration a datetime can add (1e308 minutes used to end in OverflowError).
 WEEK_MINUTES = 7 * 24 * 60
+MAX_FLOOR = 100_000  # nodes a policy may keep in one group: far above any HyperPod group
 DAY_SECONDS = 24 * 3600
 
 
@@ -78,12 +79,17 @@ class Policy(_Strict):
     image_settle_days: float | None = Field(default=None, ge=0, le=365)
     approve_image: bool | None = None
 
-    @field_validator("groups")
+    @field_validator("groups", mode="before")
     @classmethod
-    def _floors_are_counts(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        for name, policy in (value or {}).items():
-            if isinstance(policy, dict) and not (isinstance(policy.get("floor"), int) and policy["floor"] >= 0):
-                raise ValueError(f"group '{name}': floor must be a count >= 0, got {policy.get('floor')!r}")
+    def _floors_are_counts(cls, value: Any) -> Any:
+        # Before pydantic's coercion, which made `floor: true` and `floor: "2"` counts.
+        for name, policy in value.items() if isinstance(value, dict) else ():
+            floor = policy.get("floor") if isinstance(policy, dict) else None
+            # A bool is an int to Python (`floor: true` was a floor of 1); no group holds a million nodes.
+            if isinstance(policy, dict) and not (
+                isinstance(floor, int) and not isinstance(floor, bool) and 0 <= floor <= MAX_FLOOR
+            ):
+                raise ValueError(f"group '{name}': floor must be a count from 0 to {MAX_FLOOR:,}, got {floor!r}")
         return value
 
 
