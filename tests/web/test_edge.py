@@ -42,6 +42,9 @@ def test_loopback_addresses_and_named_hosts_are_answered_others_refused() -> Non
         assert hosts.allows(ok), ok
     for bad in ("evil.example", "localhost.evil.example", "127.0.0.1.nip.io", None, ""):
         assert not hosts.allows(bad), bad
+    # What followed "]" or the last ":" was dropped, and the rest let in.
+    for junk in ("[::1]evil.com", "127.0.0.1:evil", "localhost:", "[::1]:", "[::1]:99999", "localhost:８０"):
+        assert not hosts.allows(junk), junk
 
 
 def test_a_dns_rebinding_page_cannot_read_the_fleet() -> None:

@@ -51,13 +51,25 @@ _LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhos
 
 
 def host_name(header: str) -> str | None:
-    """The host part of a Host header (``[::1]:8080`` -> ``::1``, ``Example.COM.`` -> ``example.com``)."""
+    """The host part of a Host header (``[::1]:8080`` -> ``::1``, ``Example.COM.`` -> ``example.com``), or
+    None when the header is not a host with an optional port: whatever followed ``]`` or the last ``:``
+    (``[::1]evil.com``, ``127.0.0.1:evil``) was dropped and the rest let in."""
     value = header.strip().lower()
     if value.startswith("["):
         end = value.find("]")
-        return value[1:end] if end > 0 else None
-    name = value.rsplit(":", 1)[0] if value.count(":") == 1 else value
-    return name.rstrip(".") or None
+        rest = value[end + 1 :] if end > 0 else ""
+        if end <= 0 or not (rest == "" or (rest.startswith(":") and _port(rest[1:]))):
+            return None
+        return value[1:end]
+    if value.count(":") == 1:
+        value, port = value.split(":")
+        if not _port(port):
+            return None
+    return value.rstrip(".") or None
+
+
+def _port(text: str) -> bool:
+    return text.isascii() and text.isdigit() and 0 < int(text) < 65536
 
 
 def _is_ip(name: str) -> bool:
