@@ -20,6 +20,11 @@ EXPRESSION_ERRORS = [
     ("Mon-Fri 08:00-08:00 UTC", "empty time range '08:00-08:00'"),
     ("Mon-Fri 08:00-19:00 Europe/Berln", "unknown timezone 'Europe/Berln'"),
     ("Mon-Fri 08:00-19:00 ../../etc/passwd", "unknown timezone '../../etc/passwd'"),
+    # Files of the zone database, not zones: "localtime" is the host's own zone (it moved with the machine).
+    ("Mon-Fri 08:00-19:00 localtime", "timezone 'localtime' is a file of the zone database"),
+    ("Mon-Fri 08:00-19:00 Factory", "timezone 'Factory' is a file of the zone database"),
+    ("Mon-Fri 08:00-19:00 posixrules", "timezone 'posixrules' is a file of the zone database"),
+    ("Mon-Fri 08:00-19:00 right/UTC", "timezone 'right/UTC' is a file of the zone database"),
     ("Mon-Fri 08:00-19:00 UTC extra", "unexpected 'extra'"),
     ("Mon Wed 08:00-19:00 UTC", "bad time range 'Wed'"),
     ("Mon,Wed", "days 'Mon,Wed' have no time range"),

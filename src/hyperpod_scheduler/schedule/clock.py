@@ -31,8 +31,20 @@ def zone(name: str) -> ZoneInfo:
     return _zone(name)
 
 
+# Files of the zone database that are not zones a schedule can mean: "localtime" is whatever zone the
+# host running the scheduler is set to (a schedule that moves with the machine), "Factory" a placeholder
+# ("-00"), "posixrules" a template; "posix/..." and "right/..." are copies (the latter counting leap seconds).
+_NOT_ZONES = frozenset({"localtime", "factory", "posixrules"})
+_NOT_ZONE_PREFIXES = ("posix/", "right/")
+
+
 @lru_cache(maxsize=512)
 def _zone(name: str) -> ZoneInfo:
+    if name.lower() in _NOT_ZONES or name.lower().startswith(_NOT_ZONE_PREFIXES):
+        raise UsageError(
+            f"timezone '{name}' is a file of the zone database, not a zone a schedule can mean "
+            "(expected an IANA name such as Europe/Berlin or UTC)"
+        )
     if not _ZONE_NAME.match(name):
         raise UsageError(f"unknown timezone '{name}' (expected an IANA name such as Europe/Berlin or UTC)")
     try:
