@@ -270,3 +270,12 @@ def test_a_region_option_that_is_not_an_aws_region_is_a_usage_error(live: tuple[
         result = runner.invoke(app, [*command, "--region", region])
         assert isinstance(result.exception, UsageError), (command, result.output)
         assert str(result.exception).startswith("--region: ") and "is not an AWS region" in str(result.exception)
+
+
+def test_an_empty_profile_is_a_usage_error_not_an_aws_one(live: tuple[Emulator, Path]) -> None:
+    # `--profile ''` (a script's unset variable) was "The config profile () could not be found", exit 1.
+    _, state = live
+    for command in (["claim", "c1", "--state", str(state)], ["stop", "c1", "--dry-run"], ["cluster", "describe", "c1"]):
+        result = runner.invoke(app, [*command, "--profile", ""])
+        assert isinstance(result.exception, UsageError), (command, result.output)
+        assert str(result.exception) == "--profile: empty; leave it out for the default credentials"

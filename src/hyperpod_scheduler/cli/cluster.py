@@ -17,7 +17,7 @@ from rich import box
 from rich.table import Table
 
 from hyperpod_scheduler.aws.clients import default_region, s3_client, sagemaker_client
-from hyperpod_scheduler.cli.options import region_checked
+from hyperpod_scheduler.cli.options import profile_checked, region_checked
 from hyperpod_scheduler.cli.output import SafeConsole, console, err_console, print_json
 from hyperpod_scheduler.cluster.check import SpecReport
 from hyperpod_scheduler.cluster.create import create_cluster
@@ -37,7 +37,7 @@ EXAMPLES = ("slurm", "eks")
 _SPEC = typer.Argument(..., help="The cluster spec (YAML).", show_default=False)
 _JSON = typer.Option(False, "--json", help="Machine-readable output on stdout.")
 _REGION = typer.Option(None, "--region", help="AWS region (default: the usual AWS chain).", callback=region_checked)
-_PROFILE = typer.Option(None, "--profile", help="AWS profile (default: the usual AWS chain).")
+_PROFILE = typer.Option(None, "--profile", help="AWS profile (default: the usual AWS chain).", callback=profile_checked)
 
 
 def _cluster_name(value: str) -> str:

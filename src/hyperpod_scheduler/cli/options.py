@@ -26,7 +26,19 @@ def region_checked(value: str | None) -> str | None:
 RegionOpt = typer.Option(
     None, "--region", help="AWS region (default: from the config, else the AWS chain).", callback=region_checked
 )
-ProfileOpt = typer.Option(None, "--profile", help="AWS profile.")
+
+
+def profile_checked(value: str | None) -> str | None:
+    """``--profile`` as parsed: an empty one (a script's unset variable) is refused, not the AWS error of
+    a profile named ''."""
+    from hyperpod_scheduler.errors import UsageError
+
+    if value is not None and not value.strip():
+        raise UsageError("--profile: empty; leave it out for the default credentials")
+    return value
+
+
+ProfileOpt = typer.Option(None, "--profile", help="AWS profile.", callback=profile_checked)
 
 
 def _cluster_name(value: str) -> str:
