@@ -132,10 +132,10 @@ def listed(items: Sequence[Any], limit: int = LISTED) -> dict[str, Any]:
 def _number(field: str, value: str | int | None, default: int, low: int, high: int) -> int:
     if value is None or value == "":
         return default
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise UsageError(f"{field}: {value!r} is not a whole number") from None
+    # ASCII digits only: int() also read "１", "+1" and "1_0" (as 10), so one page had many addresses.
+    if isinstance(value, bool) or not (isinstance(value, int) or (value.isascii() and value.isdigit())):
+        raise UsageError(f"{field}: {value!r} is not a whole number")
+    number = int(value)
     if not low <= number <= high:
         raise UsageError(f"{field}: {number} is not between {low} and {high}")
     return number
