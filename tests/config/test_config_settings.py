@@ -154,3 +154,9 @@ def test_a_group_floor_that_is_not_a_count_of_nodes_is_refused(floor: Any) -> No
 def test_a_group_floor_of_a_count_is_accepted() -> None:
     for floor in (0, 1, 100_000):
         parse_config({**GOOD, "defaults": {"schedule": "office", "policy": {"groups": {"g": {"floor": floor}}}}}, "c")
+
+
+@pytest.mark.parametrize("state", ["", "  "])
+def test_an_empty_state_is_refused_not_the_default_store(state: str) -> None:
+    # A template's unset variable: the default store, where this config's records are not, was used.
+    _refused({**GOOD, "state": state}, "state", "empty; leave it out for the default store")

@@ -298,7 +298,13 @@ class Config(_Strict):
     @field_validator("state")
     @classmethod
     def _no_control_characters(cls, value: str | None) -> str | None:
-        return None if value is None else args.location(value, "state").strip() or None
+        if value is None:
+            return None
+        if not value.strip():
+            # A template's unset variable: the default store would be used, and the records this config's
+            # clusters have elsewhere not found (a start would find "nothing recorded").
+            raise ValueError("empty; leave it out for the default store, or name the store's path or URL")
+        return args.location(value, "state").strip()
 
     defaults: Defaults = Field(default_factory=Defaults)
     schedules: dict[str, Any] = Field(default_factory=dict)
