@@ -198,16 +198,23 @@ def test_a_cluster_named_without_a_region_is_acted_on_in_the_chains_region(
     assert all(g["CurrentCount"] == 0 for g in dublin.describe_cluster(ClusterName="c9")["InstanceGroups"])
 
 
+def _c1_arn_and_no_config(emu: Emulator, tmp_path: Path) -> tuple[str, Path]:
+    """c1's ARN, and an empty config file (a cluster no config governs)."""
+    arn = str(
+        shared_session().client("sagemaker", endpoint_url=emu.endpoint).describe_cluster(ClusterName="c1")["ClusterArn"]
+    )
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    return arn, empty
+
+
 def test_a_cluster_stopped_by_its_arn_is_started_by_its_name_with_its_sizes(
     live: tuple[Emulator, Path], tmp_path: Path
 ) -> None:
     # Kept under the ARN, the stop's sizes were where a start by name (or the schedule's) never looked:
     # "nothing recorded for this cluster: start does nothing", exit 0, the sizes as good as lost.
     emu, state = live
-    arn = shared_session().client("sagemaker", endpoint_url=emu.endpoint).describe_cluster(ClusterName="c1")
-    arn = arn["ClusterArn"]
-    empty = tmp_path / "empty.yaml"
-    empty.write_text("")
+    arn, empty = _c1_arn_and_no_config(emu, tmp_path)
     code, out = invoke("stop", arn, "--wait", "--state", str(state), "--config", str(empty))
     assert code == 0 and "stop settled" in out, out
     code, out = invoke("status", "--json", "--state", str(state), "--config", str(empty))
@@ -227,10 +234,7 @@ def test_sizes_an_earlier_release_kept_under_an_arn_are_still_found_by_it(
     from hyperpod_scheduler.cli import refs
 
     emu, state = live
-    arn = shared_session().client("sagemaker", endpoint_url=emu.endpoint).describe_cluster(ClusterName="c1")
-    arn = arn["ClusterArn"]
-    empty = tmp_path / "empty.yaml"
-    empty.write_text("")
+    arn, empty = _c1_arn_and_no_config(emu, tmp_path)
     with monkeypatch.context() as earlier:  # the release that kept the record under the ARN
         earlier.setattr(refs, "_by_name", lambda ctx, name, region, profile: (name, region))
         code, out = invoke("stop", arn, "--wait", "--state", str(state), "--config", str(empty))
