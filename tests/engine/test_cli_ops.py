@@ -283,3 +283,35 @@ def test_an_empty_profile_is_a_usage_error_not_an_aws_one(live: tuple[Emulator, 
         result = runner.invoke(app, [*command, "--profile", ""])
         assert isinstance(result.exception, UsageError), (command, result.output)
         assert str(result.exception) == "--profile: empty; leave it out for the default credentials"
+
+
+def test_a_config_that_lists_a_cluster_by_its_arn_meets_commands_by_that_arn(
+    live: tuple[Emulator, Path], tmp_path: Path
+) -> None:
+    # The ARN was turned into the name before the config was asked, so the command missed the entry that
+    # lists the ARN: two records (the tick's under the ARN), a hold the tick did not see.
+    emu, state = live
+    arn, _ = _c1_arn_and_no_config(emu, tmp_path)
+    config = tmp_path / "by-arn.yaml"
+    config.write_text(
+        "defaults: {poll_seconds: 0.05, schedule: office}\n"
+        "schedules: {office: 'Mon-Fri 08:00-18:00 UTC'}\n"
+        f"targets: [{{region: us-east-1, clusters: ['{arn}']}}]\n"
+    )
+    common = ["--state", str(state), "--config", str(config)]
+    code, out = invoke("stop", arn, "--wait", *common)
+    assert code == 0 and "stop settled" in out, out
+    code, out = invoke("status", "--json", *common)
+    assert code == 0 and len(json.loads(out)) == 1, out  # one record, the one the tick keeps
+    code, out = invoke("tick", "--at", "2026-12-03T09:00:00Z", *common)  # a Thursday, in the window
+    assert "nothing recorded" not in out, out
+
+
+def test_a_cluster_arn_aws_does_not_know_is_a_usage_error(live: tuple[Emulator, Path], tmp_path: Path) -> None:
+    emu, state = live
+    arn, empty = _c1_arn_and_no_config(emu, tmp_path)
+    wrong = arn[:-3] + "zzz"
+    result = runner.invoke(app, ["start", wrong, "--dry-run", "--state", str(state), "--config", str(empty)])
+    assert isinstance(result.exception, UsageError), result.output
+    said = str(result.exception)  # quoted() shortens a long value in the middle
+    assert said.startswith("cluster ARN 'arn:aws:sagemaker:us-east-1:") and "not found in us-east-1" in said

@@ -24,8 +24,11 @@ def governed_ref(ctx: Context, name: str, region: str | None, profile: str | Non
     """``cluster_ref`` and whether the config governs it, from one look at the fleet (a tag-selected
     target's discovery lists clusters and tags: it is not made twice for one command)."""
     args.cluster_name(name)  # before it is looked up, stored or used as a key
-    name, region = _by_name(ctx, name, region, profile)
+    # As given first: a config may list the cluster by its ARN (its tick keeps the record there).
     governed = ctx.fleet().find(name, region, profile) if ctx.config.targets else None
+    if governed is None and name.startswith("arn:"):
+        name, region = _by_name(ctx, name, region, profile)
+        governed = ctx.fleet().find(name, region, profile) if ctx.config.targets else None
     if governed is not None:
         return governed.ref, True
     ref = ref_for(name, region, profile).governed(ctx.fleet().settings(OUTSIDE))
@@ -48,7 +51,15 @@ def _by_name(ctx: Context, name: str, region: str | None, profile: str | None) -
     account = ctx.store.account_for(reach_of(by_arn))
     if account is not None and ctx.store.get(by_arn.with_account(account).key) is not None:
         return name, where  # sizes an earlier release kept under the ARN: found where they are
-    return ctx.engine().describe(by_arn).name, where
+    try:
+        return ctx.engine().describe(by_arn).name, where
+    except ClientError as exc:
+        if not_found(exc):
+            raise UsageError(
+                f"cluster ARN {quoted(name)} not found in {by_arn.region} (a deleted cluster's records are "
+                "found by its name)"
+            ) from None
+        raise
 
 
 def known_ref(ctx: Context, name: str, region: str | None, profile: str | None, what: str) -> ClusterRef:
