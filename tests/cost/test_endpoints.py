@@ -17,6 +17,7 @@ from hyperpod_scheduler.aws.clients import (
     s3_client,
     sagemaker_client,
 )
+from hyperpod_scheduler.errors import UsageError
 
 SERVICES = ("s3", "fsx", "pricing", "sns", "sts", "dynamodb")
 LOCAL = "http://127.0.0.1:8765"
@@ -111,3 +112,24 @@ def test_aws_region_comes_before_aws_default_region_as_for_the_aws_cli(clean: py
     assert sagemaker_client().meta.region_name == "eu-west-1"
     clean.delenv("AWS_REGION")
     assert default_region() == "us-west-2" and aws_client("fsx").meta.region_name == "us-west-2"
+
+
+@pytest.mark.parametrize(("var", "value"), [("AWS_REGION", "US-EAST-1"), ("AWS_DEFAULT_REGION", "us-east-1/x")])
+def test_a_region_from_the_environment_that_is_not_a_region_is_a_usage_error(
+    clean: pytest.MonkeyPatch, var: str, value: str
+) -> None:
+    # 'US-EAST-1' made a second record of one cluster; 'us-east-1/x' ended in botocore's traceback.
+    clean.delenv("AWS_DEFAULT_REGION")
+    clean.setenv(var, value)
+    with pytest.raises(UsageError, match=r"^\$AWS_.*is not an AWS region"):
+        default_region()
+
+
+def test_a_session_takes_aws_region_and_guesses_none(clean: pytest.MonkeyPatch) -> None:
+    from hyperpod_scheduler.aws.clients import session
+
+    clean.setenv("AWS_REGION", "eu-west-1")
+    clean.delenv("AWS_DEFAULT_REGION")
+    assert session().region_name == "eu-west-1"  # boto3 alone read only AWS_DEFAULT_REGION
+    clean.delenv("AWS_REGION")
+    assert session().region_name is None  # a store with no region says so (no us-east-1 guessed)
