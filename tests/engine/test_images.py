@@ -145,6 +145,21 @@ def test_a_security_release_published_at_23_is_on_every_security_group_by_the_mo
     assert "ami_changes" not in start.detail  # our own change is not reported as drift
 
 
+def test_the_faces_are_told_before_each_update_their_look_would_show_the_cluster_from_before(rig: Rig) -> None:
+    # UpdateClusterSoftware left the dashboard's look from before it shown as the cluster now (only
+    # UpdateCluster told it): the engine's `changing` hook is told before either is sent.
+    ref = governed({"image": "security", "image_settle_days": 0.25})
+    engine = rig.night(ref)
+    told: list[str] = []
+    sent: list[str] = []
+    engine.changing = lambda r: told.append(f"changing {r.name} after {len(sent)} calls")
+    for op in ("UpdateCluster", "UpdateClusterSoftware"):
+        rig.client.meta.events.register(f"before-call.sagemaker.{op}", lambda model, **_: sent.append(model.name))
+    assert engine.act(ref, "start", transition_id="morning", wait=True, poll_seconds=60).kind == "settled"
+    assert sent == ["UpdateClusterSoftware", "UpdateCluster"]
+    assert told == ["changing c1 after 0 calls", "changing c1 after 1 calls"]
+
+
 def test_a_release_younger_than_the_settling_age_is_not_taken(rig: Rig) -> None:
     ref = governed({"image": "latest"})  # the default settling age: three days
     engine = rig.night(ref)

@@ -46,3 +46,32 @@ def test_a_damaged_record_is_its_own_rows_trouble(tmp_path_factory: pytest.TempP
         doc = json.loads(reported.stdout)
         assert any("g5-dev' is unreadable" in n and "counted from the history alone" in n for n in doc["notes"])
         assert {c["cluster"] for c in doc["clusters"]} >= set(fleet.names) - {"p5-training"}
+
+
+def test_a_damaged_record_leaves_the_other_faces_and_the_refresh_as_they_were(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    import dataclasses
+
+    from hyperpod_scheduler.app.looks import Looks
+
+    with demo_fleet(Path(tmp_path_factory.mktemp("damaged-faces")), hours=12) as fleet:
+        with sqlite3.connect(fleet.state) as db:
+            db.execute("UPDATE records SET body = '{bad' WHERE key LIKE '%/g5-dev'")
+        # Refreshes run in the request's own thread here, so what they did is there to see.
+        dash = dataclasses.replace(fleet.dashboard(TOKEN), looks=Looks(cold_first=False, spawn=lambda work: work()))
+        client = TestClient(create_app(dash, allowed_hosts=["testserver"]))
+        for path in ("/schedules", "/api/schedules"):  # before: a 400 naming g5-dev's record, for every schedule
+            assert client.get(path).status_code == 200, path
+        sent = client.post(
+            "/api/clusters/trn1-research/start", json={"by": "t"}, headers={"Authorization": f"Bearer {TOKEN}"}
+        )
+        assert sent.status_code == 200, sent.text
+        rows = {r["cluster"]: r for r in client.get("/api/fleet").json()}
+        # Before: the refresh ended at g5-dev's record, so trn1-research stayed "from the store".
+        assert dash.looks.failure is None and rows["trn1-research"]["freshness"]["source"] == "aws"
+        out = fleet.state.parent / "report.html"
+        common = ["--config", str(fleet.config), "--state", str(fleet.state)]
+        html = CliRunner().invoke(cli_app, ["report", "--html", str(out), "--no-fsx", *common])
+        assert html.exit_code == 0, html.output
+        assert "is unreadable" in out.read_text() and "trn1-research" in out.read_text()

@@ -418,7 +418,11 @@ class Looks:
             if look is None or now - look.at >= self.max_age:
                 due.append(g)
                 continue
-            record = ctx.store.get(g.ref.key)
+            try:
+                record = ctx.store.get(g.ref.key)
+            except StoreError:
+                due.append(g)  # a damaged record (its row says so) is this cluster's, never the refresh's end
+                continue
             if record is not None and record.updated_at > look.at:
                 due.append(g)
         return due

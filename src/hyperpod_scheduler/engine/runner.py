@@ -88,8 +88,9 @@ class Engine:
         # Told of every DescribeCluster answer this engine accepts (the faces' shared cache of looks,
         # app.looks): a tick's own look refreshes what the dashboard shows, at no extra call.
         self.looked = looked
-        # Told just before this engine sends a cluster an UpdateCluster: every answer from before is then
-        # of a cluster that may be changing (the faces' looks read it again rather than show it as now).
+        # Told just before this engine sends a cluster an UpdateCluster (or UpdateClusterSoftware): every
+        # answer from before is then of a cluster that may be changing (the faces' looks read it again
+        # rather than show it as now).
         self.changing = changing
         self.accounts = Accounts(store, now, self.entry, lambda ref, m: self.emit(ref, "note", m))
         self._plan_groups: dict[tuple[str | None, str | None, str], dict[str, tuple[list[str], str | None]]] = {}

@@ -17,6 +17,7 @@ from hyperpod_scheduler.app.compose import Context
 from hyperpod_scheduler.app.looks import Looks
 from hyperpod_scheduler.cost.settings import CostSettings
 from hyperpod_scheduler.inputs import files
+from hyperpod_scheduler.store.errors import StoreError
 from hyperpod_scheduler.web.places import Place
 from hyperpod_scheduler.web.service import Dashboard
 
@@ -37,7 +38,8 @@ def render_report(dash: Dashboard, since: str | None = None, until: str | None =
         "generated": dash.now().astimezone(UTC).isoformat(),
         "f": fleet,
         # Each row's own cluster: two accounts' clusters of one name are two sections, never a refusal.
-        "clusters": [dash.cluster(r["cluster"], place=_place_of(r)) for r in rows],
+        # A cluster whose record is damaged has no section (its Fleet row says so); the others do.
+        "clusters": [c for r in rows if (c := _section(dash, r)) is not None],
         "s": dash.savings(since, until),
         "g": dash.schedules(tz),
         "saved": None,
@@ -77,3 +79,10 @@ def write_html_report(
 
 
 __all__ = ["datetime", "render_report", "write_html_report"]
+
+
+def _section(dash: Dashboard, row: dict[str, Any]) -> dict[str, Any] | None:
+    try:
+        return dash.cluster(row["cluster"], place=_place_of(row))
+    except StoreError:
+        return None

@@ -14,6 +14,7 @@ from hyperpod_scheduler.cost.prices import group_price
 from hyperpod_scheduler.engine.fleet import Governed
 from hyperpod_scheduler.engine.stop_forecast import StopForecast
 from hyperpod_scheduler.errors import HyperpodSchedulerError, UsageError
+from hyperpod_scheduler.store.errors import StoreError
 from hyperpod_scheduler.web import grid as grids
 from hyperpod_scheduler.web.config_edit import read_document, write_schedule
 from hyperpod_scheduler.web.core import DashboardCore, NotFound
@@ -112,8 +113,12 @@ def _never_stopped(dash: DashboardCore, ctx: Context, clusters: list[Governed]) 
 
 
 def _recorded(ctx: Any, g: Governed) -> dict[str, int]:
-    """The sizes the cluster's record keeps (what a start restores)."""
-    record = ctx.store.get(g.ref.key)
+    """The sizes the cluster's record keeps (what a start restores); none from a damaged record (its Fleet
+    row says so): a never-stopped claim needs sizes, so it is not made for it."""
+    try:
+        record = ctx.store.get(g.ref.key)
+    except StoreError:
+        return {}
     return {n: s.count for n, s in record.snapshot.sizes.items()} if record and record.snapshot else {}
 
 
@@ -131,7 +136,10 @@ def _releasable(dash: DashboardCore, ctx: Context, clusters: list[Governed]) -> 
     prices = ctx.prices()
     total, bound = 0.0, False
     for g in clusters:
-        record = ctx.store.get(g.ref.key)
+        try:
+            record = ctx.store.get(g.ref.key)
+        except StoreError:
+            return None, bound  # a damaged record (its Fleet row says so): what its stops release is not known
         sizes = record.snapshot.sizes if record is not None and record.snapshot is not None else {}
         forecast = dash.stop_forecast(ctx, g.ref, g.schedule) if sizes else None
         if isinstance(forecast, StopForecast):
