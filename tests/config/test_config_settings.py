@@ -152,7 +152,7 @@ def test_a_group_floor_that_is_not_a_count_of_nodes_is_refused(floor: Any) -> No
 
 
 def test_a_group_floor_of_a_count_is_accepted() -> None:
-    for floor in (0, 1, 100_000):
+    for floor in (0, 1, 100_000, 2.0):
         parse_config({**GOOD, "defaults": {"schedule": "office", "policy": {"groups": {"g": {"floor": floor}}}}}, "c")
 
 

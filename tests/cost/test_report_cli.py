@@ -195,3 +195,9 @@ def test_an_until_later_than_now_counts_only_up_to_now(env: Path) -> None:
     ahead = _run("--since", later, "--state", str(env), "--no-fsx")
     assert isinstance(ahead.exception, UsageError)
     assert str(ahead.exception).startswith(f"--since {later} is not before now (")
+
+
+def test_report_html_names_the_command_lines_options(env: Path, tmp_path: Path) -> None:
+    # Its window came through the dashboard's Savings, which named the query's since/until.
+    bad = _run("--html", str(tmp_path / "r.html"), "--since", "bogus", "--state", str(env), "--no-fsx")
+    assert isinstance(bad.exception, UsageError) and str(bad.exception).startswith("--since: 'bogus'")

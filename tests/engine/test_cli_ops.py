@@ -315,3 +315,13 @@ def test_a_cluster_arn_aws_does_not_know_is_a_usage_error(live: tuple[Emulator, 
     assert isinstance(result.exception, UsageError), result.output
     said = str(result.exception)  # quoted() shortens a long value in the middle
     assert said.startswith("cluster ARN 'arn:aws:sagemaker:us-east-1:") and "not found in us-east-1" in said
+
+
+@pytest.mark.parametrize("option", ["--state", "--config"])
+def test_an_empty_state_or_config_option_is_a_usage_error_not_the_default(
+    live: tuple[Emulator, Path], option: str
+) -> None:
+    # `--state "$STATE"` with STATE unset used the default store, where this fleet's records are not.
+    result = runner.invoke(app, ["status", option, ""])
+    assert isinstance(result.exception, UsageError), result.output
+    assert str(result.exception).startswith(f"{option}: empty; leave it out for ")

@@ -4,13 +4,38 @@ without importing the modules that drive it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import typer
 
 from hyperpod_scheduler.cli.output import JSON_HELP
 
-ConfigOpt = typer.Option(None, "--config", "-c", help="Config file (default: ./hyperpod-scheduler.yaml if present).")
+
+def _given(option: str, default: str) -> Callable[[str | None], str | None]:
+    """A callback that refuses an empty value (a script's unset variable): it was the default, silently."""
+
+    def check(value: str | None) -> str | None:
+        from hyperpod_scheduler.errors import UsageError
+
+        if value is not None and not value.strip():
+            raise UsageError(f"{option}: empty; leave it out for {default}")
+        return value
+
+    return check
+
+
+ConfigOpt = typer.Option(
+    None,
+    "--config",
+    "-c",
+    help="Config file (default: ./hyperpod-scheduler.yaml if present).",
+    callback=_given("--config", "./hyperpod-scheduler.yaml"),
+)
 StateOpt = typer.Option(
-    None, "--state", help="State store: a SQLite path, sqlite:///path, dynamodb://TABLE?region=R, or memory:."
+    None,
+    "--state",
+    help="State store: a SQLite path, sqlite:///path, dynamodb://TABLE?region=R, or memory:.",
+    callback=_given("--state", "the config's store, else the default one"),
 )
 JsonOpt = typer.Option(False, "--json", help=JSON_HELP)
 DryRunOpt = typer.Option(False, "--dry-run", help="Show what would be sent; change nothing.")

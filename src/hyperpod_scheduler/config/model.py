@@ -85,6 +85,8 @@ class Policy(_Strict):
         # Before pydantic's coercion, which made `floor: true` and `floor: "2"` counts.
         for name, policy in value.items() if isinstance(value, dict) else ():
             floor = policy.get("floor") if isinstance(policy, dict) else None
+            if isinstance(floor, float) and floor.is_integer():
+                floor = int(floor)  # 2.0, as a tool may write it, is the count 2 (pydantic took it so)
             # A bool is an int to Python (`floor: true` was a floor of 1); no group holds a million nodes.
             if isinstance(policy, dict) and not (
                 isinstance(floor, int) and not isinstance(floor, bool) and 0 <= floor <= MAX_FLOOR

@@ -24,7 +24,13 @@ from hyperpod_scheduler.web.service import Dashboard
 HERE = Path(__file__).parent
 
 
-def render_report(dash: Dashboard, since: str | None = None, until: str | None = None, tz: str | None = None) -> str:
+def render_report(
+    dash: Dashboard,
+    since: str | None = None,
+    until: str | None = None,
+    tz: str | None = None,
+    names: tuple[str, str] = ("since", "until"),
+) -> str:
     env = Environment(loader=FileSystemLoader(str(HERE / "templates")), autoescape=select_autoescape(["html"]))
     env.globals["hours"] = wording.hours
     fleet = dash.fleet_page()
@@ -40,7 +46,7 @@ def render_report(dash: Dashboard, since: str | None = None, until: str | None =
         # Each row's own cluster: two accounts' clusters of one name are two sections, never a refusal.
         # A cluster whose record is damaged has no section (its Fleet row says so); the others do.
         "clusters": [c for r in rows if (c := _section(dash, r)) is not None],
-        "s": dash.savings(since, until),
+        "s": dash.savings(since, until, names),
         "g": dash.schedules(tz),
         "saved": None,
         "actions": (),
@@ -74,7 +80,7 @@ def write_html_report(
         cost=settings,
         looks=Looks(cold_first=False),  # a file written once: every cluster read now, none shown from the store
     )
-    html = render_report(dash, since, until)
+    html = render_report(dash, since, until, names=("--since", "--until"))  # the command line's own names
     return files.write_text(path, html, "--html")  # atomic; never over a device, a FIFO or a link
 
 

@@ -11,12 +11,18 @@ from hyperpod_scheduler.web.charts import savings_charts
 from hyperpod_scheduler.web.core import DashboardCore
 
 
-def savings(dash: DashboardCore, since_text: str | None = None, until_text: str | None = None) -> dict[str, Any]:
+def savings(
+    dash: DashboardCore,
+    since_text: str | None = None,
+    until_text: str | None = None,
+    names: tuple[str, str] = ("since", "until"),
+) -> dict[str, Any]:
+    """``names``: the face's own for the two (the query's; ``report --html``'s options)."""
     ctx = dash.context()
-    until = parse_instant(until_text, "until") if until_text else None
-    since = parse_instant(since_text, "since") if since_text else None
+    until = parse_instant(until_text, names[1]) if until_text else None
+    since = parse_instant(since_text, names[0]) if since_text else None
     notes: list[str] = []
-    start, end = reports.window(ctx.now(), since, until, notes, names=("since", "until"))
+    start, end = reports.window(ctx.now(), since, until, notes, names=names)
     doc = summary.as_document(dash.report(ctx, start, end, notes=notes))
     nights = doc["nightly"]
     cumulative, total = [], 0.0

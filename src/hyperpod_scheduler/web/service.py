@@ -94,8 +94,10 @@ class Dashboard(DashboardCore):
         finally:
             self.looks.changed()  # the Fleet page shows what the action did at once
 
-    def savings(self, since_text: str | None = None, until_text: str | None = None) -> dict[str, Any]:
-        return savings_view.savings(self, since_text, until_text)
+    def savings(
+        self, since_text: str | None = None, until_text: str | None = None, names: tuple[str, str] = ("since", "until")
+    ) -> dict[str, Any]:
+        return savings_view.savings(self, since_text, until_text, names)
 
     def schedules(self, tz: str | None) -> dict[str, Any]:
         return schedules_view.schedules(self, tz)
