@@ -75,3 +75,24 @@ def test_a_damaged_record_leaves_the_other_faces_and_the_refresh_as_they_were(
         html = CliRunner().invoke(cli_app, ["report", "--html", str(out), "--no-fsx", *common])
         assert html.exit_code == 0, html.output
         assert "is unreadable" in out.read_text() and "trn1-research" in out.read_text()
+
+
+def test_a_damaged_history_entry_hides_no_face_of_the_fleet(tmp_path_factory: pytest.TempPathFactory) -> None:
+    # Reports and the dashboard read every cluster's history at once, and the first unreadable entry
+    # ended them: the Fleet page, the summary, the Savings page and `report`, while `status` showed it.
+    with demo_fleet(Path(tmp_path_factory.mktemp("damaged-history")), hours=36) as fleet:
+        with sqlite3.connect(fleet.state) as db:
+            damaged = db.execute(
+                "UPDATE history SET body = '{bad' WHERE id = (SELECT max(id) FROM history WHERE key LIKE '%/g5-dev')"
+            )
+            assert damaged.rowcount == 1
+        client = TestClient(create_app(fleet.dashboard(TOKEN), allowed_hosts=["testserver"]))
+        for path in ("/", "/api/fleet", "/api/fleet/summary", "/savings", "/api/savings"):
+            assert client.get(path).status_code == 200, path
+        rows = {r["cluster"]: r for r in client.get("/api/fleet").json()}
+        assert rows["g5-dev"]["flags"][0]["kind"] == "damaged" and set(rows) == set(fleet.names)
+        common = ["--config", str(fleet.config), "--state", str(fleet.state)]
+        reported = CliRunner().invoke(cli_app, ["report", "--json", "--no-fsx", *common])
+        assert reported.exit_code == 0, reported.output
+        notes = json.loads(reported.stdout)["notes"]
+        assert any("a history entry for" in n and "left out of the figures" in n for n in notes), notes

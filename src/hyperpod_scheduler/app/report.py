@@ -387,9 +387,13 @@ def build(
     if until <= since:
         raise UsageError(f"--until {until.isoformat()} must be after --since {since.isoformat()}")
     # From the beginning: a night that began before ``since`` still counts from ``since`` on.
-    entries = store.history_all(None, until)
+    damaged: list[str] = []
+    entries = store.history_all(None, until, damaged=damaged)
     keys = sorted({e.key for e in entries if e.action in ("stop", "start")})
     said = list(notes)
+    said += [f"{line}: left out of the figures" for line in damaged[:5]]  # one damaged line hides no cluster
+    if len(damaged) > 5:
+        said.append(f"{len(damaged) - 5} more history entries are unreadable and left out of the figures")
     records = {k: _record_or_said(store, k, said) for k in keys}
     seen = getattr(file_systems, "described", None)
     if isinstance(seen, SeenByStops) and seen.store is store:

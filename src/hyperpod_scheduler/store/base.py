@@ -62,8 +62,11 @@ class StateStore(Protocol):
         """The newest ``limit`` entries for ``key``, newest first (ties: last appended first)."""
         ...
 
-    def history_all(self, since: datetime | None = None, until: datetime | None = None) -> list[HistoryEntry]:
-        """Entries of every key with ``since <= at < until``, oldest first (ties: append order)."""
+    def history_all(
+        self, since: datetime | None = None, until: datetime | None = None, *, damaged: list[str] | None = None
+    ) -> list[HistoryEntry]:
+        """Entries of every key with ``since <= at < until``, oldest first (ties: append order). ``damaged``:
+        each unreadable entry is said there and left out (else the first raises ``CorruptRecordError``)."""
         ...
 
     def prune_history(self, before: datetime) -> int:

@@ -5,6 +5,7 @@ Decoding failures become ``CorruptRecordError`` naming the key, never a pydantic
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
 from pydantic import ValidationError
@@ -37,6 +38,20 @@ def decode_record(key: str, text: str | bytes, version: int) -> ClusterRecord:
 
 def encode_history(entry: HistoryEntry) -> str:
     return entry.model_dump_json()
+
+
+def decode_histories(rows: Iterable[tuple[str, str | bytes]], damaged: list[str] | None) -> list[HistoryEntry]:
+    """``history_all``'s entries. ``damaged``: a list to say each unreadable entry in (and leave it out)
+    rather than raise for the first, so one damaged line never hides the history of every cluster."""
+    out = []
+    for key, body in rows:
+        try:
+            out.append(decode_history(key, body))
+        except CorruptRecordError as exc:
+            if damaged is None:
+                raise
+            damaged.append(str(exc))
+    return out
 
 
 def decode_history(key: str, text: str | bytes) -> HistoryEntry:

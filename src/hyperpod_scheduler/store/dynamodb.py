@@ -35,6 +35,7 @@ from hyperpod_scheduler.store.codec import (
     check_aware,
     check_key,
     check_reach,
+    decode_histories,
     decode_history,
     decode_record,
     encode_history,
@@ -246,13 +247,15 @@ class DynamoDBStore:
                 break
         return out[:limit]
 
-    def history_all(self, since: datetime | None = None, until: datetime | None = None) -> list[HistoryEntry]:
+    def history_all(
+        self, since: datetime | None = None, until: datetime | None = None, *, damaged: list[str] | None = None
+    ) -> list[HistoryEntry]:
         # A scan: history_all serves reports, not the tick, so it trades cost for a simpler table.
         low = None if since is None else to_micros(check_aware("since", since))
         high = None if until is None else to_micros(check_aware("until", until))
         items = [i for i in self._history_items() if _within(int(i["at_us"]["N"]), low, high)]
         items.sort(key=lambda i: (int(i["at_us"]["N"]), i["sk"]["S"]))
-        return [decode_history(i["rkey"]["S"], i["body"]["S"]) for i in items]
+        return decode_histories(((i["rkey"]["S"], i["body"]["S"]) for i in items), damaged)
 
     def prune_history(self, before: datetime) -> int:
         """Deletes what the TTL has not removed yet (DynamoDB deletes expired items within days)."""

@@ -19,6 +19,7 @@ from hyperpod_scheduler.store.codec import (
     check_aware,
     check_key,
     check_reach,
+    decode_histories,
     decode_history,
     decode_record,
     encode_history,
@@ -115,14 +116,16 @@ class MemoryStore:
         rows.sort(key=lambda r: (r.at_us, r.seq), reverse=True)
         return [decode_history(r.key, r.body) for r in rows[:limit]]
 
-    def history_all(self, since: datetime | None = None, until: datetime | None = None) -> list[HistoryEntry]:
+    def history_all(
+        self, since: datetime | None = None, until: datetime | None = None, *, damaged: list[str] | None = None
+    ) -> list[HistoryEntry]:
         low = None if since is None else to_micros(check_aware("since", since))
         high = None if until is None else to_micros(check_aware("until", until))
         with self._lock:
             self._check_open()
             rows = [r for r in self._history if (low is None or r.at_us >= low) and (high is None or r.at_us < high)]
         rows.sort(key=lambda r: (r.at_us, r.seq))
-        return [decode_history(r.key, r.body) for r in rows]
+        return decode_histories(((r.key, r.body) for r in rows), damaged)
 
     def prune_history(self, before: datetime) -> int:
         cut = to_micros(check_aware("before", before))

@@ -55,6 +55,7 @@ from hyperpod_scheduler.store.codec import (
     check_aware,
     check_key,
     check_reach,
+    decode_histories,
     decode_history,
     decode_record,
     encode_history,
@@ -177,7 +178,9 @@ class SqliteStore:
             ).fetchall()
         return [decode_history(k, body) for k, body in rows]
 
-    def history_all(self, since: datetime | None = None, until: datetime | None = None) -> list[HistoryEntry]:
+    def history_all(
+        self, since: datetime | None = None, until: datetime | None = None, *, damaged: list[str] | None = None
+    ) -> list[HistoryEntry]:
         clauses: list[str] = []
         args: list[Any] = []
         if since is not None:
@@ -189,7 +192,7 @@ class SqliteStore:
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         with self._read() as conn:
             rows = conn.execute(f"SELECT key, body FROM history {where} ORDER BY at_us, id", args).fetchall()
-        return [decode_history(k, body) for k, body in rows]
+        return decode_histories(rows, damaged)
 
     def prune_history(self, before: datetime) -> int:
         cut = to_micros(check_aware("before", before))

@@ -243,7 +243,8 @@ def _ago(delta: timedelta) -> str:
 def week(ctx: Context, rows: list[dict[str, Any]], now: datetime) -> list[dict[str, Any]]:
     names = {r["key"]: r["cluster"] for r in rows}
     by_key = {r["key"]: r for r in rows}
-    events = notable(ctx.store.history_all(now - WEEK, now), names)
+    # An unreadable entry is left out of the week (its cluster's row and the report say so), not the page.
+    events = notable(ctx.store.history_all(now - WEEK, now, damaged=[]), names)
 
     def place(key: str) -> dict[str, Any]:
         # Two accounts' clusters of one name: the event says which, and links to that one (its row's
