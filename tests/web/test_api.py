@@ -117,6 +117,23 @@ def test_a_hold_until_an_empty_value_is_refused_not_a_hold_until_released(fleet:
     assert _status(fleet)["g5-dev"]["hold"] == before
 
 
+def test_a_hold_into_another_year_says_which_year(fleet: DemoFleet) -> None:
+    # "held running until Tue 1 Jan 00:00 UTC" for a hold until 2999: the year was dropped.
+    answer = _client(fleet).post(
+        "/api/clusters/trn1-research/hold", json={"until": "2999-01-01T00:00:00Z", "by": "ana"}, headers=AUTH
+    )
+    assert answer.status_code == 200, answer.text
+    try:
+        (held,) = [f["text"] for f in _status(fleet)["trn1-research"]["flags"] if f["kind"] == "held"]  # type: ignore[index]
+        assert held.startswith("held running until Tue 1 Jan 2999 00:00 UTC")
+        row = next(r for r in _client(fleet).get("/api/fleet").json() if r["cluster"] == "trn1-research")
+        assert "until Tue 1 Jan 2999 00:00" in row["tonight"]["why"]
+        history = _client(fleet).get("/api/clusters/trn1-research").json()["history"]
+        assert "until Tue 1 Jan 2999 00:00 UTC" in history[0]["sentence"]
+    finally:
+        _client(fleet).post("/api/clusters/trn1-research/release", json={"by": "ana"}, headers=AUTH)
+
+
 def test_hold_in_the_past_is_a_one_line_400(fleet: DemoFleet) -> None:
     answer = _client(fleet).post("/api/clusters/g5-dev/hold", json={"until": "2020-01-01T00:00Z"}, headers=AUTH)
     assert answer.status_code == 400

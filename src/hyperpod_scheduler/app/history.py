@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from hyperpod_scheduler.app.wording import duration, when
+from hyperpod_scheduler.app.wording import duration, when, when_seen_at
 from hyperpod_scheduler.engine.images import line as image_line
 from hyperpod_scheduler.engine.phases import summary as phase_summary
 from hyperpod_scheduler.store.outcomes import read_outcomes, read_phases
@@ -99,7 +99,8 @@ def sentence(e: HistoryEntry) -> Sentence:
         return line
     if e.action == "hold":
         until = d.get("until")
-        end = f" until {when(datetime.fromisoformat(until))}" if isinstance(until, str) and until else " until released"
+        ends = datetime.fromisoformat(until) if isinstance(until, str) and until else None
+        end = f" until {when_seen_at(ends, e.at)}" if ends is not None else " until released"
         why = f": {reason}" if reason else ""
         return Sentence(f"held {d.get('state', 'running')}{end}{why}", "info")
     if e.action == "image" and e.outcome == "allowed":

@@ -25,7 +25,7 @@ from hyperpod_scheduler.app.billing import (
 from hyperpod_scheduler.app.compose import Context
 from hyperpod_scheduler.app.freshness import reads_document, unreachable_text
 from hyperpod_scheduler.app.history import sentence
-from hyperpod_scheduler.app.wording import count_of, usd, when
+from hyperpod_scheduler.app.wording import count_of, usd, when, when_seen_at
 from hyperpod_scheduler.cost.prices import PriceTable
 from hyperpod_scheduler.cost.rates import money
 from hyperpod_scheduler.cost.savings import keep_cost_per_night
@@ -405,7 +405,7 @@ def _flags(
     if sent_nothing:
         flags.append(Flag("kept", "the last stop sent nothing: every group is kept, so the cluster still runs"))
     if hold is not None:
-        until = f" until {when(hold.until)}" if hold.until else " until released"
+        until = f" until {when_seen_at(hold.until, now)}" if hold.until else " until released"
         flags.append(Flag("held", f"held {hold.state}{until} by {hold.by}"))
     if billing:
         flags.append(Flag("kept", "kept overnight: " + ", ".join(count_of(b.count, b.type_text) for b in billing)))

@@ -15,6 +15,12 @@ def when(at: datetime, zone: tzinfo | None = None, *, year: bool = False) -> str
     return f"{day} {local:%H:%M} {abbrev}"
 
 
+def when_seen_at(at: datetime, seen: datetime, zone: tzinfo | None = None) -> str:
+    """``when(at)``, with the year when it is not ``seen``'s (a hold until 2999 read "Tue 1 Jan")."""
+    z = zone or UTC
+    return when(at, zone, year=at.astimezone(z).year != seen.astimezone(z).year)
+
+
 def clock(at: datetime, zone: tzinfo | None = None) -> str:
     """``Tue 22:00 UTC``: a time within the coming week."""
     local = at.astimezone(zone or UTC)

@@ -9,7 +9,7 @@ from hyperpod_scheduler.app.actions import kept_why
 from hyperpod_scheduler.app.compose import Context
 from hyperpod_scheduler.app.looks import NotLookedAt
 from hyperpod_scheduler.app.status import StatusRow, last_stop_kept
-from hyperpod_scheduler.app.wording import clock, count_of, when
+from hyperpod_scheduler.app.wording import clock, count_of, when_seen_at
 from hyperpod_scheduler.cost.prices import group_price
 from hyperpod_scheduler.cost.rates import money
 from hyperpod_scheduler.engine.fleet import Governed
@@ -44,7 +44,7 @@ def tonight(
     stretch = money(None, schedule, now).night  # the night in progress or the next one, whole (cost.rates)
     zone = g.schedule.timezone
     if r.hold is not None and r.hold.state == "running":
-        until = f" until {when(r.hold.until, zone)}" if r.hold.until else " until released"
+        until = f" until {when_seen_at(r.hold.until, now, zone)}" if r.hold.until else " until released"
         why = f"held running by {r.hold.by}{until}: everything bills"
         if r.state in ("running", "stopping"):
             return _bill(schedule, now, r.usd_per_hour, why, bound)
