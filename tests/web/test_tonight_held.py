@@ -46,3 +46,22 @@ def test_a_stopped_cluster_held_running_bills_tonight_what_it_bills_once_started
         up = _row(client, "g5-dev")
         assert up["state"] == "running"
         assert up["usd_per_hour"] == pytest.approx(tonight["usd_per_hour"])  # what it was said to bill
+
+
+def test_while_the_fleet_is_paused_tonight_bills_what_it_bills_now(tmp_path_factory: pytest.TempPathFactory) -> None:
+    # tonight never looked at the pause switch: a cluster held running while stopped was said to bill
+    # "once the next tick starts it", and a running one to stop tonight, though no tick acts while paused.
+    from hyperpod_scheduler.app.compose import Pause
+    from hyperpod_scheduler.app.status import status_row
+    from hyperpod_scheduler.web.tonight import tonight
+
+    with demo_fleet(Path(tmp_path_factory.mktemp("paused"))) as fleet:
+        dash = fleet.dashboard(TOKEN)
+        ctx = dash.context()
+        ctx.paused = Pause("ops", fleet.emu.clock.now())
+        for g in ctx.fleet().governed():
+            r = status_row(ctx, g)
+            said = tonight(ctx, g, r, dash.stop_forecast(ctx, g.ref, g.schedule))
+            assert said["why"].startswith("scheduling PAUSED by ops") and said["why"].endswith("it stays as it is")
+            assert said["usd_per_hour"] == (None if r.usd_per_hour is None else round(r.usd_per_hour, 2))
+        dash.close()

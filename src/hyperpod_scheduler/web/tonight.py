@@ -41,6 +41,9 @@ def tonight(
         }
     bound = r.price_is_upper_bound  # the row's hourly figure prices a flexible group at its dearest type
     schedule = g.schedule
+    if ctx.paused is not None:
+        # No tick stops or starts anything while the fleet is paused: tonight it bills what it bills now.
+        return _bill(schedule, now, r.usd_per_hour, f"{ctx.paused.line()}: it stays as it is", bound)
     stretch = money(None, schedule, now).night  # the night in progress or the next one, whole (cost.rates)
     zone = g.schedule.timezone
     if r.hold is not None and r.hold.state == "running":
