@@ -22,7 +22,7 @@ class Prices:
 
 
 def test_a_kept_group_with_no_price_bills_an_unknown_amount() -> None:
-    ctx: Any = SimpleNamespace(now=lambda: NOON, prices=Prices)
+    ctx: Any = SimpleNamespace(now=lambda: NOON, prices=Prices, paused=None)
     g: Any = SimpleNamespace(schedule=resolve("Mon-Fri 08:00-20:00 UTC", {}))
     row = StatusRow("a/us-east-1/c", "c", "us-east-1", "office", None, "running", None, {}, None, (), (), None)
     forecast = StopForecast(
