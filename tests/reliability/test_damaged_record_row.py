@@ -35,6 +35,7 @@ def test_a_damaged_record_is_its_own_rows_trouble(tmp_path_factory: pytest.TempP
         page = TestClient(create_app(fleet.dashboard(TOKEN), allowed_hosts=["testserver"]))
         api = {r["cluster"]: r for r in page.get("/api/fleet").json()}
         assert set(api) == set(fleet.names) and api["g5-dev"]["flags"][0]["kind"] == "damaged"
+        assert api["g5-dev"]["freshness"]["fresh"] is False  # never "read from AWS" beside unknown figures
         html = page.get("/")
         assert html.status_code == 200 and "is unreadable" in html.text
         common = ["--config", str(fleet.config), "--state", str(fleet.state)]

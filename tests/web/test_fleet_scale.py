@@ -89,6 +89,7 @@ def test_a_page_past_the_end_is_empty_and_says_so_with_a_way_to_the_last() -> No
         ({"page": "１"}, "page: '１' is not a whole number"),
         ({"page": "+1"}, "page: '+1' is not a whole number"),
         ({"per_page": "1_0"}, "per_page: '1_0' is not a whole number"),
+        ({"page": "01"}, "page: '01' is not a whole number"),
         ({"page": "0"}, "page: 0 is not between 1 and 1000000"),
         ({"per_page": str(MAX_PER_PAGE + 1)}, f"per_page: {MAX_PER_PAGE + 1} is not between 1 and {MAX_PER_PAGE}"),
         ({"q": "x" * 101}, "q: the search is longer than 100 characters"),

@@ -133,7 +133,10 @@ def _number(field: str, value: str | int | None, default: int, low: int, high: i
     if value is None or value == "":
         return default
     # ASCII digits only: int() also read "１", "+1" and "1_0" (as 10), so one page had many addresses.
-    if isinstance(value, bool) or not (isinstance(value, int) or (value.isascii() and value.isdigit())):
+    written = value if isinstance(value, str) else ""
+    if isinstance(value, bool) or not (
+        isinstance(value, int) or (written.isascii() and written.isdigit() and written == str(int(written)))
+    ):  # "01" too: one page, one address
         raise UsageError(f"{field}: {value!r} is not a whole number")
     number = int(value)
     if not low <= number <= high:

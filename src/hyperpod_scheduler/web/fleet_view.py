@@ -78,6 +78,10 @@ def fleet(
         }
         if reading is not None:
             _mark(row, r.reads, r.recorded_at, look, reading.refreshing or reading.cold)
+        if r.damaged and "freshness" in row:
+            # A look may have answered, but every figure on the row is the store's, and that is unreadable.
+            said = "its record is damaged: nothing on this row is known"
+            row["freshness"] = {**row["freshness"], "source": "store", "fresh": False, "text": said}
         rows.append(row)
     # Two rows of one name (two accounts' `train`): their links carry account and region.
     profiles = {g.ref.key: g.ref.profile for g in found}
