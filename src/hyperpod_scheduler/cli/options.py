@@ -53,14 +53,9 @@ RegionOpt = typer.Option(
 )
 
 
-def profile_checked(value: str | None) -> str | None:
-    """``--profile`` as parsed: an empty one (a script's unset variable) is refused, not the AWS error of
-    a profile named ''."""
-    from hyperpod_scheduler.errors import UsageError
-
-    if value is not None and not value.strip():
-        raise UsageError("--profile: empty; leave it out for the default credentials")
-    return value
+# ``--profile`` as parsed: an empty one (a script's unset variable) is refused, not the AWS error of a
+# profile named ''.
+profile_checked = _given("--profile", "the default credentials")
 
 
 ProfileOpt = typer.Option(None, "--profile", help="AWS profile.", callback=profile_checked)
