@@ -36,8 +36,7 @@ from botocore.validate import ParamValidationDecorator, ParamValidator, Validati
 from hyperpod_scheduler.aws import answers, deadlines
 from hyperpod_scheduler.aws.model import checked_already, share_models
 from hyperpod_scheduler.errors import UsageError
-from hyperpod_scheduler.inputs import redact
-from hyperpod_scheduler.inputs.args import region_problem
+from hyperpod_scheduler.inputs import args, redact
 from hyperpod_scheduler.inputs.text import quoted
 from hyperpod_scheduler.inputs.urls import loopback_url
 
@@ -61,23 +60,23 @@ def default_region(profile: str | None = None) -> str:
 def _chain_region(profile: str | None, env: tuple[str | None, ...]) -> str:
     # ``env`` is only the cache key: the chain itself reads the environment and config files. AWS_REGION
     # first, as the AWS CLI and the other SDKs read it: botocore reads only AWS_DEFAULT_REGION.
-    if os.environ.get("AWS_REGION"):
-        return _a_region(os.environ["AWS_REGION"], "$AWS_REGION")
+    from_env = _aws_region_env()
+    if from_env is not None:
+        return from_env
     try:
         region = botocore.session.Session(profile=profile).get_config_variable("region")
     except ProfileNotFound:
         raise UsageError(f"profile {profile!r}: not found in the AWS config files") from None
     where = "$AWS_DEFAULT_REGION or the profile's region" if profile is None else f"profile {profile!r}'s region"
-    return _a_region(str(region), where) if region else FALLBACK_REGION
-
-
-def _a_region(region: str, where: str) -> str:
     # Checked before it keys a record, as --region and the config's are: 'US-EAST-1' from the environment
     # made a second record of one cluster, 'us-east-1/x' botocore's traceback.
-    problem = region_problem(region)
-    if problem is not None:
-        raise UsageError(f"{where}: {problem}")
-    return region
+    return str(args.region(str(region), where)) if region else FALLBACK_REGION
+
+
+def _aws_region_env() -> str | None:
+    """$AWS_REGION, checked, or None when it is not set: botocore and boto3 read only AWS_DEFAULT_REGION."""
+    value = os.environ.get("AWS_REGION")
+    return args.region(value, "$AWS_REGION") if value else None
 
 
 # Adaptive retry backs off on ThrottlingException and 5xx without us writing a retry loop; mutating
@@ -161,10 +160,9 @@ def session(profile: str | None = None, region: str | None = None) -> boto3.Sess
 
     # AWS_REGION first, as every client here takes it (boto3 reads only AWS_DEFAULT_REGION, then the
     # profile); no us-east-1 fallback here: a state store with no region says so rather than guess one.
-    chosen = region or (_a_region(os.environ["AWS_REGION"], "$AWS_REGION") if os.environ.get("AWS_REGION") else None)
     return boto3.Session(
         profile_name=profile,
-        region_name=chosen,
+        region_name=region or _aws_region_env(),
         botocore_session=share_models(deadlines.BoundedBotocoreSession()),
     )
 
