@@ -257,8 +257,7 @@ def send(
     wait: bool,
     poll_seconds: float,
 ) -> Result:
-    if eng.changing is not None:
-        eng.changing(ref)
+    eng.about_to_change(ref)
     try:
         eng.client(ref).update_cluster(**request)
     except ClientError as exc:

@@ -235,8 +235,7 @@ def before_start(
 def _send(
     eng: Engine, ref: ClusterRef, record: ClusterRecord, view: ClusterView, updates: Sequence[ImageUpdate]
 ) -> Result | Ready:
-    if eng.changing is not None:
-        eng.changing(ref)  # the faces' look is of the cluster before this update (engine.runner)
+    eng.about_to_change(ref)
     try:
         eng.client(ref).update_cluster_software(**images.request(view, updates))  # type: ignore[arg-type]
     except ClientError as exc:

@@ -125,6 +125,12 @@ class Engine:
         client: SageMakerClient = no_blind_retries(answers.watch(self.client_for(ref)))
         return client
 
+    def about_to_change(self, ref: ClusterRef) -> None:
+        """Say, before an UpdateCluster or UpdateClusterSoftware goes out, that ``ref`` may now be changing
+        (the ``changing`` hook: the faces' looks from before are dropped)."""
+        if self.changing is not None:
+            self.changing(ref)
+
     def sagemaker(self, ref: ClusterRef) -> SageMakerClient:
         """The checked client the engine itself uses for this cluster (for read-only watches)."""
         return self.client(ref)

@@ -108,12 +108,19 @@ def _typed_back(value: str) -> str:
     return "" if len(value) > MAX_REASON or unsafe_in_line(value) else value
 
 
-def _texts(values: list[Any], field: str) -> list[str]:
+def _texts(form: Any, field: str) -> list[str]:
     """A form's values of ``field`` as text; a file sent in its place is refused (``str`` of an upload
     gave its headers, garbled into the error that followed)."""
+    values = form.getlist(field)
     if any(not isinstance(v, str) for v in values):
         raise HyperpodSchedulerError(f"{field}: a file was sent where the form's text was expected")
     return [str(v) for v in values]
+
+
+def _text(form: Any, field: str) -> str:
+    """A form's one value of ``field`` as text ("" when absent), as ``_texts`` checks it."""
+    values = _texts(form, field)
+    return values[0] if values else ""
 
 
 def _all_of(query: FleetQuery) -> FleetQuery:
@@ -379,9 +386,9 @@ def create_app(dash: Dashboard, *, allowed_hosts: Iterable[str] = ()) -> FastAPI
     @app.post("/schedules/{name}", response_class=HTMLResponse, include_in_schema=False)
     async def save_schedule_page(request: Request, name: str) -> Response:
         form = await request.form()
-        cells = _texts(form.getlist("cell"), "cell")
-        token = "".join(_texts([form.get("token") or ""], "token"))
-        tz = "".join(_texts([form.get("tz") or ""], "tz")).strip()
+        cells = _texts(form, "cell")
+        token = _text(form, "token")
+        tz = _text(form, "tz").strip()
         # Every field checked before anything is saved: a bad tz refused after the save left it saved.
         query = {"saved": name, **({"tz": grids.viewer_zone(tz).key} if tz else {})}  # checked, then encoded
         dash.save_schedule(name, grids.grid_from_cells(cells), token)
