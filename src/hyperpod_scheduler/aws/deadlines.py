@@ -40,6 +40,7 @@ from botocore.exceptions import ReadTimeoutError
 
 from hyperpod_scheduler.aws import watchdog
 from hyperpod_scheduler.errors import AwsError, UsageError
+from hyperpod_scheduler.inputs.text import digits
 
 C = TypeVar("C")
 MiB = 1024 * 1024
@@ -367,7 +368,7 @@ def _whole(response: AWSResponse, body: bytes) -> bool:
 
 def _declared_length(response: AWSResponse) -> int | None:
     declared = response.headers.get("content-length")
-    return int(declared) if declared is not None and declared.isascii() and declared.isdigit() else None
+    return int(declared) if declared is not None and digits(declared) else None
 
 
 # ---- the hooks ---------------------------------------------------------------------------------------

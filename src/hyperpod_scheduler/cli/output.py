@@ -28,7 +28,7 @@ import typer
 
 from hyperpod_scheduler.errors import UsageError
 from hyperpod_scheduler.inputs.redact import scrub
-from hyperpod_scheduler.inputs.text import clean
+from hyperpod_scheduler.inputs.text import clean, digits
 
 if TYPE_CHECKING:
     from hyperpod_scheduler.cli.terminal import SafeConsole, console, err_console, rich_table
@@ -90,7 +90,7 @@ def width() -> int | None:
     if is_terminal():
         return shutil.get_terminal_size().columns
     columns = os.environ.get("COLUMNS", "")
-    return int(columns) if columns.isascii() and columns.isdigit() and int(columns) > 0 else None
+    return int(columns) if digits(columns) and int(columns) > 0 else None
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.inputs.text import digits
 
 TEMPLATES = ("hub", "spoke")
 CODE_KEY = "CodeKey"  # the hub's: written into the functions themselves, never left as a default
@@ -71,7 +72,7 @@ def render(name: str, params: Mapping[str, str] | None = None) -> str:
             )
         if key == CODE_KEY:
             continue
-        spec["Default"] = int(value) if spec.get("Type") == "Number" and value.isascii() and value.isdigit() else value
+        spec["Default"] = int(value) if spec.get("Type") == "Number" and digits(value) else value
     if CODE_KEY in params:
         _bake_code_key(template, params[CODE_KEY])
     rendered: str = yaml.safe_dump(template, sort_keys=False, width=120)

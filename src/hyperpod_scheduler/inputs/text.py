@@ -44,6 +44,12 @@ def unsafe(text: str) -> bool:
     return _UNSAFE.search(text) is not None or _SURROGATES.search(text) is not None
 
 
+def digits(text: str) -> bool:
+    """Whether ``text`` is ASCII digits only, a count ``int()`` reads: str.isdigit also takes '²' (which
+    int() refuses) and '١' (which it reads), so a count read from text asks this instead."""
+    return text.isascii() and text.isdigit()
+
+
 def quoted(value: Any, limit: int = 60) -> str:
     """``repr(value)`` cut to ``limit`` characters: an error names a value, it does not reproduce it."""
     try:

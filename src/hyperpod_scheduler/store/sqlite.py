@@ -49,6 +49,7 @@ from typing import Any
 
 from hyperpod_scheduler.config.paths import default_state_path
 from hyperpod_scheduler.inputs import files
+from hyperpod_scheduler.inputs.text import digits
 from hyperpod_scheduler.store.base import check_expected, check_limit, lease_expiry
 from hyperpod_scheduler.store.codec import (
     check_account,
@@ -434,7 +435,7 @@ def _check_schema(conn: sqlite3.Connection, path: Path) -> None:
         )
     row = conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
     found = None if row is None else row[0]
-    if found is None or not (str(found).isascii() and str(found).isdigit()):  # '²' is a digit int() refuses
+    if found is None or not digits(str(found)):
         raise StoreError(f"state store {path}: its schema version is {found!r}; the file is damaged")
     if int(found) > SCHEMA_VERSION:
         raise StoreError(

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 
 from hyperpod_scheduler.inputs.redact import scrub
-from hyperpod_scheduler.inputs.text import clean, shortened
+from hyperpod_scheduler.inputs.text import clean, digits, shortened
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -69,7 +69,7 @@ def host_name(header: str) -> str | None:
 
 
 def _port(text: str) -> bool:
-    return text.isascii() and text.isdigit() and 0 < int(text) < 65536
+    return digits(text) and 0 < int(text) < 65536
 
 
 def _is_ip(name: str) -> bool:
@@ -150,7 +150,7 @@ class Edge:
             return
         limit = self.max_api_body if api else self.max_form_body
         length = headers.get("content-length")
-        if length is not None and (not (length.isascii() and length.isdigit()) or int(length) > limit):
+        if length is not None and (not digits(length) or int(length) > limit):
             await _refuse(send, 413, f"request body larger than {limit // 1024} KiB", api)
             return
         try:

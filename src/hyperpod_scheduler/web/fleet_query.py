@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from hyperpod_scheduler.errors import UsageError
+from hyperpod_scheduler.inputs.text import digits
 
 PER_PAGE = 50
 MAX_PER_PAGE = 500
@@ -135,7 +136,7 @@ def _number(field: str, value: str | int | None, default: int, low: int, high: i
     # ASCII digits only: int() also read "１", "+1" and "1_0" (as 10), so one page had many addresses.
     written = value if isinstance(value, str) else ""
     if isinstance(value, bool) or not (
-        isinstance(value, int) or (written.isascii() and written.isdigit() and written == str(int(written)))
+        isinstance(value, int) or (digits(written) and written == str(int(written)))
     ):  # "01" too: one page, one address
         raise UsageError(f"{field}: {value!r} is not a whole number")
     number = int(value)
