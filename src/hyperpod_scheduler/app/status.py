@@ -98,7 +98,8 @@ class StatusRow:
     billing: tuple[Billing, ...] = ()  # what still runs while stopped (from the last stop's outcomes)
     usd_per_hour: float | None = None  # what the cluster bills now, by its recorded sizes and outcomes
     # What it bills once a start brings back the sizes its last stop recorded (``billing.hourly_up``):
-    # for a stopped cluster held running, what it bills from the next tick on. None when not known.
+    # for a stopped cluster held running, what it bills from the next tick on (else what it bills now).
+    # None when not known.
     usd_per_hour_up: float | None = None
     up_is_upper_bound: bool = False  # ``usd_per_hour_up`` prices a flexible group at its dearest type
     # ``usd_per_hour`` prices a flexible group at the dearest type it may run: it bills up to that.
@@ -256,8 +257,10 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
     prices = ctx.prices()
     billing = left_billing(record, lines, prices) if state == "stopped" else ()
     hourly = hourly_now(state, record, lines, billing, prices)
-    up = hourly if state in ("running", "stopping") else hourly_up(record, lines, prices)
     hold = record.hold if record is not None and effective_hold(record, now) else None
+    # Only where a face reads it (tonight: a cluster held running that is not up now), not on every row.
+    held_up = hold is not None and hold.state == "running" and state not in ("running", "stopping")
+    up = hourly_up(record, lines, prices) if held_up else hourly
     wants = hold.state if hold is not None else (schedule_state(g.schedule, now).desired if g is not None else None)
     retry, dropped = _retry(record, g, wants, now)
     parts = record_key.split("/")
