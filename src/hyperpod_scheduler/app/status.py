@@ -263,7 +263,6 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
     up = hourly_up(record, lines, prices) if held_up else hourly
     wants = hold.state if hold is not None else (schedule_state(g.schedule, now).desired if g is not None else None)
     retry, dropped = _retry(record, g, wants, now)
-    parts = record_key.split("/")
     approval = _latest_approval(record, now)
     flags = _flags(record, lines, hold, billing, now, sent_nothing, retry, dropped)
     reads = record.reads if record is not None else None
@@ -273,11 +272,7 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
         schedule = g.schedule if g is not None else None
         flags = (_approval_flag(approval, record, prices, schedule, now), *flags)  # a decision waits: first
     return StatusRow(
-        key=record_key,
-        cluster=g.ref.name if g is not None else record_key.rsplit("/", 1)[-1],
-        region=g.ref.region if g is not None else (parts[-2] if len(parts) >= 3 else None),
-        schedule=g.schedule_label if g is not None else NOT_GOVERNED,
-        schedule_expression=g.schedule.expression if g is not None else None,
+        **_identity(g, record_key),
         state=state,
         hold=hold,
         recorded_sizes={n: s.count for n, s in record.snapshot.sizes.items()} if record and record.snapshot else {},
@@ -293,7 +288,6 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
         up_is_upper_bound=up[1] if up else False,
         price_is_upper_bound=hourly[1] if hourly else False,
         flags=flags,
-        timezone=g.schedule.timezone.key if g is not None else None,
         approval=approval,
         plans=tuple(record.plans.values()) if record else (),
         wants_now=wants,
@@ -301,23 +295,29 @@ def status_row(ctx: Context, g: Governed | None, key: str | None = None) -> Stat
         recorded_at=record.updated_at if record is not None else None,
         stop_sent_nothing=sent_nothing,
         reads=reads,
-        account=g.ref.account
-        if g is not None
-        else (parts[0] if len(parts) >= 3 and parts[0] != LEGACY_ACCOUNT else None),
-        profile=g.ref.profile if g is not None else None,
         paused=ctx.paused.line() if ctx.paused is not None else None,
     )
 
 
-def _damaged_row(g: Governed | None, record_key: str, exc: CorruptRecordError) -> StatusRow:
+def _identity(g: Governed | None, record_key: str) -> dict[str, Any]:
+    """Which cluster a row is of: the governed one's, else what its record's key says."""
     parts = record_key.split("/")
-    keyed = parts[0] if len(parts) >= 3 and parts[0] != LEGACY_ACCOUNT else None
+    keyed = len(parts) >= 3
+    return {
+        "key": record_key,
+        "cluster": g.ref.name if g is not None else parts[-1],
+        "region": g.ref.region if g is not None else (parts[-2] if keyed else None),
+        "schedule": g.schedule_label if g is not None else NOT_GOVERNED,
+        "schedule_expression": g.schedule.expression if g is not None else None,
+        "timezone": g.schedule.timezone.key if g is not None else None,
+        "account": g.ref.account if g is not None else (parts[0] if keyed and parts[0] != LEGACY_ACCOUNT else None),
+        "profile": g.ref.profile if g is not None else None,
+    }
+
+
+def _damaged_row(g: Governed | None, record_key: str, exc: CorruptRecordError) -> StatusRow:
     return StatusRow(
-        key=record_key,
-        cluster=g.ref.name if g is not None else parts[-1],
-        region=g.ref.region if g is not None else (parts[-2] if len(parts) >= 3 else None),
-        schedule=g.schedule_label if g is not None else NOT_GOVERNED,
-        schedule_expression=g.schedule.expression if g is not None else None,
+        **_identity(g, record_key),
         state="unknown",
         hold=None,
         recorded_sizes={},
@@ -326,9 +326,6 @@ def _damaged_row(g: Governed | None, record_key: str, exc: CorruptRecordError) -
         last_outcomes=(),
         retry=None,
         flags=(Flag("damaged", f"{exc} (nothing of this cluster is read from the store until it is mended)"),),
-        timezone=g.schedule.timezone.key if g is not None else None,
-        account=g.ref.account if g is not None else keyed,
-        profile=g.ref.profile if g is not None else None,
         damaged=True,
     )
 
